@@ -1,0 +1,121 @@
+# shardlab build. `make help` lists the targets.
+#   make deps    install missing Debian packages (apt-get; needs root or sudo)
+#   make         build the library, lessons, tests and build/bin/shardlab into build/
+#   make run     deps + build + every lesson in order on the simulated mesh
+#   make test    deps + build + every test (doctest suites, lessons, MPI suites)
+#   make sanitize  the suite under ThreadSanitizer and under ASan+UBSan
+#   make plots   sweeps + gnuplot pictures into build/plots/
+
+SHELL := /bin/bash
+CXX ?= g++
+SAN ?=
+PACKAGES := g++ make pkg-config xtensor-dev libxtensor-blas-dev libopenblas-dev mpich libmpich-dev \
+            doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox
+
+ifeq ($(SAN),thread)
+  BUILD := build/tsan
+  OPT := -O1 -g -fsanitize=thread
+else ifeq ($(SAN),address)
+  BUILD := build/asan
+  OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+  BUILD := build
+  OPT := -O2 -g0
+endif
+
+MPI_CFLAGS := -I/usr/include/x86_64-linux-gnu/mpich
+MPI_LIBS := -lmpich
+CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -pthread -I. $(MPI_CFLAGS)
+LDLIBS := $(MPI_LIBS) -lopenblas -pthread
+
+LIB_SRCS := $(filter-out %_main.cpp,$(wildcard core/*.cpp collectives/*.cpp harness/*.cpp))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)
+LIB := $(BUILD)/libshardlab.a
+LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
+LESSONS := $(LESSON_SRCS:lessons/%.cpp=$(BUILD)/bin/%)
+TEST_SRCS := $(wildcard tests/test_*.cpp)
+TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/doctest_main.o
+MPI_TEST_SRCS := $(wildcard tests/mpi/*.cpp)
+MPI_TEST_OBJS := $(MPI_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
+SHARDLAB := $(BUILD)/bin/shardlab
+TESTS := $(BUILD)/bin/tests
+MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
+
+.PHONY: all deps run test test-unit test-lessons test-mpi sanitize plots clean help
+all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
+
+help:
+	@sed -n '2,8p' Makefile | sed 's/^# *//'
+
+deps:
+	@missing=""; for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all $(words $(PACKAGES)) Debian packages present, nothing to install"; \
+	else echo "deps: missing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null; then sudo=sudo; \
+	  else echo "deps: not root and no sudo; install them by hand: apt-get install$$missing" >&2; exit 2; fi; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX  $<"
+	@$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@echo "  AR   $@"
+	@rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/obj/lessons/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK $@"
+	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(SHARDLAB): $(BUILD)/obj/harness/shardlab_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK $@"
+	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(TESTS): $(TEST_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK $@"
+	@$(CXX) $(CXXFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bin/mpi_tests: $(MPI_TEST_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK $@"
+	@$(CXX) $(CXXFLAGS) $(MPI_TEST_OBJS) $(LIB) $(LDLIBS) -o $@
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@set -e; for l in $(LESSONS); do echo; echo "===== $$l ====="; OPENBLAS_NUM_THREADS=1 $$l; done
+
+# Tests find binaries through SHARDLAB_BIN; one BLAS thread per device.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-unit test-mpi
+
+test-unit:
+	@echo "== doctest suite ($(TESTS))"
+	@SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 $(TESTS)
+
+test-mpi:
+	@if [ -n "$(MPI_TESTS)" ]; then for n in 2 8; do \
+	  echo "== MPI suite: mpiexec -n $$n $(MPI_TESTS)"; \
+	  SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 mpiexec -n $$n $(MPI_TESTS) || exit 1; done; \
+	else echo "== no MPI suite yet: skipping"; fi
+
+# ThreadSanitizer: the sim backend is threads. ASan+UBSan: the whole suite.
+sanitize: deps
+	@$(MAKE) --no-print-directory SAN=thread build/tsan/bin/tests
+	@echo "== ThreadSanitizer suite"
+	@SHARDLAB_BIN=build/bin TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 build/tsan/bin/tests -ts='*sim*,*collective*,*runtime*'
+	@$(MAKE) --no-print-directory SAN=address build/asan/bin/tests
+	@echo "== AddressSanitizer + UndefinedBehaviorSanitizer suite"
+	@SHARDLAB_BIN=build/bin ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 build/asan/bin/tests
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

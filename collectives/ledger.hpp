@@ -1,0 +1,40 @@
+// The ledger: one row per device per collective call, filled from what the transport moved.
+// The cost model predicts; the ledger measures; the harness compares the two.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardlab {
+
+struct LedgerRow {
+  int device = 0;
+  int call = 0;               // 0, 1, 2 ... in the order this device called collectives
+  std::string op;             // all_gather | reduce_scatter | all_reduce | all_to_all
+  std::string axes;           // "Y", "X,Y"
+  std::string tensor;         // label given by the program, e.g. "A"
+  std::string algorithm;      // ring | pairwise | native
+  int group_size = 1;
+  std::size_t input_bytes = 0;   // the local buffer handed to the collective
+  std::size_t output_bytes = 0;  // the local buffer it returned
+  std::size_t messages = 0;      // payload messages sent
+  std::size_t bytes_sent = 0, bytes_received = 0;
+  double seconds = 0;
+  bool modeled = false;  // bytes from the cost model (native MPI collectives), not measured
+};
+
+class Ledger {
+ public:
+  void add(LedgerRow row);  // stamps row.call
+  const std::vector<LedgerRow>& rows() const { return rows_; }
+  void clear() { rows_.clear(); }
+
+ private:
+  std::vector<LedgerRow> rows_;
+};
+
+// Line-based text form, for shipping rows between processes.
+std::string serialize(const std::vector<LedgerRow>& rows);
+std::vector<LedgerRow> deserialize(const std::string& text);
+
+}  // namespace shardlab

@@ -1,0 +1,31 @@
+#include "collectives/predict.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::size_t input_bytes,
+                                 std::size_t element_bytes) {
+  const std::size_t n = static_cast<std::size_t>(group_size);
+  if (n <= 1) return 0;
+  if (op == "all_gather") return (n - 1) * input_bytes;
+  if (op == "reduce_scatter" || op == "all_to_all") return (n - 1) * input_bytes / n;
+  if (op == "all_reduce") {
+    const std::size_t e = input_bytes / element_bytes;
+    auto chunk = [&](std::size_t r) { return e / n + (r < e % n ? 1 : 0); };
+    std::size_t most = 0;
+    for (std::size_t r = 0; r < n; ++r) most = std::max(most, 2 * e - chunk(r) - chunk((r + 1) % n));
+    return most * element_bytes;
+  }
+  throw Error(ErrorKind::unsupported, "no byte prediction for collective '" + op + "'");
+}
+
+std::size_t predicted_messages(const std::string& op, int group_size) {
+  const std::size_t n = static_cast<std::size_t>(group_size);
+  if (n <= 1) return 0;
+  return op == "all_reduce" ? 2 * (n - 1) : n - 1;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,23 @@
+// Bytes each device sends in one collective, from the algorithm's arithmetic alone (not from
+// running it). The harness compares these predictions with the ledger; native MPI rows use them
+// as their (modeled) byte counts.
+//
+// A group of n devices; `input_bytes` is the local buffer handed to the collective.
+//   all_gather      input is one block; sends n-1 blocks      = (n-1)/n of the gathered tensor
+//   reduce_scatter  input is the full tensor; sends n-1 slices = (n-1)/n of the input
+//   all_reduce      reduce_scatter then all_gather             = 2(n-1)/n of the input
+//   all_to_all      keeps 1 of n slices, sends the others      = (n-1)/n of the input
+// all_reduce splits a buffer of e elements into n near-equal chunks (the first e%n get one more);
+// device r sends every chunk but r in the first half and every chunk but r+1 in the second, so
+// the largest sender is given exactly; with e divisible by n it is 2(n-1)/n of the input.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace shardlab {
+
+std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::size_t input_bytes,
+                                 std::size_t element_bytes = sizeof(double));
+std::size_t predicted_messages(const std::string& op, int group_size);
+
+}  // namespace shardlab

@@ -1,0 +1,85 @@
+#include "collectives/runtime.hpp"
+
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "collectives/mpi.hpp"
+#include "collectives/sim.hpp"
+#include "core/blas.hpp"
+#include "core/error.hpp"
+
+namespace shardlab {
+
+Backend parse_backend(const std::string& text) {
+  if (text == "sim") return Backend::sim;
+  if (text == "mpi") return Backend::mpi;
+  throw Error(ErrorKind::parse, "backend '" + text + "' is not known; use sim or mpi");
+}
+
+std::string backend_name(Backend b) { return b == Backend::sim ? "sim" : "mpi"; }
+
+bool process_is_root() {
+  for (const char* var : {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v) return std::string(v) == "0";
+  }
+  return true;
+}
+
+Runtime::Runtime(Backend backend, bool native) : backend_(backend), native_(native) {
+  use_one_blas_thread();
+  if (backend_ == Backend::mpi) mpi::start();
+}
+
+Runtime::~Runtime() {
+  if (backend_ == Backend::mpi) mpi::stop();
+}
+
+bool Runtime::is_root() const { return backend_ == Backend::sim || mpi::is_root(); }
+
+int Runtime::agree(int status) const { return backend_ == Backend::sim ? status : mpi::agree(status); }
+
+namespace {
+
+RunResult run_sim(const Mesh& mesh, const Program& program) {
+  const int n = mesh.devices();
+  SimWorld world(n);
+  std::vector<std::unique_ptr<SimTransport>> transports;
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int d = 0; d < n; ++d) {
+    transports.push_back(std::make_unique<SimTransport>(world, d));
+    devices.push_back(std::make_unique<Device>(d, mesh, *transports[d]));
+  }
+  RunResult result;
+  result.outputs.resize(n);
+  std::vector<std::thread> threads;
+  for (int d = 0; d < n; ++d) {
+    threads.emplace_back([&, d] {
+      try {
+        result.outputs[d] = program(*devices[d]);
+      } catch (const Aborted&) {
+        // another device failed first; its error is the one reported
+      } catch (...) {
+        world.fail(d, std::current_exception());
+      }
+      world.finish(d);
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (world.first_error()) std::rethrow_exception(world.first_error());
+  for (const auto& dev : devices)
+    result.ledger.insert(result.ledger.end(), dev->ledger().rows().begin(), dev->ledger().rows().end());
+  return result;
+}
+
+}  // namespace
+
+RunResult Runtime::run(const Mesh& mesh, const Program& program) {
+  if (backend_ == Backend::mpi) return mpi::run(mesh, program, native_);
+  if (native_)
+    throw Error(ErrorKind::unsupported, "--collectives native needs the mpi backend (MPICH's own collectives)");
+  return run_sim(mesh, program);
+}
+
+}  // namespace shardlab

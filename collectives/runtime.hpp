@@ -1,0 +1,58 @@
+// Runtime: runs one SPMD program on every device of a mesh and brings back what each device
+// returned plus every device's ledger rows.
+//   sim: one std::thread per device in this process (the default).
+//   mpi: one MPICH process per device: mpiexec -n <devices> build/bin/<program> --backend mpi.
+// Outputs and ledgers are collected on the root (the process that prints and verifies): in sim
+// the only process, in mpi rank 0. Collection is harness traffic and is not in the ledger.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collectives/device.hpp"
+#include "collectives/ledger.hpp"
+#include "core/mesh.hpp"
+#include "core/tensor.hpp"
+
+namespace shardlab {
+
+enum class Backend { sim, mpi };
+Backend parse_backend(const std::string& text);  // "sim" | "mpi"; else Error(parse)
+std::string backend_name(Backend b);
+
+using Outputs = std::map<std::string, Tensor>;  // a device's named local blocks
+using Program = std::function<Outputs(Device&)>;
+
+struct RunResult {
+  std::vector<Outputs> outputs;    // outputs[d] from device d (root only; empty elsewhere)
+  std::vector<LedgerRow> ledger;   // every device's rows, by device then call (root only)
+};
+
+class Runtime {
+ public:
+  // `native`: use the transport's library collectives where it has them (MPI).
+  explicit Runtime(Backend backend, bool native = false);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  Backend backend() const { return backend_; }
+  bool native() const { return native_; }
+  bool is_root() const;
+  // Runs `program` on every device. Throws Error (same kind on every rank) for a bad setup, such
+  // as a world size that differs from the mesh, or when any device fails.
+  RunResult run(const Mesh& mesh, const Program& program);
+  // Exit status all processes agree on: the largest over ranks (mpi), or `status` (sim).
+  int agree(int status) const;
+
+ private:
+  Backend backend_;
+  bool native_;
+};
+
+// True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime
+// exists (reads the launcher's rank variables).
+bool process_is_root();
+
+}  // namespace shardlab

@@ -1,0 +1,123 @@
+#include "collectives/sim.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+SimWorld::SimWorld(int devices)
+    : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
+      waiting_on_(devices, -1), finished_(devices, false) {}
+
+void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity) {
+  Message m{ch, std::vector<unsigned char>(bytes), activity};
+  if (bytes) std::memcpy(m.bytes.data(), data, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) throw Aborted{};
+  box_[static_cast<std::size_t>(dst) * n_ + src].push_back(std::move(m));
+  wake_[dst].notify_one();
+}
+
+void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& box = box_[static_cast<std::size_t>(dst) * n_ + src];
+  waiting_on_[dst] = src;
+  while (box.empty()) {
+    if (aborted_) {
+      waiting_on_[dst] = -1;
+      throw Aborted{};
+    }
+    std::string why;
+    if (finished_[src]) {
+      why = "device " + std::to_string(dst) + " waits in " + activity_[dst] + " for device " + std::to_string(src) +
+            ", which finished its program without taking part";
+    } else if (all_stuck_locked()) {
+      why = "collectives do not match, every device is stuck: " + stuck_report_locked();
+    }
+    if (!why.empty()) {
+      waiting_on_[dst] = -1;
+      abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
+      throw Aborted{};
+    }
+    wake_[dst].wait(lock);
+  }
+  waiting_on_[dst] = -1;
+  Message m = std::move(box.front());
+  box.pop_front();
+  if (m.channel != ch || m.bytes.size() != bytes) {
+    std::string why = "collectives do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
+                      " and expected " + std::to_string(bytes) + " bytes from device " + std::to_string(src) +
+                      ", which is in " + m.activity + " and sent " + std::to_string(m.bytes.size()) + " bytes";
+    abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
+    throw Aborted{};
+  }
+  if (bytes) std::memcpy(data, m.bytes.data(), bytes);
+}
+
+void SimWorld::set_activity(int device, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  activity_[device] = what;
+}
+
+void SimWorld::finish(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_[device] = true;
+  activity_[device] = "nothing (finished)";
+  for (auto& w : wake_) w.notify_all();  // waiters re-check: their peer may be this device
+}
+
+void SimWorld::fail(int device, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    abort_locked(std::make_exception_ptr(Error(e.kind(), e.what())));
+  } catch (const std::exception& e) {
+    abort_locked(std::make_exception_ptr(
+        Error(ErrorKind::device, "device " + std::to_string(device) + " failed: " + e.what())));
+  } catch (...) {
+    abort_locked(std::make_exception_ptr(
+        Error(ErrorKind::device, "device " + std::to_string(device) + " failed with an unknown exception")));
+  }
+}
+
+void SimWorld::abort_locked(std::exception_ptr error) {
+  if (!first_error_) first_error_ = error;
+  aborted_ = true;
+  for (auto& w : wake_) w.notify_all();
+}
+
+// Every live device waits on a mailbox that is empty: no message can ever arrive.
+bool SimWorld::all_stuck_locked() const {
+  for (int d = 0; d < n_; ++d) {
+    if (finished_[d]) continue;
+    if (waiting_on_[d] < 0 || !box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]].empty()) return false;
+  }
+  return true;
+}
+
+std::string SimWorld::stuck_report_locked() const {
+  std::string out;
+  for (int d = 0; d < n_; ++d) {
+    if (finished_[d]) continue;
+    if (!out.empty()) out += "; ";
+    out += "device " + std::to_string(d) + " in " + activity_[d];
+    if (waiting_on_[d] >= 0) out += " waits for device " + std::to_string(waiting_on_[d]);
+  }
+  return out;
+}
+
+void SimTransport::set_activity(const std::string& what) {
+  Transport::set_activity(what);
+  world_.set_activity(device_, what);
+}
+
+void SimTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
+                            void* rbuf, std::size_t rbytes) {
+  // Sends are buffered, so posting first and then taking can never deadlock a ring.
+  world_.post(device_, g.members[to], ch, sbuf, sbytes, activity());
+  world_.take(device_, g.members[from], ch, rbuf, rbytes);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,71 @@
+// The sim backend: every device is a std::thread in this process. Messages go through blocking
+// mailboxes (one FIFO per sender->receiver pair) under one mutex; waiting is on condition
+// variables, never spinning, so 64 devices run on 2 cores.
+//
+// Nothing hangs: a receive from a device that has finished, or a state where every live device
+// waits on an empty mailbox, stops the run with a message naming what each device was doing; an
+// exception on one device wakes and stops all the others.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/transport.hpp"
+
+namespace shardlab {
+
+// Thrown on devices stopped because another device failed; the runtime reports the first failure.
+struct Aborted {};
+
+class SimWorld {
+ public:
+  explicit SimWorld(int devices);
+
+  void post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity);
+  // Blocks until src's next message to dst arrives; checks it is the channel and size expected.
+  void take(int dst, int src, Channel ch, void* data, std::size_t bytes);
+
+  void set_activity(int device, const std::string& what);
+  void finish(int device);                                      // device's program returned
+  void fail(int device, std::exception_ptr error);              // device's program threw
+  std::exception_ptr first_error() const { return first_error_; }
+
+ private:
+  struct Message {
+    Channel channel;
+    std::vector<unsigned char> bytes;
+    std::string activity;  // sender's activity when it posted
+  };
+  void abort_locked(std::exception_ptr error);
+  bool all_stuck_locked() const;
+  std::string stuck_report_locked() const;
+
+  const int n_;
+  mutable std::mutex mu_;
+  std::vector<std::condition_variable> wake_;  // one per device
+  std::vector<std::deque<Message>> box_;       // box_[dst * n + src]
+  std::vector<std::string> activity_;
+  std::vector<int> waiting_on_;                // -1, or the src a device blocks on
+  std::vector<bool> finished_;
+  bool aborted_ = false;
+  std::exception_ptr first_error_;
+};
+
+class SimTransport : public Transport {
+ public:
+  SimTransport(SimWorld& world, int device) : world_(world), device_(device) {}
+  void set_activity(const std::string& what) override;
+
+ protected:
+  void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
+                std::size_t rbytes) override;
+
+ private:
+  SimWorld& world_;
+  int device_;
+};
+
+}  // namespace shardlab

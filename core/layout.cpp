@@ -1,0 +1,125 @@
+#include "core/layout.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include <xtensor/xstrided_view.hpp>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+Shape Block::shape() const {
+  Shape s;
+  for (std::size_t i = 0; i < start.size(); ++i) s.push_back(stop[i] - start[i]);
+  return s;
+}
+
+std::string Block::text() const {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t i = 0; i < start.size(); ++i) out << (i ? ", " : "") << start[i] << ":" << stop[i];
+  out << "]";
+  return out.str();
+}
+
+Block block_of(const Mesh& mesh, const Spec& spec, const Shape& global, int device) {
+  spec.validate(mesh, global, "tensor");
+  Block b;
+  for (std::size_t i = 0; i < global.size(); ++i) {
+    const std::size_t n = static_cast<std::size_t>(spec.shards(mesh, i));
+    const std::size_t len = global[i] / n;
+    const std::size_t k = static_cast<std::size_t>(mesh.index_along(device, spec.dims[i]));
+    b.start.push_back(k * len);
+    b.stop.push_back((k + 1) * len);
+  }
+  return b;
+}
+
+Shape local_shape(const Mesh& mesh, const Spec& spec, const Shape& global) {
+  return block_of(mesh, spec, global, 0).shape();
+}
+
+namespace {
+xt::xstrided_slice_vector slices(const Block& b) {
+  xt::xstrided_slice_vector sv;
+  for (std::size_t i = 0; i < b.start.size(); ++i) sv.push_back(xt::range(b.start[i], b.stop[i]));
+  return sv;
+}
+}  // namespace
+
+Tensor local_block(const Tensor& global, const Mesh& mesh, const Spec& spec, int device) {
+  Block b = block_of(mesh, spec, shape_of(global), device);
+  return xt::strided_view(global, slices(b));
+}
+
+Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const std::vector<Tensor>& blocks,
+                  const std::string& tensor) {
+  spec.validate(mesh, global, tensor);
+  if (blocks.size() != static_cast<std::size_t>(mesh.devices()))
+    throw Error(ErrorKind::rank_mismatch, "assembling " + tensor + " needs " + std::to_string(mesh.devices()) +
+                                              " blocks, got " + std::to_string(blocks.size()));
+  Assembly out;
+  out.tensor = xt::zeros<double>(global);
+  // One partial term per index along the partial axes; replicas within a term must agree.
+  const int terms = mesh.axes_size(spec.partial);
+  for (int t = 0; t < terms; ++t) {
+    Tensor term = xt::zeros<double>(global);
+    Tensor seen = xt::zeros<double>(global);  // 1 where some replica already wrote
+    for (int d = 0; d < mesh.devices(); ++d) {
+      if (mesh.index_along(d, spec.partial) != t) continue;
+      Block b = block_of(mesh, spec, global, d);
+      if (shape_of(blocks[d]) != b.shape())
+        throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(d) + " holds " + tensor + " block " +
+                                                  shape_text(shape_of(blocks[d])) + ", expected " + shape_text(b.shape()));
+      auto view = xt::strided_view(term, slices(b));
+      auto seen_view = xt::strided_view(seen, slices(b));
+      if (out.replicas_agree) {
+        // Compare with what an earlier replica wrote; all three are row-major over the block.
+        const Tensor before = view, was_seen = seen_view;
+        const Tensor& mine = blocks[d];
+        for (std::size_t k = 0; k < mine.size(); ++k) {
+          if (was_seen.data()[k] != 0.0 && before.data()[k] != mine.data()[k]) {
+            std::ostringstream msg;
+            msg << "replicas of " << tensor << " disagree: device " << d << " has " << mine.data()[k]
+                << " at local index " << k << " of its block " << b.text() << ", an earlier replica has "
+                << before.data()[k];
+            out.replicas_agree = false;
+            out.disagreement = msg.str();
+            break;
+          }
+        }
+      }
+      view = blocks[d];
+      std::fill(seen_view.begin(), seen_view.end(), 1.0);
+    }
+    out.tensor += term;
+  }
+  return out;
+}
+
+namespace {
+void outer_inner(const Shape& shape, std::size_t dim, std::size_t& outer, std::size_t& inner) {
+  outer = 1;
+  inner = 1;
+  for (std::size_t i = 0; i < dim; ++i) outer *= shape[i];
+  for (std::size_t i = dim + 1; i < shape.size(); ++i) inner *= shape[i];
+}
+}  // namespace
+
+void copy_out(const double* src, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, double* dst) {
+  std::size_t outer, inner;
+  outer_inner(shape, dim, outer, inner);
+  for (std::size_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * len * inner, src + (o * shape[dim] + begin) * inner, len * inner * sizeof(double));
+}
+
+void copy_in(double* dst, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, const double* src) {
+  std::size_t outer, inner;
+  outer_inner(shape, dim, outer, inner);
+  for (std::size_t o = 0; o < outer; ++o)
+    std::memcpy(dst + (o * shape[dim] + begin) * inner, src + o * len * inner, len * inner * sizeof(double));
+}
+
+}  // namespace shardlab

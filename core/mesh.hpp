@@ -1,0 +1,52 @@
+// Mesh: devices arranged in an array with named axes, e.g. X=2,Y=4 (8 devices).
+// Device ids are row-major over the axes: on X=2,Y=4 device 5 sits at X=1,Y=1.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardlab {
+
+class Mesh {
+ public:
+  Mesh() = default;
+  Mesh(std::vector<std::string> names, std::vector<int> sizes);  // validates names and sizes
+
+  // "X=2,Y=4", "mesh_rows=2,mesh_cols=4", or shorthand "2x4" (axes X, Y, Z, W, then A1, A2 ...).
+  static Mesh parse(const std::string& text);
+
+  int rank() const { return static_cast<int>(names_.size()); }
+  int devices() const;
+  const std::vector<std::string>& names() const { return names_; }
+  const std::vector<int>& sizes() const { return sizes_; }
+  bool has_axis(const std::string& name) const;
+  int axis(const std::string& name) const;  // index; throws Error(unknown_axis)
+  int axis_size(const std::string& name) const { return sizes_[axis(name)]; }
+  int axes_size(const std::vector<std::string>& axes) const;  // product of their sizes
+
+  std::vector<int> coords(int device) const;
+  int device(const std::vector<int>& coords) const;
+
+  // The devices that share `device`'s coordinates on every axis not in `axes`, ordered
+  // row-major over `axes` in the order given (first axis major). `device` is one of them.
+  std::vector<int> group(int device, const std::vector<std::string>& axes) const;
+  // All such groups, in order of their first member.
+  std::vector<std::vector<int>> groups(const std::vector<std::string>& axes) const;
+  // Position of `device` in its group along `axes` (row-major index of its coords on `axes`).
+  int index_along(int device, const std::vector<std::string>& axes) const;
+
+  std::string text() const;  // "X=2,Y=4"
+  // ASCII picture: a grid of the last two axes, one grid per index of the leading axes.
+  // `label(d)` fills device d's box (defaults to "d<id>").
+  std::string picture(const std::function<std::string(int)>& label = nullptr) const;
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<int> sizes_;
+};
+
+// "X,Y" -> {"X","Y"}; "" -> {}. Checks every axis exists and none repeats.
+std::vector<std::string> parse_axes(const Mesh& mesh, const std::string& text);
+std::string axes_text(const std::vector<std::string>& axes);  // {"X","Y"} -> "X,Y"
+
+}  // namespace shardlab

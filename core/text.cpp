@@ -1,0 +1,71 @@
+#include "core/text.hpp"
+
+#include <cctype>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : text) {
+    if (c == sep) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+std::vector<std::string> split_top(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::string cur;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == sep && depth == 0) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+std::string trim(const std::string& text) {
+  std::size_t b = 0, e = text.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+  return text.substr(b, e - b);
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+long parse_positive(const std::string& text, const std::string& what) {
+  bool digits = !text.empty() && text.size() <= 9;
+  for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  long v = digits ? std::stol(text) : 0;
+  if (v <= 0) throw Error(ErrorKind::parse, what + " has '" + text + "', expected a positive integer");
+  return v;
+}
+
+bool is_identifier(const std::string& text) {
+  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  for (char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace shardlab

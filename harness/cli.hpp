@@ -1,0 +1,42 @@
+// Command lines for lessons and tools, built with CLI11 (kept out of this header: it is slow to
+// compile). Every binary shares the common flags; a lesson adds its own with option()/flag().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace shardlab {
+
+struct CommonOptions {
+  std::string mesh;                  // "X=2,Y=4"
+  std::string backend = "sim";       // sim | mpi
+  std::string collectives = "ring";  // ring (ours) | native (MPICH's, mpi backend only)
+  std::uint64_t seed = 0;
+  bool json = false;
+  bool quiet = false;
+  bool perturb_expected = false;     // testing: corrupt the reference so the verdict must FAIL
+};
+
+class Cli {
+ public:
+  Cli(const std::string& name, const std::string& description, const std::string& default_mesh);
+  ~Cli();
+  void option(const std::string& flags, std::string& target, const std::string& help);
+  void option(const std::string& flags, int& target, const std::string& help);
+  void flag(const std::string& flags, bool& target, const std::string& help);
+  // -1: go on. Otherwise the exit status to return now: 0 after --help (printed), 2 after a bad
+  // flag (one sentence on stderr).
+  int parse(int argc, char** argv);
+  CommonOptions common;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs `body` and turns a shardlab::Error into one sentence on stderr (from the root process only)
+// and exit status 2; any other exception likewise becomes a sentence and status 2.
+int guarded(const std::function<int()>& body);
+
+}  // namespace shardlab

@@ -1,0 +1,84 @@
+#include "harness/verify.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/layout.hpp"
+
+namespace shardlab {
+
+std::string Verdict::line() const {
+  std::ostringstream out;
+  out << (pass ? "PASS " : "FAIL ");
+  if (!pass && !name.empty()) out << name << ": ";
+  out << "max_abs_err=" << max_abs_error;
+  if (tolerance == 0) out << " (exact)";
+  else out << " (tol " << tolerance << ")";
+  if (!detail.empty()) out << "; " << detail;
+  return out.str();
+}
+
+namespace {
+std::string index_text(const Shape& shape, std::size_t flat) {
+  std::vector<std::size_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    idx[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return shape_text(Shape(idx.begin(), idx.end()));
+}
+}  // namespace
+
+Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance) {
+  Verdict v;
+  v.name = name;
+  v.tolerance = tolerance;
+  if (shape_of(got) != shape_of(want)) {
+    v.pass = false;
+    v.max_abs_error = INFINITY;
+    v.detail = name + " has shape " + shape_text(shape_of(got)) + ", expected " + shape_text(shape_of(want));
+    return v;
+  }
+  bool first = true;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got.data()[i], w = want.data()[i];
+    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
+    if ((err > tolerance || std::isnan(err)) && first) {
+      std::ostringstream d;
+      d << "first bad index " << index_text(shape_of(want), i) << ": got " << g << ", want " << w;
+      v.detail = d.str();
+      v.pass = false;
+      first = false;
+    }
+  }
+  return v;
+}
+
+double reduction_tolerance(std::size_t terms, double max_abs_term) {
+  if (terms <= 1) return 0.0;
+  const double n = static_cast<double>(terms);
+  return (n - 1) * DBL_EPSILON * n * max_abs_term;
+}
+
+Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const Tensor& want, double tolerance) {
+  std::vector<Tensor> blocks;
+  for (const auto& out : run.outputs) {
+    auto it = out.find(name);
+    if (it == out.end())
+      throw Error(ErrorKind::device, "a device returned no block named " + name + " to verify");
+    blocks.push_back(it->second);
+  }
+  Assembly a = assemble(mesh, spec, shape_of(want), blocks, name);
+  Verdict v = compare(name, a.tensor, want, tolerance);
+  if (!a.replicas_agree) {
+    v.pass = false;
+    v.detail = a.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
+  }
+  return v;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,2 @@
+#pragma once
+#define SHARDLAB_VERSION "0.1.0"
