@@ -25,6 +25,13 @@ std::vector<std::string> parse_axis_list(const std::string& entry, const std::st
   return axes;
 }
 
+// Single-letter axes print run together as in the scaling book (I_{XY}); longer names get commas.
+bool short_names(const std::vector<std::string>& axes) {
+  for (const auto& a : axes)
+    if (a.size() != 1) return false;
+  return true;
+}
+
 }  // namespace
 
 Spec Spec::parse(const std::string& raw) {
@@ -83,11 +90,11 @@ std::string Spec::notation(const std::string& tensor, const std::vector<std::str
   for (std::size_t i = 0; i < dims.size(); ++i) {
     std::string name = i < dim_names.size() ? dim_names[i] : std::string(1, static_cast<char>('I' + (i % 18)));
     if (dims[i].size() == 1) name += "_" + dims[i][0];
-    if (dims[i].size() > 1) name += "_{" + join(dims[i], "") + "}";
+    if (dims[i].size() > 1) name += "_{" + join(dims[i], short_names(dims[i]) ? "" : ",") + "}";
     parts.push_back(name);
   }
   std::string out = tensor + "[" + join(parts, ", ") + "]";
-  if (!partial.empty()) out += "{U_" + join(partial, "") + "}";
+  if (!partial.empty()) out += "{U_" + join(partial, short_names(partial) ? "" : ",") + "}";
   return out;
 }
 

@@ -70,6 +70,7 @@ double Report::tolerance() const {
 }
 
 std::string collectives_table(const std::vector<CollectiveSummary>& rows) {
+  if (rows.empty()) return "  no collectives: 0 bytes moved between devices\n";
   Table t({"#", "collective", "over", "tensor", "group", "algorithm", "msgs", "bytes/device", "predicted", "match"});
   for (const auto& r : rows) {
     t.add({std::to_string(r.call), r.op, r.axes.empty() ? "-" : r.axes, r.tensor, std::to_string(r.group_size),
