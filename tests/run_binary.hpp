@@ -1,0 +1,50 @@
+// Runs a built program for tests: binaries live in $SHARDLAB_BIN (default build/bin).
+#pragma once
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/wait.h>
+
+namespace shardlab::testing {
+
+struct Ran {
+  int status = -1;     // exit status
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+inline std::string bin_dir() {
+  const char* d = std::getenv("SHARDLAB_BIN");
+  return d ? d : "build/bin";
+}
+
+// `command` starts with the program name relative to bin_dir(), e.g. "02_reduction_allreduce --json".
+// `prefix` goes in front (e.g. "mpiexec -n 8 ").
+inline Ran run_binary(const std::string& command, const std::string& prefix = "") {
+  static int counter = 0;
+  const std::string err_file = "/tmp/shardlab_test_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string full = prefix + bin_dir() + "/" + command + " 2>" + err_file;
+  Ran r;
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int raw = ::pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  if (FILE* e = std::fopen(err_file.c_str(), "r")) {
+    while ((n = std::fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    std::fclose(e);
+  }
+  std::remove(err_file.c_str());
+  return r;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace shardlab::testing
