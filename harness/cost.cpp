@@ -1,0 +1,87 @@
+#include "harness/cost.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+const std::vector<Hardware>& hardware_presets() {
+  static const std::vector<Hardware> presets = {
+      {"tpu-v4", "TPU v4 chip, one ICI link of a 3D torus",
+       "Google TPU v4 system architecture page and the JAX scaling book: ~45 GB/s per ICI link one way, "
+       "275 TFLOP/s bf16 per chip; latency ~1 us assumed",
+       1e-6, 45e9, 45e9 * 10, 275e12},
+      {"nvlink-a100", "8x A100 in one host over NVLink 3 / NVSwitch",
+       "NVIDIA A100 datasheet: 600 GB/s NVLink total (300 GB/s each way), 312 TFLOP/s bf16 dense; "
+       "NCCL small-message latency ~5 us assumed",
+       5e-6, 300e9, 300e9 * 10, 312e12},
+      {"ethernet-100g", "A100 hosts linked by 100 Gb/s Ethernet",
+       "100 Gb/s = 12.5 GB/s line rate; ~20 us per message assumed for a TCP/RoCE hop; A100 compute",
+       20e-6, 12.5e9, 300e9, 312e12},
+      {"this-machine", "2 MPICH processes on this 2-core machine (shared memory)",
+       "measured here with `mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi` (ring all_reduce, "
+       "1-64 MiB) and a float64 GEMM through OpenBLAS; rerun both to refresh on other machines",
+       20e-6, 3e9, 6e9, 30e9},
+  };
+  return presets;
+}
+
+const Hardware& hardware_preset(const std::string& name) {
+  std::string known;
+  for (const auto& h : hardware_presets()) {
+    if (h.name == name) return h;
+    known += (known.empty() ? "" : ", ") + h.name;
+  }
+  throw Error(ErrorKind::parse, "hardware preset '" + name + "' is not known; choose one of " + known);
+}
+
+std::string algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring: return "ring";
+    case Algorithm::recursive_doubling: return "recursive_doubling";
+    case Algorithm::pairwise: return "pairwise";
+  }
+  return "?";
+}
+
+namespace {
+double log2_exact(int p, const std::string& op) {
+  int k = 0;
+  while ((1 << k) < p) ++k;
+  if ((1 << k) != p)
+    throw Error(ErrorKind::unsupported, "recursive doubling " + op + " needs a power-of-two group, not " +
+                                            std::to_string(p));
+  return k;
+}
+}  // namespace
+
+double collective_steps(const std::string& op, Algorithm algorithm, int p) {
+  if (p <= 1) return 0;
+  if (algorithm == Algorithm::recursive_doubling) return log2_exact(p, op);
+  if (op == "all_reduce") return 2.0 * (p - 1);
+  return p - 1;
+}
+
+double collective_seconds(const std::string& op, Algorithm algorithm, int p, double n, const Hardware& hw) {
+  if (p <= 1) return 0;
+  const double a = hw.alpha, b = 1.0 / hw.bytes_per_s, g = 1.0 / hw.reduce_bytes_per_s;
+  const double frac = (p - 1.0) / p;
+  const double steps = collective_steps(op, algorithm, p);
+  if (algorithm == Algorithm::ring) {
+    if (op == "all_gather") return steps * a + n * frac * b;
+    if (op == "reduce_scatter") return steps * a + n * frac * (b + g);
+    if (op == "all_reduce") return steps * a + 2 * n * frac * b + n * frac * g;
+  }
+  if (algorithm == Algorithm::recursive_doubling) {
+    if (op == "all_gather") return steps * a + n * frac * b;
+    if (op == "reduce_scatter") return steps * a + n * frac * (b + g);
+    if (op == "all_reduce") return steps * a + n * steps * (b + g);
+  }
+  if (algorithm == Algorithm::pairwise && op == "all_to_all") return steps * a + n * frac * b;
+  throw Error(ErrorKind::unsupported, "the cost model has no " + algorithm_name(algorithm) + " " + op);
+}
+
+double compute_seconds(double flops, const Hardware& hw) { return flops / hw.flops_per_s; }
+
+}  // namespace shardlab
