@@ -38,6 +38,10 @@ Runtime::~Runtime() {
 
 bool Runtime::is_root() const { return backend_ == Backend::sim || mpi::is_root(); }
 
+void Runtime::check_mesh(const Mesh& mesh) const {
+  if (backend_ == Backend::mpi) mpi::check_world(mesh);
+}
+
 int Runtime::agree(int status) const { return backend_ == Backend::sim ? status : mpi::agree(status); }
 
 namespace {

@@ -43,6 +43,9 @@ class Runtime {
   // Runs `program` on every device. Throws Error (same kind on every rank) for a bad setup, such
   // as a world size that differs from the mesh, or when any device fails.
   RunResult run(const Mesh& mesh, const Program& program);
+  // The world-size check of run() on its own (mpi: one process per device; sim: nothing), so that
+  // a program can fail with one sentence before it prints anything.
+  void check_mesh(const Mesh& mesh) const;
   // Exit status all processes agree on: the largest over ranks (mpi), or `status` (sim).
   int agree(int status) const;
 

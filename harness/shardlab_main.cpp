@@ -6,6 +6,7 @@
 #include "collectives/runtime.hpp"
 #include "core/blas.hpp"
 #include "harness/cli.hpp"
+#include "harness/cmd_bench.hpp"
 #include "harness/version.hpp"
 
 int main(int argc, char** argv) {
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app("shardlab: learn and check tensor-parallel sharding on a simulated or MPI mesh", "shardlab");
   app.require_subcommand(1);
   auto* version = app.add_subcommand("version", "print the version and the BLAS in use");
+  Command bench = add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   return guarded([&] {
+    if (*bench.app) return bench.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

@@ -1,0 +1,51 @@
+// MpiTransport: one MPICH process per device. The ring algorithms (ring.cpp, all_to_all.cpp) call
+// sendrecv as on the sim backend; here each exchange is MPI_Irecv + MPI_Isend on the group's own
+// communicator (one per set of mesh axes, from MPI_Comm_split), waited for by MpiRun::wait so
+// that a failure elsewhere or a deadlock stops it instead of hanging. The base class counts the
+// payload bytes for the ledger once the exchange completed.
+//
+// --collectives native: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall on
+// the same communicators. They block inside MPICH, so the group first meets in an MPI_Ibarrier
+// that can be abandoned: a rank enters the library collective only when every member is there.
+#pragma once
+#include <map>
+#include <vector>
+
+#include "collectives/mpi_world.hpp"
+#include "collectives/transport.hpp"
+#include "core/mesh.hpp"
+
+namespace shardlab {
+
+class MpiTransport : public Transport {
+ public:
+  // `comms` from MpiProcess::comms(mesh); device = this rank.
+  MpiTransport(MpiRun& run, const Mesh& mesh, const std::vector<MPI_Comm>& comms, int device)
+      : run_(run), mesh_(mesh), comms_(comms), device_(device) {}
+
+  bool native_all_reduce(const Group& g, double* buf, std::size_t n) override;
+  bool native_all_gather(const Group& g, const double* in, std::size_t n, double* out) override;
+  bool native_reduce_scatter(const Group& g, const double* in, std::size_t n_each, double* out) override;
+  bool native_all_to_all(const Group& g, const double* in, std::size_t n_each, double* out) override;
+
+ protected:
+  void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
+                std::size_t rbytes) override;
+
+ private:
+  struct GroupComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::vector<int> rank_of;  // rank_of[position in the group] = rank in comm
+    bool identity = true;      // group order == communicator order
+  };
+  const GroupComm& comm_for(const Group& g);
+  void meet(const Group& g, const GroupComm& gc);  // every member has reached the native call
+
+  MpiRun& run_;
+  const Mesh& mesh_;
+  const std::vector<MPI_Comm>& comms_;
+  int device_;
+  std::map<std::vector<std::string>, GroupComm> cache_;
+};
+
+}  // namespace shardlab

@@ -1,0 +1,352 @@
+#include "collectives/mpi_world.hpp"
+
+#include <dlfcn.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+namespace {
+using namespace std::chrono_literals;
+// A rank blocked this long tells rank 0; rank 0 declares a deadlock when every live rank is blocked
+// and nothing has changed for kConfirm. Oversubscribed ranks (8 on 2 cores) take 10-50 ms a step,
+// and a message in flight is delivered within milliseconds while everyone polls, so a live run
+// never looks like this.
+constexpr auto kStuckAfter = 250ms;
+constexpr auto kConfirm = 750ms;
+
+int tag_ub() {
+  void* value = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &flag);
+  return flag ? *static_cast<int*>(value) : 32767;
+}
+
+// Completes one request while letting other ranks on the same core run.
+void wait_yielding(MPI_Request* request, const char* what) {
+  for (int spin = 0;; ++spin) {
+    int done = 0;
+    mpi_check(MPI_Test(request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (spin > 64) sched_yield();
+  }
+}
+
+int recv_int(int source, int tag, MPI_Comm comm) {
+  int value = 0;
+  MPI_Request r;
+  mpi_check(MPI_Irecv(&value, 1, MPI_INT, source, tag, comm, &r), "MPI_Irecv");
+  wait_yielding(&r, "MPI_Irecv");
+  return value;
+}
+}  // namespace
+
+void mpi_check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(ErrorKind::device, std::string(what) + " failed: " + text);
+}
+
+MpiProcess& MpiProcess::get() {
+  static MpiProcess* process = new MpiProcess();  // never destroyed: leave() runs at exit
+  return *process;
+}
+
+MpiProcess::MpiProcess() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(nullptr, nullptr);
+  // Failures come back as return codes and become Errors: no abort, no stack spam.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  launched_ = std::getenv("PMI_RANK") || std::getenv("PMIX_RANK") || std::getenv("PMI_FD");
+  MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &split_parent_);
+  gone_.assign(size_, false);
+  std::atexit([] { MpiProcess::get().leave(); });
+}
+
+int MpiProcess::run_tag(int epoch, RunKind kind) const {
+  static const int epochs = (tag_ub() - kRunTags) / kRunKinds;
+  return kRunTags + (epoch % epochs) * kRunKinds + kind;
+}
+
+const std::vector<MPI_Comm>& MpiProcess::comms(const Mesh& mesh) {
+  if (comms_key_ == mesh.text() && !comms_.empty()) return comms_;
+  drop_comms();
+  const int k = mesh.rank();
+  comms_.assign(std::size_t{1} << k, MPI_COMM_NULL);
+  comms_[0] = MPI_COMM_SELF;
+  for (unsigned mask = 1; mask < comms_.size(); ++mask) {
+    std::vector<std::string> in, out;
+    for (int a = 0; a < k; ++a) (mask >> a & 1u ? in : out).push_back(mesh.names()[a]);
+    // Same color = same coordinates off the group's axes; key = position along them.
+    mpi_check(MPI_Comm_split(split_parent_, mesh.index_along(rank_, out), mesh.index_along(rank_, in), &comms_[mask]),
+              "MPI_Comm_split");
+  }
+  comms_key_ = mesh.text();
+  return comms_;
+}
+
+void MpiProcess::after_failure() {
+  drop_comms();
+  // Messages of the failed run that nobody will take stay queued; UCX (MPICH's ch4:ucx transport)
+  // would list each at MPI_Finalize. The error was already reported in one sentence, so UCX is
+  // told to keep to errors. Looked up at run time: other MPICH builds have no UCX.
+  using SetValue = int (*)(const char*, const char*);
+  if (auto set = reinterpret_cast<SetValue>(dlsym(RTLD_DEFAULT, "ucs_global_opts_set_value"))) set("LOG_LEVEL", "error");
+}
+
+void MpiProcess::drop_comms() {
+  for (std::size_t i = 1; i < comms_.size(); ++i)
+    if (comms_[i] != MPI_COMM_NULL) MPI_Comm_free(&comms_[i]);
+  comms_.clear();
+  comms_key_.clear();
+}
+
+int MpiProcess::agree(int status) {
+  if (size_ == 1) return status;
+  if (rank_ != 0) {
+    mpi_check(MPI_Send(&status, 1, MPI_INT, 0, kTagAgree, harness_), "MPI_Send");
+    const int v = recv_int(0, kTagAgreeReply, harness_);
+    return v < 0 ? std::max(status, 2) : v;  // rank 0 is leaving without agreeing: it failed
+  }
+  int v = status;
+  for (int r = 1; r < size_; ++r) {
+    int s = -1;
+    if (!gone_[r]) {
+      s = recv_int(r, kTagAgree, harness_);
+      if (s < 0) {  // r is leaving and waits for rank 0's goodbye
+        gone_[r] = true;
+        mpi_check(MPI_Send(&s, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
+      }
+    }
+    v = std::max(v, s < 0 ? 2 : s);
+  }
+  for (int r = 1; r < size_; ++r)
+    if (!gone_[r]) mpi_check(MPI_Send(&v, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
+  return v;
+}
+
+bool MpiProcess::left_early(int r) {
+  int flag = 0;
+  MPI_Iprobe(r, kTagAgree, harness_, &flag, MPI_STATUS_IGNORE);
+  if (!flag) return false;
+  int s = recv_int(r, kTagAgree, harness_);
+  const int gone = -1;
+  MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);  // goodbye, or "rank 0 does not agree"
+  if (s < 0) gone_[r] = true;
+  return true;
+}
+
+void MpiProcess::leave() {
+  if (left_) return;
+  left_ = true;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // Every rank that has not said goodbye yet does so now; small sends are eager.
+  const int gone = -1;
+  if (rank_ != 0) {
+    MPI_Send(&gone, 1, MPI_INT, 0, kTagAgree, harness_);
+    recv_int(0, kTagAgreeReply, harness_);  // rank 0's goodbye (or its "left" answer to an agree)
+  } else {
+    for (int r = 1; r < size_; ++r) {
+      while (!gone_[r]) {
+        MPI_Status st;
+        int flag = 0;
+        MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &st);
+        if (!flag) {
+          sched_yield();
+          continue;
+        }
+        if (st.MPI_TAG == kTagAgree) {
+          left_early(r);  // a status (r waits to agree: it learns rank 0 left) or r's goodbye
+        } else if (st.MPI_TAG >= kRunTags && (st.MPI_TAG - kRunTags) % kRunKinds == enter) {
+          // r waits to start a run that rank 0 will never start: tell it so.
+          char none = 0;
+          MPI_Recv(&none, 0, MPI_BYTE, r, st.MPI_TAG, harness_, MPI_STATUS_IGNORE);
+          const std::string why = "rank 0 stopped before this run began";
+          MPI_Send(why.data(), static_cast<int>(why.size()), MPI_BYTE, r, st.MPI_TAG + (go - enter), harness_);
+        } else {
+          int n = 0;  // anything else from a run that is over
+          MPI_Get_count(&st, MPI_BYTE, &n);
+          std::vector<char> junk(n);
+          MPI_Recv(junk.data(), n, MPI_BYTE, r, st.MPI_TAG, harness_, MPI_STATUS_IGNORE);
+        }
+      }
+    }
+  }
+  MPI_Finalize();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+MpiRun::MpiRun(MpiProcess& process, int epoch)
+    : process_(process), epoch_(epoch), sent_(process.size(), 0), last_change_(Clock::now()) {
+  if (process_.rank() == 0) ranks_.resize(process_.size());
+}
+
+int MpiRun::group_tag(int channel) const {
+  static const int epochs = tag_ub() / 4 - 1;
+  return (epoch_ % epochs) * 4 + channel;
+}
+
+void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int peer, const std::string& activity) {
+  const auto start = Clock::now();
+  bool reported = false;
+  for (long spin = 0;; ++spin) {
+    int done = 0;
+    if (MPI_Testall(count, requests, &done, statuses) != MPI_SUCCESS)
+      throw Error(ErrorKind::mismatch, "collectives do not match: device " + std::to_string(process_.rank()) +
+                                           " in " + activity + " got a message of the wrong size from device " +
+                                           std::to_string(peer));
+    if (done) break;
+    if (spin % 16 == 15) {
+      poll_notes();
+      if (!reported && Clock::now() - start > kStuckAfter) {
+        reported = true;
+        if (process_.rank() == 0) set_state(0, State::stuck, peer, activity);
+        else send_note(0, stuck_note, peer, activity);
+      }
+      if (reported && process_.rank() == 0 && !aborted_) {
+        const std::string deadlock = find_deadlock();
+        if (!deadlock.empty()) {
+          abort_others();
+          throw Error(ErrorKind::mismatch, deadlock);
+        }
+      }
+    }
+    if (spin > 256) sched_yield();  // oversubscribed ranks: let the peer we wait for run
+  }
+  if (reported) {
+    if (process_.rank() == 0) set_state(0, State::running, -1, "");
+    else send_note(0, unstuck_note, -1, "");
+  }
+}
+
+void MpiRun::cancel_requests(int count, MPI_Request* requests) {
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&requests[i]);
+    // A cancelled receive completes at once; a send whose peer never takes it does not, so it is
+    // freed after a short wait (its buffer is not read again: the peer has left this run).
+    const auto start = Clock::now();
+    int done = 0;
+    while (!done && Clock::now() - start < 200ms) {
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+      if (!done) sched_yield();
+    }
+    if (!done) MPI_Request_free(&requests[i]);
+  }
+}
+
+void MpiRun::send_note(int to, Note note, int peer, const std::string& activity) {
+  std::vector<char> buf(2 * sizeof(int) + activity.size());
+  const int head[2] = {static_cast<int>(note), peer};
+  std::memcpy(buf.data(), head, sizeof head);
+  std::memcpy(buf.data() + sizeof head, activity.data(), activity.size());
+  mpi_check(MPI_Send(buf.data(), static_cast<int>(buf.size()), MPI_CHAR, to,
+                     process_.run_tag(epoch_, MpiProcess::note), process_.harness()),
+            "MPI_Send");
+  ++sent_[to];
+}
+
+void MpiRun::poll_notes() {
+  const int tag = process_.run_tag(epoch_, MpiProcess::note);
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, tag, process_.harness(), &flag, &st), "MPI_Iprobe");
+    if (!flag) return;
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    std::vector<char> buf(std::max<int>(n, 2 * sizeof(int)));
+    mpi_check(MPI_Recv(buf.data(), n, MPI_CHAR, st.MPI_SOURCE, tag, process_.harness(), MPI_STATUS_IGNORE),
+              "MPI_Recv");
+    ++received_;
+    int head[2];
+    std::memcpy(head, buf.data(), sizeof head);
+    const std::string activity(buf.data() + sizeof head, buf.data() + std::max<int>(n, sizeof head));
+    switch (static_cast<Note>(head[0])) {
+      case abort_note:
+        if (in_program_) {
+          aborted_ = true;
+          throw MpiAborted{};
+        }
+        break;
+      case stuck_note: set_state(st.MPI_SOURCE, State::stuck, head[1], activity); break;
+      case unstuck_note: set_state(st.MPI_SOURCE, State::running, -1, ""); break;
+      case finished_note: set_state(st.MPI_SOURCE, State::finished, -1, ""); break;
+    }
+  }
+}
+
+void MpiRun::abort_others() {
+  if (aborted_) return;
+  aborted_ = true;
+  for (int r = 0; r < process_.size(); ++r)
+    if (r != process_.rank()) send_note(r, abort_note, -1, "");
+}
+
+void MpiRun::finished() {
+  in_program_ = false;
+  if (process_.rank() == 0) set_state(0, State::finished, -1, "");
+  else send_note(0, finished_note, -1, "");
+}
+
+void MpiRun::drain_notes(std::uint64_t expected) {
+  in_program_ = false;
+  while (received_ < expected) {
+    poll_notes();
+    if (received_ < expected) sched_yield();
+  }
+}
+
+std::string MpiRun::monitor() {
+  poll_notes();
+  if (aborted_) return "";
+  std::string deadlock = find_deadlock();
+  if (!deadlock.empty()) abort_others();
+  return deadlock;
+}
+
+void MpiRun::set_state(int rank, State s, int peer, const std::string& activity) {
+  if (ranks_.empty()) return;
+  ranks_[rank] = {s, peer, activity};
+  last_change_ = Clock::now();
+}
+
+std::string MpiRun::find_deadlock() const {
+  bool any_stuck = false;
+  for (const auto& r : ranks_) {
+    if (r.state == State::running) return "";
+    any_stuck = any_stuck || r.state == State::stuck;
+  }
+  if (!any_stuck || Clock::now() - last_change_ < kConfirm) return "";
+  for (std::size_t d = 0; d < ranks_.size(); ++d) {
+    const auto& r = ranks_[d];
+    if (r.state == State::stuck && r.peer >= 0 && ranks_[r.peer].state == State::finished)
+      return "device " + std::to_string(d) + " waits in " + r.activity + " for device " + std::to_string(r.peer) +
+             ", which finished its program without taking part";
+  }
+  std::string report;
+  for (std::size_t d = 0; d < ranks_.size(); ++d) {
+    if (ranks_[d].state != State::stuck) continue;
+    if (!report.empty()) report += "; ";
+    report += "device " + std::to_string(d) + " in " + ranks_[d].activity + " waits for device " +
+              std::to_string(ranks_[d].peer);
+  }
+  return "collectives do not match, every device is stuck: " + report;
+}
+
+}  // namespace shardlab

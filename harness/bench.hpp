@@ -1,0 +1,52 @@
+// shardlab bench collectives: an nccl-tests style table for AllReduce, AllGather, ReduceScatter
+// and AllToAll over one group of the mesh. Ours (the ring/pairwise algorithms over Transport) and
+// MPICH's own (--collectives native, mpi backend only) run interleaved in one program, call by call
+// (ours, native, ours, native ...), so both see the same machine state. Every size is checked
+// against values from a formula (#wrong).
+//
+// Sizes follow nccl-tests: `size` is the largest buffer of the call (the gathered output for
+// AllGather, the full input for the others), `count` its doubles; algbw = size / time and
+// busbw = algbw * 2(n-1)/n for AllReduce, (n-1)/n for the others.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace shardlab {
+
+struct BenchOptions {
+  std::string backend = "sim";
+  std::string mesh;  // default: X=<ranks> under mpi, X=2 under sim
+  std::string axes;  // default: every axis of the mesh (one group of all devices)
+  std::string ops = "all_reduce,all_gather,reduce_scatter,all_to_all";
+  std::string min = "1K", max = "16M";  // bytes, with K/M/G suffixes (powers of 1024)
+  int factor = 4;
+  int iters = -1, warmup = -1;  // -1: 20 and 5, or 2 and 1 with more devices than cores
+  std::string csv;              // also write the rows here, with # header rows
+};
+
+struct BenchRow {
+  std::string op;
+  std::size_t bytes = 0, count = 0;
+  double ours_seconds = 0, native_seconds = -1;  // mean per call, slowest device; -1: not run
+  std::size_t ours_wrong = 0, native_wrong = 0;  // elements that differ from the formula
+};
+
+struct BenchResult {
+  std::vector<std::string> header;  // the "# ..." lines: setup, BLAS, MPI, how to read the table
+  std::vector<BenchRow> rows;       // root only
+  int group_size = 1;
+  bool native = false;
+  std::size_t wrong() const;
+};
+
+std::size_t parse_bytes(const std::string& text, const std::string& what);  // "64K" -> 65536
+double bus_factor(const std::string& op, int n);                          // 2(n-1)/n or (n-1)/n
+BenchResult run_collectives_bench(const BenchOptions& options);           // every rank takes part
+std::string bench_table(const BenchResult& result);
+std::string bench_csv(const BenchResult& result);
+// The whole command: runs, prints on the root, writes the CSV; the exit status every rank agrees
+// on (1 when any #wrong > 0).
+int bench_collectives(const BenchOptions& options);
+
+}  // namespace shardlab

@@ -1,0 +1,33 @@
+#include "harness/cmd_bench.hpp"
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/bench.hpp"
+
+namespace shardlab {
+
+Command add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* bench = app.add_subcommand("bench", "measure communication, nccl-tests style");
+  bench->require_subcommand(1);
+  auto* c = bench->add_subcommand(
+      "collectives",
+      "time AllReduce, AllGather, ReduceScatter and AllToAll over a message-size sweep; with --backend mpi ours "
+      "and MPICH's run interleaved, side by side (mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi)");
+  c->add_option("--backend", o->backend, "sim (threads in this process) or mpi (run under mpiexec)")
+      ->capture_default_str();
+  c->add_option("--mesh", o->mesh, "device mesh (default: X=<ranks> under mpi, X=2 under sim)");
+  c->add_option("--axes", o->axes, "mesh axes of the group, e.g. Y or X,Y (default: all)");
+  c->add_option("--ops", o->ops, "collectives to time, comma separated")->capture_default_str();
+  c->add_option("--min", o->min, "smallest message in bytes (K, M, G suffixes)")->capture_default_str();
+  c->add_option("--max", o->max, "largest message in bytes")->capture_default_str();
+  c->add_option("--factor", o->factor, "each size is the previous times this")->capture_default_str();
+  c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)");
+  c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
+  c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
+  return {bench, [o] { return bench_collectives(*o); }};
+}
+
+}  // namespace shardlab

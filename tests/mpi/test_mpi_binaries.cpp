@@ -1,0 +1,44 @@
+// Binaries started the wrong way, as a learner might: one sentence on stderr and exit 2, within
+// seconds. Rank 0 runs them (a nested mpiexec with a clean environment); the other ranks skip.
+#include <doctest/doctest.h>
+
+#include "collectives/mpi.hpp"
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+namespace {
+// A clean environment: the child must not join this job's process manager.
+const std::string kClean = "env -i PATH=\"$PATH\" HOME=\"$HOME\" ";
+}  // namespace
+
+TEST_SUITE("mpi binaries") {
+  TEST_CASE("mpiexec with more processes than the mesh has devices: one sentence, exit 2") {
+    if (!shardlab::mpi::is_root()) return;
+    auto r = run_binary("shardlab bench collectives --backend mpi --mesh X=2 --max 1K", kClean + "mpiexec -n 3 ");
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("mesh X=2 needs 2 processes, mpiexec started 3") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+
+  TEST_CASE("--backend mpi without mpiexec on a mesh of 2: one sentence that says how, exit 2") {
+    if (!shardlab::mpi::is_root()) return;
+    auto r = run_binary("shardlab bench collectives --backend mpi --mesh X=2 --max 1K", kClean);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("not started by mpiexec") != std::string::npos);
+    CHECK(r.err.find("mpiexec -n 2 ") != std::string::npos);
+  }
+
+  TEST_CASE("the collectives benchmark at 2 ranks: every size checked, #wrong 0, ours and native side by side") {
+    if (!shardlab::mpi::is_root()) return;
+    auto r = run_binary("shardlab bench collectives --backend mpi --max 8K --iters 1 --warmup 0",
+                        kClean + "mpiexec -n 2 ");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("# total #wrong: 0") != std::string::npos);
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) CHECK(r.out.find(op) != std::string::npos);
+    CHECK(r.out.find("MPICH") != std::string::npos);
+  }
+}
