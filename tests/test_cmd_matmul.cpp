@@ -1,0 +1,155 @@
+// harness/cmd_matmul.cpp: `shardlab matmul` with .npy inputs writes the matmul of the inputs for
+// every pair of specs on a 2x4 mesh; `shardlab einsum` plans the GSPMD FFN; bad input exits 2
+// and writes nothing; a failed verdict exits 1 and writes nothing.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xsort.hpp>
+
+#include "core/einsum.hpp"
+#include "harness/npy.hpp"
+#include "harness/verify.hpp"
+#include "tests/run_binary.hpp"
+
+using namespace shardlab;
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+namespace {
+std::string temp(const std::string& name) { return "/tmp/shardlab_cmd_" + std::to_string(::getpid()) + "_" + name; }
+bool exists(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+    return true;
+  }
+  return false;
+}
+
+// Every spec of a rank-2 tensor on mesh axes X and Y: each axis on dim 0, dim 1 or neither, in
+// either order when both share a dim. 11 in all.
+std::vector<std::string> all_specs_2d() {
+  return {"_,_", "X,_", "Y,_", "_,X", "_,Y", "X,Y", "Y,X", "(X,Y),_", "(Y,X),_", "_,(X,Y)", "_,(Y,X)"};
+}
+}  // namespace
+
+TEST_SUITE("cmd_matmul") {
+  TEST_CASE("shardlab matmul: every spec pair on a 2x4 mesh writes A B of the .npy inputs") {
+    const std::string a_in = temp("a.npy"), b_in = temp("b.npy"), c_out = temp("c.npy");
+    // Random reals, so the sums are not exact and the tolerance is really used.
+    const Tensor a = random_uniform({8, 16}, 11, -1, 1), b = random_uniform({16, 8}, 12, -1, 1);
+    save_npy(a_in, a);
+    save_npy(b_in, b);
+    // Reference: the plain broadcast-and-sum einsum, in this process, on the same numbers.
+    const Tensor want = reference_einsum(Einsum::parse("ik,kj->ij"), a, b);
+    const double tol = reduction_tolerance(16, xt::amax(xt::abs(a))() * xt::amax(xt::abs(b))());
+    int pairs = 0;
+    for (const auto& sa : all_specs_2d())
+      for (const auto& sb : all_specs_2d()) {
+        CAPTURE(sa);
+        CAPTURE(sb);
+        std::remove(c_out.c_str());
+        auto r = run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec '" + sa + "' --b-spec '" + sb + "' --a-in " +
+                            a_in + " --b-in " + b_in + " --out " + c_out + " --quiet");
+        REQUIRE(r.status == 0);
+        const Verdict v = compare("C", load_npy(c_out).data, want, tol);
+        CHECK_MESSAGE(v.pass, v.line());
+        ++pairs;
+      }
+    CHECK(pairs == 121);
+    for (const auto& p : {a_in, b_in, c_out}) std::remove(p.c_str());
+  }
+
+  TEST_CASE("shardlab matmul --json: Case 1B's collectives and bytes, float32 in and out") {
+    const std::string a_in = temp("a32.npy"), b_in = temp("b32.npy"), c_out = temp("c32.npy");
+    save_npy(a_in, random_integers({4, 16}, 3, -4, 4), NpyType::float32);
+    save_npy(b_in, random_integers({16, 4}, 4, -4, 4), NpyType::float32);
+    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " +
+                        c_out + " --out-dtype float32 --json");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    CHECK(j["plan"] == "all_gather A over Y along dim 1; all_gather B over X along dim 0; contract ik,kj->ij");
+    REQUIRE(j["collectives"].size() == 2);
+    CHECK(j["collectives"][0]["bytes_per_device"] == 3 * 16 * 8);  // 3 blocks of [4, 4] doubles
+    CHECK(j["collectives"][1]["bytes_per_device"] == 1 * 32 * 8);  // 1 block of [8, 4]
+    CHECK(j["plan_bytes_per_device"] == 640);
+    CHECK(j["unsharded_flops"] == 512);
+    NpyArray c = load_npy(c_out);
+    CHECK(c.type == NpyType::float32);
+    CHECK(c.data == reference_einsum(Einsum::parse("ik,kj->ij"), load_npy(a_in).data, load_npy(b_in).data));
+    for (const auto& p : {a_in, b_in, c_out}) std::remove(p.c_str());
+  }
+
+  TEST_CASE("shardlab einsum: the GSPMD FFN's second matmul gathers W_out over X, reduce-scatters over Y") {
+    auto r = run_binary("shardlab einsum bsh,hm-\\>bsm --specs X,_,Y Y,X --out-spec X,_,Y "
+                        "--dims b=8,s=4,m=16,h=32 --names h,W_out,out --json");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    REQUIRE(j["collectives"].size() == 2);
+    CHECK(j["collectives"][0]["op"] == "all_gather");
+    CHECK(j["collectives"][0]["tensor"] == "W_out");
+    CHECK(j["collectives"][0]["axes"] == "X");
+    CHECK(j["collectives"][1]["op"] == "reduce_scatter");
+    CHECK(j["collectives"][1]["axes"] == "Y");
+    // The partial product [4, 4, 16] doubles; each device sends 3/4 of it.
+    CHECK(j["collectives"][1]["bytes_per_device"] == 3 * 256 * 8 / 4);
+  }
+
+  TEST_CASE("shardlab einsum --plan-only prints the plan without running it") {
+    auto r = run_binary("shardlab einsum bsm,mh-\\>bsh --specs X,_,Y X,Y --dims b=8,s=4,m=16,h=32 --plan-only");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("all_gather A") != std::string::npos);
+    CHECK(r.out.find("predicted: 2048 bytes sent per device in 2 collectives") != std::string::npos);
+    CHECK(r.out.find("Run:") == std::string::npos);
+  }
+
+  TEST_CASE("a failed verdict exits 1 and writes no output file") {
+    const std::string c_out = temp("never.npy");
+    std::remove(c_out.c_str());
+    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --out " + c_out + " --quiet --perturb-expected");
+    CHECK(r.status == 1);
+    CHECK(r.out.rfind("FAIL", 0) == 0);
+    CHECK(r.err.find("not writing") != std::string::npos);
+    CHECK_FALSE(exists(c_out));
+  }
+
+  TEST_CASE("bad input: one sentence on stderr, exit 2, nothing written") {
+    const std::string c_out = temp("bad.npy"), a_in = temp("bad_a.npy"), b_in = temp("bad_b.npy");
+    std::remove(c_out.c_str());
+    save_npy(a_in, xt::zeros<double>(Shape{4, 16}));
+    save_npy(b_in, xt::zeros<double>(Shape{12, 4}));
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"matmul --a-spec _,Q --b-spec Y,_", "no such axis"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --shape 4,6,4", "not divisible"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --a-in /nonexistent/a.npy --b-in " + b_in, "cannot open"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in, "size 16 in A but 12 in B"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in, "give both --a-in and --b-in"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "/nonexistent_dir/c.npy"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype int8", "float32 or float64"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out-spec _,_{X}", "partial"},
+        {"matmul --a-spec _,Y", "--b-spec is required"},
+        {"einsum ik,kj --specs _,Y Y,_", "give --dims"},
+        {"einsum ik,kj,jl --specs _,Y Y,_ --dims i=4", "exactly two"},
+        {"einsum ik,kj --specs _,Y Y,_,_ --dims i=4,k=16,j=4", "einsum gives B 2 dims"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --mesh X=2,Y=4 --backend gpu", "backend 'gpu'"},
+    };
+    for (const auto& [args, says] : cases) {
+      CAPTURE(args);
+      const bool own_out = args.find("--out ") != std::string::npos;
+      auto r = run_binary("shardlab " + args + (own_out ? "" : " --out " + c_out));
+      CHECK(r.status == 2);
+      CHECK(count_lines(r.err) == 1);
+      CHECK(r.err.find(says) != std::string::npos);
+      CHECK_FALSE(exists(c_out));
+    }
+    for (const auto& p : {a_in, b_in}) std::remove(p.c_str());
+  }
+}
