@@ -135,6 +135,10 @@ struct FfnPlan {
 // (exit 2 in binaries) for an unknown strategy, a mesh of the wrong rank, or dims that do not divide.
 FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config);
 
+// Empty when a run's collectives are the plan's (reshards and contractions, both phases), in order,
+// with the predicted bytes; otherwise the first difference in words (plan_vs_ledger on all steps).
+std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<CollectiveSummary>& run);
+
 // The plan, stage by stage: each contraction's plan_text, each reshard's steps.
 std::string ffn_plan_text(const FfnPlan& plan);
 // "all_gather x over Y; all_gather W_in over X; ..." for one phase.

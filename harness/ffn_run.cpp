@@ -265,14 +265,9 @@ FfnResult check_ffn(const FfnPlan& plan, const FfnInputs& in, const RunResult& r
       for (const auto& v : finite_difference_checks(in, ref)) r.checks.push_back(v);
   }
   // The run's collectives are the plan's, in order, with the predicted bytes.
-  Plan all;
-  for (const auto& s : plan.stages) {
-    const auto& steps = s.kind == FfnStage::Kind::contraction ? s.plan.steps : s.steps;
-    all.steps.insert(all.steps.end(), steps.begin(), steps.end());
-  }
   Verdict agree;
   agree.name = "collectives as planned";
-  agree.detail = plan_vs_ledger(all, r.collectives);
+  agree.detail = ffn_plan_vs_ledger(plan, r.collectives);
   agree.pass = agree.detail.empty();
   r.checks.push_back(agree);
   Verdict memory;
@@ -289,6 +284,15 @@ FfnResult check_ffn(const FfnPlan& plan, const FfnInputs& in, const RunResult& r
 }
 
 }  // namespace
+
+std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<CollectiveSummary>& run) {
+  Plan all;
+  for (const auto& s : plan.stages) {
+    const auto& steps = s.kind == FfnStage::Kind::contraction ? s.plan.steps : s.steps;
+    all.steps.insert(all.steps.end(), steps.begin(), steps.end());
+  }
+  return plan_vs_ledger(all, run);
+}
 
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
   const FfnPlan plan = plan_ffn(mesh, config);

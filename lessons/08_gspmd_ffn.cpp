@@ -1,0 +1,144 @@
+// Lesson 08 - the Transformer feed-forward layer in GSPMD's 2D layout (seeds 001 and 002).
+//
+// One idea: name each tensor dim (batch, embed, hidden ...), map the names to mesh axes with a few
+// rules, and the whole layer y = gelu(x W_in) W_out follows from the specs. The first matmul is
+// Case 2 plus Case 1B: gather x over Y and W_in over X, and the hidden activations come out split
+// like x, with no message after the product. The second is Case 1A with an outer clash on X: gather
+// W_out over X, multiply into partial sums over Y, and ReduceScatter them straight into the input's
+// layout, for half the bytes of an AllReduce. Every device stores 1/8 of everything and does 1/8 of
+// the multiplications.
+//
+// Run:    build/bin/08_gspmd_ffn [--mesh X=2,Y=4] [--dims B=8,S=4,M=16,H=64 | --dims article] [--json]
+//         mpiexec -n 8 build/bin/08_gspmd_ffn --backend mpi
+// Prints: the mesh; the rule table and the specs it gives; device (X=0,Y=1)'s blocks; the planner's
+//         steps for both matmuls; the collectives with bytes per device (measured and predicted)
+//         and the AllReduce alternative beside the ReduceScatter; memory and FLOPs per device against
+//         the unsharded layer, and the same bytes at the article's sizes; the verdict.
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/gelu.hpp"
+#include "core/layout.hpp"
+#include "core/text.hpp"
+#include "harness/cli.hpp"
+#include "harness/ffn.hpp"
+#include "harness/pictures.hpp"
+#include "harness/session.hpp"
+#include "harness/table.hpp"
+
+using namespace shardlab;
+
+int main(int argc, char** argv) {
+  Cli cli("08_gspmd_ffn", "Lesson 08: the FFN in GSPMD's 2D layout, AllGather then ReduceScatter", "X=2,Y=4");
+  std::string dims_flag = "B=8,S=4,M=16,H=64";
+  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.., or 'article' for B=8,S=512,M=5120,H=20480 (minutes, ~6 GB)");
+  if (int status = cli.parse(argc, argv); status >= 0) return status;
+
+  return guarded([&] {
+    Session session("08_gspmd_ffn", cli.common);
+    const Mesh& mesh = session.mesh();
+    FfnConfig config;
+    config.dims = parse_ffn_dims(dims_flag);
+    config.seed = cli.common.seed;
+    config.perturb_expected = cli.common.perturb_expected;
+    const FfnStrategy& gspmd = ffn_strategy("gspmd");
+    const FfnPlan plan = plan_ffn(mesh, config);  // checks the mesh and dims before anything prints
+    session.runtime().check_mesh(mesh);
+    const FfnSpecs& f = plan.specs;
+    const FfnDims& d = config.dims;
+    const std::string X = mesh.names()[0], Y = mesh.names()[1];
+
+    auto& out = session.out();
+    out << "1. Mesh " << mesh.text() << ": " << mesh.devices() << " devices.\n" << mesh.picture() << "\n";
+
+    out << "2. Specs from logical names. The layer names its dims; rules map names to mesh axes:\n";
+    Table rules({"logical name", "mesh axis"});
+    for (const auto& [name, axis] : ffn_rules(gspmd, mesh)) rules.add({name, axis});
+    out << rules.text();
+    Table specs({"tensor", "logical dims", "spec", "notation", "block per device"});
+    const std::vector<Spec> spec_of = {f.x, f.w_in, f.h, f.w_out, f.y};
+    const std::vector<Shape> shape_of_t = {{d.b, d.s, d.m}, {d.m, d.h}, {d.b, d.s, d.h}, {d.h, d.m}, {d.b, d.s, d.m}};
+    const std::vector<std::vector<std::string>> letters = {{"B", "S", "M"}, {"M", "H"}, {"B", "S", "H"}, {"H", "M"}, {"B", "S", "M"}};
+    const auto logical = ffn_logical_names();
+    for (std::size_t i = 0; i < logical.size(); ++i)
+      specs.add({logical[i].tensor, "(" + join(logical[i].dims, ", ") + ")", spec_of[i].text(),
+                 spec_of[i].notation(logical[i].tensor, letters[i]), shape_text(local_shape(mesh, spec_of[i], shape_of_t[i]))});
+    out << specs.text() << "   (seq has no rule, so it stays whole; heads is for attention, unused here.)\n";
+    const Block x1 = block_of(mesh, f.x, shape_of_t[0], 1);
+    out << "   Device 1 (" << X << "=0, " << Y << "=1) holds x" << x1.text() << ": batch " << x1.start[0] << ":" << x1.stop[0]
+        << " of " << d.b << ", every position, embed " << x1.start[2] << ":" << x1.stop[2] << " of " << d.m << ".\n\n";
+
+    // The layer on every device; the AllReduce alternative of the second matmul runs after it.
+    const FfnResult r = run_ffn(session, config);
+    const Plan& up = r.plan.stages[0].plan;
+    const Plan& down = r.plan.stages[2].plan;
+    Spec gathered = f.y;
+    gathered.dims[2].clear();  // X,_,_ : the AllReduce leaves every device of a Y group the whole sum
+    const Plan alt = plan_contraction(Einsum::parse("bsh,hm->bsm"), mesh, down.a, down.b, gathered, {false, "y_ar"});
+    const FfnInputs in = ffn_inputs(d, config.seed);
+    const Tensor g = gelu(contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in));
+    const RunResult alt_run = session.run(plan_program(alt, g, in.w_out));
+    ffn_report_fields(r, session.report());
+    if (!session.runtime().is_root()) return session.finish();
+
+    const Tensor y_ref = contract(Einsum::parse("bsh,hm->bsm"), g, in.w_out);
+    auto& checks = session.report().checks;
+    checks.push_back(verify_output(mesh, gathered, alt_run, "y_ar", session.expected(y_ref), checks[0].tolerance));
+    checks.back().name = "y via AllReduce vs unsharded";
+    const auto& all = r.collectives;
+    const CollectiveSummary& rs = all.back();
+    const CollectiveSummary ar = summarize(alt_run.ledger).back();
+    session.report().numbers["reduce_scatter_bytes_per_device"] = static_cast<double>(rs.bytes_per_device);
+    session.report().numbers["all_reduce_bytes_per_device"] = static_cast<double>(ar.bytes_per_device);
+
+    out << "3. First matmul, h = x W_in (\"bsm,mh->bsh\"). M is split over " << Y << " in x but over " << X
+        << " in W_in (Case 1B):\n   gather both. B (on " << X << ") and H (on " << Y << ") are outer dims on different "
+        << "axes (Case 2): keep them split.\n" << plan_text(up)
+        << "   h comes out " << up.out_spec.notation("h", {"B", "S", "H"}) << " straight from the product: "
+        << (up.steps.back().kind == StepKind::contract ? "no message after it" : "then more steps") << ".\n"
+        << "   g = gelu(h) is elementwise: each device applies it to its own block.\n\n";
+    out << "4. Second matmul, y = g W_out (\"bsh,hm->bsm\"). H is split over " << Y << " in both (Case 1A): "
+        << "multiply in place,\n   partial sums over " << Y << ". But B and W_out's M are both on " << X
+        << ": gather W_out over " << X << ", keep the batch split.\n" << plan_text(down)
+        << "   The partial sums go straight to y's spec, the input's layout: ReduceScatter, not AllReduce.\n\n";
+
+    out << "5. Communication, measured by the ledger:\n" << ffn_collectives_table(r)
+        << "   The alternative for the last step: AllReduce over " << Y << " (y ends " << gathered.text()
+        << ", then each device keeps its slice):\n"
+        << "     reduce_scatter y: " << rs.bytes_per_device << " bytes/device   all_reduce y: " << ar.bytes_per_device
+        << " bytes/device (predicted " << ar.predicted_bytes_per_device << "), " << ar.bytes_per_device / rs.bytes_per_device
+        << "x as much\n\n";
+
+    out << "6. Memory and work per device against one device holding the whole layer:\n" << ffn_memory_text(r)
+        << "   The gathered x, W_in and W_out are larger than a block but live only for one matmul each.\n"
+        << "   Each device computed its own block of h (batch:hidden), no two alike:\n"
+        << mesh.picture([&](int dev) {
+             const Block b = block_of(mesh, f.h, shape_of_t[2], dev);
+             return std::to_string(b.start[0]) + ":" + std::to_string(b.stop[0]) + " " + std::to_string(b.start[2]) +
+                    ":" + std::to_string(b.stop[2]);
+           });
+    FfnConfig big = config;
+    big.dims = article_ffn_dims();
+    try {  // the article's sizes on this mesh, from the planner alone (float64, 8 bytes per number)
+      const FfnPlan a = plan_ffn(mesh, big);
+      Table t({"collective", "tensor", "over", "here (measured)", "B=8,S=512,M=5120,H=20480 (predicted)"});
+      const auto steps = a.collectives(FfnPhase::forward);
+      for (std::size_t i = 0; i < steps.size() && i < all.size(); ++i)
+        t.add({step_kind_name(steps[i]->kind), steps[i]->tensor, axes_text(steps[i]->axes),
+               human_bytes(static_cast<double>(all[i].bytes_per_device)), human_bytes(static_cast<double>(steps[i]->predicted_bytes))});
+      out << "   At the article's sizes (seed 001), bytes per device and memory from the same plan:\n" << t.text()
+          << "     memory per device " << human_bytes(static_cast<double>(a.stored_bytes_per_device)) << " held, "
+          << human_bytes(static_cast<double>(a.peak_bytes_per_device)) << " peak; unsharded "
+          << human_bytes(static_cast<double>(a.unsharded_peak_bytes)) << " peak\n\n";
+    } catch (const Error& e) {
+      out << "   (the article's sizes do not split over this mesh: " << e.what() << ")\n\n";
+    }
+
+    out << "7. Verdict against gelu(x W_in) W_out on one device:\n";
+    for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
+    out << "\nTakeaway: name the dims, map names to mesh axes, and the planner derives the rest: two AllGathers\n"
+           "          feed the first matmul, one AllGather and a ReduceScatter finish the second, and y leaves in\n"
+           "          x's layout with every device holding and computing 1/" << mesh.devices() << " of the layer.\n"
+           "Next:     09_column_row_pairwise - the same layer on a 1-D mesh, Megatron style: one AllReduce.\n";
+    return session.finish();
+  });
+}
