@@ -1,0 +1,295 @@
+// harness/ffn.{hpp,cpp}: the collectives each strategy derives forward and backward against the
+// articles' lists, bytes from the ring formulas written out here, the sharded gradients against an
+// unsharded reference built here from reference_einsum (no BLAS, no ffn_reference), the analytic
+// gradients against central differences, memory counted by hand, and `shardlab ffn` end to end.
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include <xtensor/xmath.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/gelu.hpp"
+#include "core/layout.hpp"
+#include "harness/ffn.hpp"
+#include "tests/run_binary.hpp"
+
+using namespace shardlab;
+using shardlab::testing::run_binary;
+
+namespace {
+
+constexpr std::size_t kD = sizeof(double);
+const Mesh k2x4 = Mesh::parse("X=2,Y=4");
+const Mesh kLine = Mesh::parse("Y=4");
+
+FfnConfig config(const std::string& strategy, bool backward, FfnDims dims = {}) {
+  FfnConfig c;
+  c.strategy = strategy;
+  c.backward = backward;
+  c.dims = dims;
+  return c;
+}
+
+std::string ops(const FfnPlan& p, FfnPhase phase) { return ffn_collectives_summary(p, phase); }
+
+std::vector<std::size_t> bytes(const FfnPlan& p, FfnPhase phase) {
+  std::vector<std::size_t> out;
+  for (const PlanStep* s : p.collectives(phase)) out.push_back(s->predicted_bytes);
+  return out;
+}
+using Sizes = std::vector<std::size_t>;
+
+// The unsharded layer and its gradients, written independently of ffn.cpp: reference_einsum
+// multiplies by name and sums, no BLAS.
+struct Expected {
+  Tensor y, dx, dw_in, dw_out;
+};
+Expected expected(const FfnInputs& in) {
+  auto e = [](const char* eq, const Tensor& a, const Tensor& b) { return reference_einsum(Einsum::parse(eq), a, b); };
+  Expected x;
+  const Tensor h = e("bsm,mh->bsh", in.x, in.w_in), g = gelu(h);
+  x.y = e("bsh,hm->bsm", g, in.w_out);
+  const Tensor dh = e("bsm,hm->bsh", in.r, in.w_out) * gelu_grad(h);
+  x.dw_out = e("bsh,bsm->hm", g, in.r);
+  x.dx = e("bsh,mh->bsm", dh, in.w_in);
+  x.dw_in = e("bsm,bsh->mh", in.x, dh);
+  return x;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) { return xt::amax(xt::abs(a - b))(); }
+
+nlohmann::json ffn_json(const std::string& args, int want_status = 0) {
+  auto r = run_binary("shardlab ffn " + args);
+  REQUIRE_MESSAGE(r.status == want_status, r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_SUITE("ffn") {
+  TEST_CASE("ffn: Megatron strategies derive seed 003's lists, forward and backward") {
+    // Seed 003, per matmul: column = AllGather forward / AllReduce backward; row = AllReduce /
+    // AllGather; pairwise = one AllReduce each way for the whole FFN.
+    const FfnPlan col = plan_ffn(kLine, config("column", true));
+    CHECK(ops(col, FfnPhase::forward) == "all_gather h over Y; all_gather y over Y");
+    CHECK(ops(col, FfnPhase::backward) == "all_reduce dg over Y; all_reduce dx over Y");
+    const FfnPlan row = plan_ffn(kLine, config("row", true));
+    CHECK(ops(row, FfnPhase::forward) == "all_reduce h over Y; all_reduce y over Y");
+    CHECK(ops(row, FfnPhase::backward) == "all_gather dg over Y; all_gather dx over Y");
+    const FfnPlan pw = plan_ffn(kLine, config("pairwise", true));
+    CHECK(ops(pw, FfnPhase::forward) == "all_reduce y over Y");
+    CHECK(ops(pw, FfnPhase::backward) == "all_reduce dx over Y");
+    const FfnPlan rc = plan_ffn(kLine, config("row_column", false));
+    CHECK(ops(rc, FfnPhase::forward) == "all_reduce h over Y; all_gather y over Y");
+    // Any name for the only axis.
+    const FfnPlan named = plan_ffn(Mesh::parse("tp=8"), config("pairwise", true));
+    CHECK(ops(named, FfnPhase::backward) == "all_reduce dx over tp");
+  }
+
+  TEST_CASE("ffn: bytes per device from the ring formulas (Y=4, B=8,S=4,M=16,H=64)") {
+    // pairwise: AllReduce of y [8,4,16] = 512 doubles over 4: 2(n-1)/n of it; dx the same size.
+    const FfnPlan pw = plan_ffn(kLine, config("pairwise", true));
+    CHECK(bytes(pw, FfnPhase::forward) == Sizes{2 * 3 * 512 * kD / 4});
+    CHECK(bytes(pw, FfnPhase::backward) == Sizes{2 * 3 * 512 * kD / 4});
+    // column: AllGather h from blocks [8,4,16] (n-1 of them) and y from [8,4,4].
+    const FfnPlan col = plan_ffn(kLine, config("column", true));
+    CHECK(bytes(col, FfnPhase::forward) == Sizes{3 * 512 * kD, 3 * 128 * kD});
+    CHECK(bytes(col, FfnPhase::backward) == Sizes{2 * 3 * 2048 * kD / 4, 2 * 3 * 512 * kD / 4});
+  }
+
+  TEST_CASE("ffn gspmd: seed 001's 2D layout; forward AllGather x3 + ReduceScatter, backward their transposes") {
+    const FfnPlan p = plan_ffn(k2x4, config("gspmd", true));
+    CHECK(p.specs.x.text() == "X,_,Y");
+    CHECK(p.specs.w_in.text() == "X,Y");
+    CHECK(p.specs.h.text() == "X,_,Y");
+    CHECK(p.specs.w_out.text() == "Y,X");
+    CHECK(p.specs.y.text() == "X,_,Y");
+    CHECK(ops(p, FfnPhase::forward) ==
+          "all_gather x over Y; all_gather W_in over X; all_gather W_out over X; reduce_scatter y over Y");
+    // dy gathered back (the transpose of the ReduceScatter), each weight gathered again for its
+    // input gradient, and each forward AllGather returns as a ReduceScatter of a gradient.
+    CHECK(ops(p, FfnPhase::backward) ==
+          "all_gather dy over Y; all_gather W_out over X; reduce_scatter dW_out over X; all_gather W_in over X; "
+          "reduce_scatter dx over Y; all_gather x over Y; reduce_scatter dW_in over X");
+    // Blocks: x [4,4,4] = 64, W_in and W_out [8,16] / [16,8] = 128, the partial y [4,4,16] = 256,
+    // the partial dW_out [16,16] and dW_in [16,16] = 256 over X (n = 2).
+    CHECK(bytes(p, FfnPhase::forward) == Sizes{3 * 64 * kD, 128 * kD, 128 * kD, 3 * 256 * kD / 4});
+    CHECK(bytes(p, FfnPhase::backward) ==
+          Sizes{3 * 64 * kD, 128 * kD, 256 * kD / 2, 128 * kD, 3 * 256 * kD / 4, 3 * 64 * kD, 256 * kD / 2});
+    // Every device a unique 1/8 of every matmul.
+    CHECK(p.flops_per_device() * 8 == p.unsharded_flops());
+    // The same plan at the article's sizes: x's block [4,512,1280] gathers 3 more over Y, W_in's
+    // [2560,5120] one more over X; in float64.
+    const FfnPlan a = plan_ffn(k2x4, config("gspmd", false, article_ffn_dims()));
+    CHECK(bytes(a, FfnPhase::forward) ==
+          Sizes{3ull * 4 * 512 * 1280 * kD, 2560ull * 5120 * kD, 5120ull * 2560 * kD, 3ull * 4 * 512 * 5120 * kD / 4});
+  }
+
+  TEST_CASE("ffn data: weights replicated, batch split; only the weight gradients are all-reduced") {
+    const FfnPlan p = plan_ffn(k2x4, config("data", true));
+    CHECK(p.specs.x.text() == "(X,Y),_,_");
+    CHECK(ops(p, FfnPhase::forward) == "none");
+    CHECK(ops(p, FfnPhase::backward) == "all_reduce dW_out over X,Y; all_reduce dW_in over X,Y");
+    // dW_out and dW_in are [64,16] and [16,64]: 1024 doubles each, 2(n-1)/n over 8.
+    CHECK(bytes(p, FfnPhase::backward) == Sizes{2 * 7 * 1024 * kD / 8, 2 * 7 * 1024 * kD / 8});
+  }
+
+  TEST_CASE("ffn: the flip - column's weights are cut along a kept dim forward and a summed dim backward") {
+    const FfnPlan p = plan_ffn(kLine, config("column", true));
+    for (const auto& s : p.stages) {
+      if (s.kind != FfnStage::Kind::contraction || (s.out != "y" && s.out != "dg")) continue;
+      // y = g W_out: W_out split on m, a dim of y: whole outputs, no partial sums.
+      // dg = dy W_out^T: the same split m is summed: partial sums.
+      CHECK(s.plan.product.is_partial() == (s.out == "dg"));
+    }
+  }
+
+  TEST_CASE("ffn: memory per device counted by hand (pairwise forward, Y=4)") {
+    // Doubles held. Start: x [8,4,16] 512 + W_in [16,16] 256 + W_out [16,16] 256 = 1024.
+    // h = x W_in: + product 512 -> 1536; then x and W_in are dropped: W_out + h = 768.
+    // g = gelu(h): + 512 -> 1280; h dropped: 768. y = g W_out: + partial 512 and the AllReduce's new
+    // buffer 512 -> 1792. Peak 1792, most held between steps 1024.
+    // Unsharded: 512 + 1024 + 1024 = 2560; + h 2048 -> 4608, then 3072; + g 2048 -> 5120; then 3072.
+    const FfnPlan p = plan_ffn(kLine, config("pairwise", false));
+    CHECK(p.peak_bytes_per_device == 1792 * kD);
+    CHECK(p.stored_bytes_per_device == 1024 * kD);
+    CHECK(p.unsharded_peak_bytes == 5120 * kD);
+    CHECK(p.unsharded_stored_bytes == 3072 * kD);
+    Runtime rt(Backend::sim);
+    const FfnResult r = run_ffn(rt, kLine, config("pairwise", false));
+    CHECK(r.peak_bytes_per_device == 1792 * kD);  // measured from the devices' blocks
+    CHECK(r.stored_bytes_per_device == 1024 * kD);
+    // GSPMD 2D: what a device holds between steps is 1/8 of the unsharded layer's.
+    const FfnPlan g = plan_ffn(k2x4, config("gspmd", false));
+    CHECK(g.stored_bytes_per_device * 8 == g.unsharded_stored_bytes);
+    CHECK(g.peak_bytes_per_device < g.unsharded_peak_bytes / 4);
+  }
+
+  TEST_CASE("ffn: every strategy run on sim - gradients equal the unsharded ones, bytes equal the plan") {
+    const FfnDims dims{4, 2, 8, 32};
+    const std::pair<std::string, Mesh> runs[] = {{"gspmd", k2x4}, {"gspmd", Mesh::parse("X=2,Y=2")},
+                                                  {"column", kLine}, {"row", kLine}, {"pairwise", kLine},
+                                                  {"row_column", Mesh::parse("Y=2")}, {"data", Mesh::parse("X=4")},
+                                                  {"data", Mesh::parse("X=2,Y=2")}};
+    Runtime rt(Backend::sim);
+    for (const auto& [strategy, mesh] : runs) {
+      CAPTURE(strategy);
+      CAPTURE(mesh.text());
+      FfnConfig c = config(strategy, true, dims);
+      c.seed = 7;
+      const FfnPlan plan = plan_ffn(mesh, c);
+      const FfnInputs in = ffn_inputs(dims, c.seed);
+      const RunResult run = rt.run(mesh, ffn_program(plan, in));
+      const Expected want = expected(in);
+      auto got = [&](const std::string& name, const Spec& spec, const Shape& shape) {
+        std::vector<Tensor> blocks;
+        for (const auto& o : run.outputs) blocks.push_back(o.at(name));
+        const Assembly a = assemble(mesh, spec, shape, blocks, name);
+        CHECK(a.replicas_agree);
+        return a.tensor;
+      };
+      const Shape xs{dims.b, dims.s, dims.m};
+      CHECK(max_diff(got("y", plan.specs.y, xs), want.y) < 1e-12);
+      CHECK(max_diff(got("dx", plan.specs.x, xs), want.dx) < 1e-12);
+      CHECK(max_diff(got("dW_in", plan.specs.w_in, {dims.m, dims.h}), want.dw_in) < 1e-12);
+      CHECK(max_diff(got("dW_out", plan.specs.w_out, {dims.h, dims.m}), want.dw_out) < 1e-12);
+      const auto summary = summarize(run.ledger);
+      const auto steps = plan.collectives();
+      REQUIRE(summary.size() == steps.size());
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        CHECK(summary[i].op == step_kind_name(steps[i]->kind));
+        CHECK(summary[i].tensor == steps[i]->tensor);
+        CHECK(summary[i].bytes_per_device == steps[i]->predicted_bytes);
+        CHECK(summary[i].bytes_per_device == summary[i].predicted_bytes_per_device);
+      }
+      // run_ffn's own verdicts agree.
+      CHECK(run_ffn(rt, mesh, c).pass());
+    }
+  }
+
+  TEST_CASE("ffn: the unsharded analytic gradients match central differences; a wrong one does not") {
+    const FfnInputs in = ffn_inputs({4, 2, 8, 32}, 3);
+    FfnReference ref = ffn_reference(in, true);
+    const Expected want = expected(in);  // BLAS and broadcast-and-sum agree
+    CHECK(max_diff(ref.dx, want.dx) < 1e-12);
+    CHECK(max_diff(ref.dw_in, want.dw_in) < 1e-12);
+    for (const auto& v : finite_difference_checks(in, ref)) {
+      CAPTURE(v.name);
+      CHECK(v.pass);
+      CHECK(v.tolerance < 1e-4);  // tight enough to catch a gradient off by 0.1%
+    }
+    ref.dw_in *= 1.001;
+    ref.dx.data()[5] += 1e-3;
+    const auto bad = finite_difference_checks(in, ref);
+    CHECK_FALSE(bad[0].pass);  // dx
+    CHECK_FALSE(bad[1].pass);  // dW_in
+    CHECK(bad[2].pass);        // dW_out untouched
+  }
+
+  TEST_CASE("ffn: strategy table, dims text and bad input") {
+    CHECK(ffn_strategy_names() == "gspmd|column|row|pairwise|row_column|data");
+    const FfnDims d = parse_ffn_dims("h=128,B=2");
+    CHECK(ffn_dims_text(d) == "B=2,S=4,M=16,H=128");
+    CHECK(ffn_dims_text(parse_ffn_dims("article")) == "B=8,S=512,M=5120,H=20480");
+    CHECK_THROWS_AS(parse_ffn_dims("Q=3"), Error);
+    CHECK_THROWS_AS(parse_ffn_dims("B=0"), Error);
+    CHECK_THROWS_AS(ffn_strategy("megatron"), Error);
+    CHECK_THROWS_AS(plan_ffn(k2x4, config("column", false)), Error);      // needs one axis
+    CHECK_THROWS_AS(plan_ffn(kLine, config("gspmd", false)), Error);      // needs two
+    CHECK_THROWS_AS(plan_ffn(kLine, config("row", false, {8, 4, 6, 64})), Error);  // M=6 over 4
+  }
+
+  TEST_CASE("shardlab ffn gspmd --json: all_gather x3, reduce_scatter, measured = predicted; --backward adds gradients") {
+    auto j = ffn_json("--strategy gspmd --mesh X=2,Y=4 --json");
+    CHECK(j["pass"] == true);
+    REQUIRE(j["collectives"].size() == 4);
+    const char* want[] = {"all_gather", "all_gather", "all_gather", "reduce_scatter"};
+    for (int i = 0; i < 4; ++i) {
+      CHECK(j["collectives"][i]["op"] == want[i]);
+      CHECK(j["collectives"][i]["phase"] == "forward");
+      CHECK(j["collectives"][i]["bytes_per_device"] == j["collectives"][i]["predicted_bytes_per_device"]);
+    }
+    CHECK(j["bytes_per_device"].get<double>() == j["predicted_bytes_per_device"].get<double>());
+    CHECK(j["strategy"] == "gspmd");
+    CHECK(j["peak_memory_per_device"].get<double>() < j["unsharded_peak_memory"].get<double>());
+    auto b = ffn_json("--strategy gspmd --mesh X=2,Y=4 --backward --json");
+    CHECK(b["pass"] == true);
+    CHECK(b["collectives"].size() == 11);
+    CHECK(b["backward_collectives"] == 7);
+    std::vector<std::string> names;
+    for (const auto& c : b["checks"]) names.push_back(c["name"]);
+    for (const char* n : {"dx vs unsharded analytic", "dW_in vs unsharded analytic", "dW_out vs unsharded analytic",
+                          "dx vs central differences"})
+      CHECK(std::find(names.begin(), names.end(), n) != names.end());
+  }
+
+  TEST_CASE("shardlab ffn pairwise --backward --json: exactly one all_reduce forward and one backward") {
+    auto j = ffn_json("--strategy pairwise --mesh Y=4 --backward --json");
+    CHECK(j["pass"] == true);
+    REQUIRE(j["collectives"].size() == 2);
+    CHECK(j["collectives"][0]["op"] == "all_reduce");
+    CHECK(j["collectives"][0]["phase"] == "forward");
+    CHECK(j["collectives"][1]["op"] == "all_reduce");
+    CHECK(j["collectives"][1]["phase"] == "backward");
+    CHECK(j["collectives"][1]["tensor"] == "dx");
+  }
+
+  TEST_CASE("shardlab ffn: --perturb-expected fails, --plan-only predicts, bad input exits 2") {
+    auto f = run_binary("shardlab ffn --strategy row --backward --quiet --perturb-expected");
+    CHECK(f.status == 1);
+    CHECK(f.out.rfind("FAIL ffn", 0) == 0);
+    auto p = ffn_json("--strategy gspmd --dims article --backward --plan-only --json");
+    CHECK(p["collectives"].size() == 11);
+    CHECK(p["collectives"][0]["predicted_bytes_per_device"] == 3ull * 4 * 512 * 1280 * kD);
+    for (const char* bad : {"--dims M=6", "--dims Q=3", "--strategy foo", "--strategy column --mesh X=2,Y=4",
+                            "--dims B=0", "--mesh X=2,,Y"}) {
+      auto r = run_binary(std::string("shardlab ffn ") + bad);
+      CAPTURE(bad);
+      CHECK(r.status == 2);
+      CHECK(shardlab::testing::count_lines(r.err) == 1);
+    }
+  }
+}
