@@ -157,7 +157,8 @@ void run_valid_case(Rng& rng, Tally& tally) {
 
   ++tally.cases;
   tally.with_out += so.has_value();
-  for (const auto* s : plan.collectives()) ++tally.ops[step_kind_name(s->kind)];
+  for (const auto& s : plan.steps)
+    if (s.kind != StepKind::contract) ++tally.ops[step_kind_name(s.kind)];
   tally.steps += static_cast<int>(plan.steps.size());
 }
 
@@ -194,6 +195,7 @@ TEST_SUITE("planner") {
     CHECK(t.ops["all_gather"] > 50);
     CHECK(t.ops["all_reduce"] > 50);
     CHECK(t.ops["reduce_scatter"] > 20);
+    CHECK(t.ops["local_slice"] > 20);
     CHECK(t.kept_partial > 5);
     std::ostringstream m;
     m << t.cases << " cases (" << t.with_out << " with an output spec, " << t.kept_partial << " keeping a partial sum), "
@@ -237,7 +239,9 @@ TEST_SUITE("planner") {
     CHECK(by_kind.size() >= 5);  // parse, unknown_axis, duplicate_axis, not_divisible, rank_mismatch, unsupported
     std::ostringstream m;
     m << errors << " invalid specs, all shardlab::Error; by kind:";
-    for (const auto& kv : by_kind) m << " " << kv.first << "=" << kv.second;
+    static const char* kind_names[] = {"parse",    "unknown_axis", "duplicate_axis", "not_divisible", "rank_mismatch",
+                                       "world_size", "mismatch",   "io",             "unsupported",   "device"};
+    for (const auto& kv : by_kind) m << " " << kind_names[kv.first] << "=" << kv.second;
     MESSAGE(m.str());
   }
 }
