@@ -63,14 +63,14 @@ int main(int argc, char** argv) {
       out << "3. Communication: the two AllGathers of Case 1B, A's on blocks " << mesh.axis_size(X)
           << " times smaller.\n" << collectives_table(session.report().collectives) << "\n";
       const Plan case_1b = case_plan(mesh, c, "_,Y", "X,_");
-      out << "4. Work. Each half of the mesh multiplies its " << mx << " rows of A by all of B: "
+      out << "4. Work. The devices at each " << X << " position multiply their " << mx << " rows of A by all of B: "
           << c_spec.notation("C", {"I", "J"}) << ".\n"
           << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(double))
           << "   Devices multiplying the very same blocks: " << same_work_groups(mesh, c.plan) << "\n"
           << "   Case 1B (lesson 05) on the same shapes: " << cost_text(case_1b) << ".\n   Here:"
           << std::string(35, ' ') << cost_text(c.plan) << ".\n"
           << "   Splitting A's rows over " << X << " removes the duplication along " << X
-          << " (each half does its own rows)\n   and shrinks A's gather; the " << mesh.axis_size(Y)
+          << " (each " << X << " slice does its own rows)\n   and shrinks A's gather; the " << mesh.axis_size(Y)
           << " devices along " << Y << " still repeat one another.\n"
           << "   C as each device ends (rows:cols):\n"
           << blocks_picture(mesh, c_spec, {c.m, c.n}) << "\n";
