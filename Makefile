@@ -106,6 +106,41 @@ test-mpi:
 	  SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 mpiexec -n $$n $(MPI_TESTS) || exit 1; done; \
 	else echo "== no MPI suite yet: skipping"; fi
 
+# Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
+# (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it
+# is given on make's command line: the shell's own TERM (xterm ...) must not pick the terminal.
+# busbw: ours against MPICH's under mpiexec -n 2, 1K to 4M (a few seconds), or the sim backend.
+# plots/bytes_per_device.png (the README's picture) is refreshed when it changed.
+PLOT_DIR := $(BUILD)/plots
+PLOT_TERM := $(if $(filter command line,$(origin TERM)),$(TERM),pngcairo)
+plots:
+	@case "$(PLOT_TERM)" in dumb|png|pngcairo) ;; \
+	  *) echo "plots: TERM=$(PLOT_TERM) is not a plot terminal; give TERM=dumb, or leave TERM out for PNG files" >&2; exit 2;; esac
+	@$(MAKE) --no-print-directory $(SHARDLAB)
+	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory"
+	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory
+	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 4M"; \
+	if command -v mpiexec >/dev/null; then \
+	  echo "== mpiexec -n 2 $$busbw --backend mpi"; \
+	  OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 2 $$busbw --backend mpi && exit 0; \
+	  echo "mpiexec failed: measuring busbw on the sim backend instead (ours only)"; \
+	else echo "mpiexec not found: measuring busbw on the sim backend (ours only)"; fi; \
+	echo "== $$busbw --backend sim"; OPENBLAS_NUM_THREADS=1 $$busbw --backend sim
+	@if ! command -v gnuplot >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
+	term=$(PLOT_TERM); [ $$term = dumb ] || term=pngcairo; written=""; \
+	for g in plots/*.gp; do \
+	  png=$(PLOT_DIR)/$$(basename $$g .gp).png; \
+	  echo "== gnuplot -e \"dir='$(PLOT_DIR)'; term='$$term'\" $$g"; \
+	  [ $$term = dumb ] || rm -f $$png; \
+	  gnuplot -e "dir='$(PLOT_DIR)'; term='$$term'" $$g || { echo "plots: gnuplot failed on $$g" >&2; exit 1; }; \
+	  if [ $$term != dumb ]; then \
+	    [ -s $$png ] || { echo "plots: $$g wrote no $$png" >&2; exit 1; }; written="$$written $$png"; fi; \
+	done; \
+	if [ $$term != dumb ]; then \
+	  cmp -s $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png || \
+	    { cp $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png; echo "plots: refreshed plots/bytes_per_device.png"; }; \
+	  echo "plots: PNG files written:"; for p in $$written; do echo "  $$p ($$(stat -c %s $$p) bytes)"; done; fi
+
 # ThreadSanitizer: the sim backend is threads. ASan+UBSan: the whole suite.
 sanitize: deps
 	@$(MAKE) --no-print-directory SAN=thread build/tsan/bin/tests

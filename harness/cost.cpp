@@ -7,22 +7,30 @@
 namespace shardlab {
 
 const std::vector<Hardware>& hardware_presets() {
+  // name, description, source, alpha (s), link B/s one way, reduce B/s, FLOP/s, bytes per element
   static const std::vector<Hardware> presets = {
+      {"tpu-v2", "one TensorCore of a TPU v2-8 (the article's machine, seed 001)",
+       "Jouppi et al., A Domain-Specific Supercomputer for Training Deep Neural Networks, CACM 63(7) 2020: "
+       "4 ICI links of 496 Gbit/s (62 GB/s one way) per chip, 2D torus; Google Cloud TPU docs: 180 TFLOP/s bf16 "
+       "per v2-8 board of 8 TensorCores (22.5 TFLOP/s each, one JAX device); latency ~1 us and on-chip "
+       "reduction at 10x the link rate assumed",
+       1e-6, 62e9, 62e9 * 10, 22.5e12, 4},
       {"tpu-v4", "TPU v4 chip, one ICI link of a 3D torus",
        "Google TPU v4 system architecture page and the JAX scaling book: ~45 GB/s per ICI link one way, "
-       "275 TFLOP/s bf16 per chip; latency ~1 us assumed",
-       1e-6, 45e9, 45e9 * 10, 275e12},
+       "275 TFLOP/s bf16 per chip; latency ~1 us and reduction at 10x the link rate assumed",
+       1e-6, 45e9, 45e9 * 10, 275e12, 4},
       {"nvlink-a100", "8x A100 in one host over NVLink 3 / NVSwitch",
        "NVIDIA A100 datasheet: 600 GB/s NVLink total (300 GB/s each way), 312 TFLOP/s bf16 dense; "
-       "NCCL small-message latency ~5 us assumed",
-       5e-6, 300e9, 300e9 * 10, 312e12},
+       "NCCL small-message latency ~5 us and reduction at 10x the link rate assumed",
+       5e-6, 300e9, 300e9 * 10, 312e12, 4},
       {"ethernet-100g", "A100 hosts linked by 100 Gb/s Ethernet",
-       "100 Gb/s = 12.5 GB/s line rate; ~20 us per message assumed for a TCP/RoCE hop; A100 compute",
-       20e-6, 12.5e9, 300e9, 312e12},
-      {"this-machine", "2 MPICH processes on this 2-core machine (shared memory)",
-       "measured here with `mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi` (ring all_reduce, "
-       "1-64 MiB) and a float64 GEMM through OpenBLAS; rerun both to refresh on other machines",
-       20e-6, 3e9, 6e9, 30e9},
+       "100 Gb/s = 12.5 GB/s line rate; ~20 us per message assumed for a TCP/RoCE hop; A100 compute; "
+       "reduction at 300 GB/s assumed",
+       20e-6, 12.5e9, 300e9, 312e12, 4},
+      {"this-machine", "2 MPICH processes on this 2-core machine (shared memory), float64",
+       "PLACEHOLDER: measure with mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi and "
+       "build/bin/shardlab sweep --what machine",
+       20e-6, 3e9, 6e9, 30e9, 8},
   };
   return presets;
 }

@@ -29,6 +29,11 @@ struct Hardware {
   double bytes_per_s = 0;    // link bandwidth, one direction (1/beta)
   double reduce_bytes_per_s = 0;  // reduction rate (1/gamma)
   double flops_per_s = 0;    // dense matmul rate of one device
+  // Bytes per element of the data the preset's rates describe: 4 for the accelerators (float32,
+  // the article's dtype; their matmul rate is the bf16/TF32 peak that float32 matmuls run at by
+  // default on TPUs), 8 for this-machine (float64, what shardlab moves and computes). Sweeps
+  // scale shardlab's float64 byte counts by element_bytes / 8.
+  double element_bytes = 8;
 };
 
 const std::vector<Hardware>& hardware_presets();

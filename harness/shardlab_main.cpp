@@ -9,6 +9,7 @@
 #include "harness/cmd_bench.hpp"
 #include "harness/cmd_ffn.hpp"
 #include "harness/cmd_matmul.hpp"
+#include "harness/cmd_sweep.hpp"
 #include "harness/version.hpp"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   Command ffn = add_ffn_command(app);
   Command matmul = add_matmul_command(app);
   Command einsum = add_einsum_command(app);
+  Command sweep = add_sweep_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
     if (*ffn.app) return ffn.run();
     if (*matmul.app) return matmul.run();
     if (*einsum.app) return einsum.run();
+    if (*sweep.app) return sweep.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

@@ -1,0 +1,109 @@
+#include "harness/cmd_sweep.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "collectives/mpi.hpp"
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/bench.hpp"
+#include "harness/sweep.hpp"
+
+namespace shardlab {
+
+namespace {
+
+struct SweepOptions {
+  std::string out = "build/plots";
+  std::string what = "bytes,share,memory,busbw";
+  std::string dims = "B=64,S=8,M=256,H=1024";
+  std::string share_dims = "article";
+  int max_devices = 64;
+  std::string backend = "sim";
+  std::string min = "1K", max = "4M";
+  int iters = -1;
+  std::string bench_csv;
+};
+
+const std::vector<std::string> kWhat = {"bytes", "share", "memory", "busbw", "machine"};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::io, "cannot read --bench-csv " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int run_sweep(const SweepOptions& o) {
+  const Backend backend = parse_backend(o.backend);
+  std::vector<std::string> what;
+  for (const auto& w : split(o.what, ',')) {
+    if (std::find(kWhat.begin(), kWhat.end(), trim(w)) == kWhat.end())
+      throw Error(ErrorKind::parse, "--what names '" + w + "'; choose from " + join(kWhat, ","));
+    what.push_back(trim(w));
+  }
+  auto wants = [&](const std::string& w) { return std::find(what.begin(), what.end(), w) != what.end(); };
+  // Everything that can fail on bad input runs before anything is written.
+  std::vector<DatTable> tables;
+  if (wants("bytes")) tables.push_back(bytes_sweep(o.dims, o.max_devices));
+  if (wants("share")) tables.push_back(share_sweep(o.share_dims, o.max_devices));
+  if (wants("memory")) tables.push_back(memory_sweep(o.dims, o.max_devices));
+  if (wants("busbw")) {
+    if (!o.bench_csv.empty()) {
+      tables.push_back(busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv));
+    } else {
+      BenchOptions b;
+      b.backend = o.backend;
+      b.min = o.min;
+      b.max = o.max;
+      b.iters = o.iters;
+      const BenchResult r = run_collectives_bench(b);
+      if (process_is_root())
+        tables.push_back(busbw_table(r, "measured in-process (" + o.backend + " backend, sizes " + o.min + " to " +
+                                            o.max + ")"));
+    }
+  }
+  if (wants("machine")) tables.push_back(machine_table(measure_machine_rates()));
+  int status = 0;
+  if (process_is_root()) {
+    for (const auto& path : write_dat_files(o.out, tables)) std::cout << "sweep: wrote " << path << "\n";
+  }
+  return backend == Backend::mpi ? mpi::agree(status) : status;
+}
+
+}  // namespace
+
+Command add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  auto* c = app.add_subcommand(
+      "sweep",
+      "write plot-ready .dat files (# header rows name the columns and units) for plots/*.gp: bytes per device "
+      "and memory per device against device count for every FFN strategy, the modeled communication share of an "
+      "FFN step per hardware preset, measured busbw ours against MPICH's (make plots draws them)");
+  c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
+  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,busbw; machine measures "
+                                   "this machine's GEMM and reduction rates")
+      ->capture_default_str();
+  c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
+  c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")
+      ->capture_default_str();
+  c->add_option("--max-devices", o->max_devices, "largest device count (powers of two from 1)")->capture_default_str();
+  c->add_option("--backend", o->backend,
+                "busbw: sim (threads, ours only) or mpi (mpiexec -n 2 build/bin/shardlab sweep --what busbw --backend "
+                "mpi: ours and MPICH's)")
+      ->capture_default_str();
+  c->add_option("--min", o->min, "busbw: smallest message (K, M, G suffixes)")->capture_default_str();
+  c->add_option("--max", o->max, "busbw: largest message")->capture_default_str();
+  c->add_option("--iters", o->iters, "busbw: timed calls per size (default as bench collectives)");
+  c->add_option("--bench-csv", o->bench_csv, "busbw: read this `shardlab bench collectives --csv` file instead of running");
+  return {c, [o] { return run_sweep(*o); }};
+}
+
+}  // namespace shardlab
