@@ -1,0 +1,52 @@
+// Lessons 08-10 and `shardlab ffn` on MPI processes: the same verdicts, collectives and bytes per
+// device as on the sim backend. Rank 0 runs them (a nested mpiexec with a clean environment); like
+// test_mpi_matmul.cpp, only in a suite of at most 2 ranks.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "collectives/mpi.hpp"
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::run_binary;
+
+namespace {
+std::string mpiexec(int n) {
+  return "env -i PATH=\"$PATH\" HOME=\"$HOME\" OPENBLAS_NUM_THREADS=1 mpiexec -n " + std::to_string(n) + " ";
+}
+nlohmann::json backend_free(const std::string& out) {
+  auto j = nlohmann::json::parse(out);
+  nlohmann::json keep;
+  keep["pass"] = j["pass"];
+  keep["bytes_per_device"] = j["bytes_per_device"];
+  for (auto c : j["collectives"]) {
+    for (const char* k : {"seconds", "algorithm", "modeled"}) c.erase(k);
+    keep["collectives"].push_back(c);
+  }
+  return keep;
+}
+bool runs_here() { return shardlab::mpi::is_root() && shardlab::mpi::world_size() <= 2; }
+}  // namespace
+
+TEST_SUITE("mpi binaries") {
+  TEST_CASE("ffn lessons 08-10 and shardlab ffn under mpiexec: PASS, with the sim run's collectives and bytes") {
+    if (!runs_here()) return;
+    const std::pair<const char*, int> runs[] = {{"08_gspmd_ffn", 8},
+                                                {"09_column_row_pairwise", 4},
+                                                {"10_pairwise_backward", 4},
+                                                {"shardlab ffn --strategy gspmd --backward", 8},
+                                                {"shardlab ffn --strategy pairwise --backward", 4},
+                                                {"shardlab ffn --strategy data --mesh X=2,Y=4 --backward", 8}};
+    for (const auto& [cmd, n] : runs) {
+      CAPTURE(cmd);
+      auto sim = run_binary(std::string(cmd) + " --json");
+      auto mpi = run_binary(std::string(cmd) + " --json --backend mpi", mpiexec(n));
+      REQUIRE(sim.status == 0);
+      REQUIRE(mpi.status == 0);
+      CHECK(backend_free(mpi.out) == backend_free(sim.out));
+      CHECK(nlohmann::json::parse(mpi.out)["backend"] == "mpi");
+      CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --perturb-expected", mpiexec(n)).status == 1);
+    }
+  }
+}

@@ -1,0 +1,72 @@
+// Lesson 08: the GSPMD FFN's collectives and bytes per device from the ring formulas, the rule
+// table, the AllReduce alternative at twice the ReduceScatter's bytes, 1/8 of the FLOPs per device,
+// a corrupted reference caught, bad input exits 2.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::run_binary;
+
+namespace {
+constexpr double kD = 8;  // bytes per double
+}  // namespace
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 08 (gspmd ffn) --json: AllGather x, W_in, W_out, ReduceScatter y; AllReduce costs 2x") {
+    auto r = run_binary("08_gspmd_ffn --json");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    REQUIRE(j["collectives"].size() == 6);  // the layer's four, then the second matmul with an AllReduce
+    const char* op[] = {"all_gather", "all_gather", "all_gather", "reduce_scatter", "all_gather", "all_reduce"};
+    const char* axes[] = {"Y", "X", "X", "Y", "X", "Y"};
+    const char* tensor[] = {"x", "W_in", "W_out", "y", "W_out", "y_ar"};
+    // B=8,S=4,M=16,H=64 on X=2,Y=4: x block [4,4,4] gathers 3 more over Y; W_in [8,16] and W_out
+    // [16,8] one more over X; the partial y [4,4,16] keeps 1/4 (RS) or all of it (AR) over Y.
+    const double bytes[] = {3 * 64 * kD, 128 * kD, 128 * kD, 3 * 256 * kD / 4, 128 * kD, 2 * 3 * 256 * kD / 4};
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      CHECK(j["collectives"][i]["op"] == op[i]);
+      CHECK(j["collectives"][i]["axes"] == axes[i]);
+      CHECK(j["collectives"][i]["tensor"] == tensor[i]);
+      CHECK(j["collectives"][i]["bytes_per_device"].get<double>() == bytes[i]);
+      CHECK(j["collectives"][i]["predicted_bytes_per_device"].get<double>() == bytes[i]);
+    }
+    CHECK(j["all_reduce_bytes_per_device"].get<double>() == 2 * j["reduce_scatter_bytes_per_device"].get<double>());
+    CHECK(j["flops_per_device"].get<double>() * 8 == j["unsharded_flops"].get<double>());
+    CHECK(j["stored_memory_per_device"].get<double>() * 8 == j["unsharded_stored_memory"].get<double>());
+    CHECK(j["peak_memory_per_device"].get<double>() < j["unsharded_peak_memory"].get<double>());
+    CHECK(j["forward"] == "all_gather x over Y; all_gather W_in over X; all_gather W_out over X; reduce_scatter y over Y");
+  }
+
+  TEST_CASE("lesson 08 (gspmd ffn) text: rules, specs, device (X=0,Y=1), the article's sizes, verdict") {
+    auto r = run_binary("08_gspmd_ffn");
+    CHECK(r.status == 0);
+    for (const char* s : {"embed_kernel  X", "W_out[H_Y, M_X]", "h[B_X, S, H_Y]", "holds x[0:4, 0:4, 4:8]",
+                          "no message after it", "reduce_scatter y: 1536 bytes/device   all_reduce y: 3072",
+                          "every device a unique share", "60.0 MiB", "100.0 MiB", "Takeaway:", "Next:",
+                          "\nPASS 08_gspmd_ffn"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  }
+
+  TEST_CASE("lesson 08 (gspmd ffn) on other axis names and a 2x2 mesh") {
+    auto r = run_binary("08_gspmd_ffn --mesh rows=2,cols=4 --quiet");
+    CHECK(r.status == 0);
+    auto s = run_binary("08_gspmd_ffn --mesh 2x2 --dims B=4,S=2,M=8,H=32 --json");
+    REQUIRE(s.status == 0);
+    CHECK(nlohmann::json::parse(s.out)["collectives"].size() == 6);
+  }
+
+  TEST_CASE("lesson 08 (gspmd ffn) fails on a wrong reference; bad input exits 2 with one sentence") {
+    auto f = run_binary("08_gspmd_ffn --quiet --perturb-expected");
+    CHECK(f.status == 1);
+    CHECK(f.out.rfind("FAIL", 0) == 0);
+    for (const char* bad : {"--dims M=6", "--mesh Y=8", "--mesh X=3,Y=3", "--dims B=8,Q=2"}) {
+      auto b = run_binary(std::string("08_gspmd_ffn ") + bad);
+      CAPTURE(bad);
+      CHECK(b.status == 2);
+      CHECK(shardlab::testing::count_lines(b.err) == 1);
+    }
+  }
+}

@@ -1,0 +1,52 @@
+// Lesson 09: column-wise gathers, row-wise all-reduces, the FFN row then column needs both, the
+// pairwise FFN one AllReduce; bytes from the ring formulas; the planner agrees; bad input exits 2.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 09 (ffn column/row/pairwise) --json: AG XA, AR XA, AR h + AG y, AR y with ring bytes") {
+    auto r = run_binary("09_column_row_pairwise --json");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    REQUIRE(j["collectives"].size() == 5);
+    // B=8,S=4,M=16,H=64 on Y=4 (n=4), 8-byte doubles. XA is [8,4,64] = 2048 numbers, y [8,4,16] = 512.
+    const char* op[] = {"all_gather", "all_reduce", "all_reduce", "all_gather", "all_reduce"};
+    const char* tensor[] = {"XA", "XA", "h", "y", "y"};
+    const double bytes[] = {3 * 512 * 8, 2 * 3 * 2048 * 8 / 4, 2 * 3 * 2048 * 8 / 4, 3 * 128 * 8, 2 * 3 * 512 * 8 / 4};
+    for (int i = 0; i < 5; ++i) {
+      CAPTURE(i);
+      CHECK(j["collectives"][i]["op"] == op[i]);
+      CHECK(j["collectives"][i]["tensor"] == tensor[i]);
+      CHECK(j["collectives"][i]["bytes_per_device"].get<double>() == bytes[i]);
+    }
+    int agree = 0;
+    for (const auto& c : j["checks"]) agree += c["name"].get<std::string>().rfind("planner agrees", 0) == 0 && c["pass"] == true;
+    CHECK(agree == 4);
+  }
+
+  TEST_CASE("lesson 09 (ffn column/row/pairwise) text: the cuts, the side-by-side table, the verdict") {
+    auto r = run_binary("09_column_row_pairwise");
+    CHECK(r.status == 0);
+    for (const char* s : {"A[M, H_Y]", "A[M_Y, H]", "X[B, S, M_Y]", "all_reduce h + all_gather y", "Pairwise sends 6144 bytes per device against 27648",
+                          "Takeaway:", "Next:", "\nPASS 09_column_row_pairwise"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  }
+
+  TEST_CASE("lesson 09 (ffn column/row/pairwise) on 8 devices, a wrong reference, bad input") {
+    CHECK(run_binary("09_column_row_pairwise --mesh tp=8 --quiet").status == 0);
+    auto f = run_binary("09_column_row_pairwise --quiet --perturb-expected");
+    CHECK(f.status == 1);
+    CHECK(f.out.rfind("FAIL", 0) == 0);
+    for (const char* bad : {"--mesh X=2,Y=2", "--dims M=6", "--dims H=0"}) {
+      auto b = run_binary(std::string("09_column_row_pairwise ") + bad);
+      CAPTURE(bad);
+      CHECK(b.status == 2);
+      CHECK(shardlab::testing::count_lines(b.err) == 1);
+    }
+  }
+}

@@ -1,0 +1,58 @@
+// Lesson 10: forward and backward collectives of column, row and pairwise sharding as seed 003
+// lists them, the gradients against the unsharded analytic ones and those against central
+// differences, a wrong reference caught, bad input exits 2.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 10 (ffn backward) --json: column AG/AR, row AR/AG, pairwise one AR each way") {
+    auto r = run_binary("10_pairwise_backward --json");
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    CHECK(j["column_forward"] == "all_gather h over Y; all_gather y over Y");
+    CHECK(j["column_backward"] == "all_reduce dg over Y; all_reduce dx over Y");
+    CHECK(j["row_forward"] == "all_reduce h over Y; all_reduce y over Y");
+    CHECK(j["row_backward"] == "all_gather dg over Y; all_gather dx over Y");
+    CHECK(j["pairwise_forward"] == "all_reduce y over Y");
+    CHECK(j["pairwise_backward"] == "all_reduce dx over Y");
+    REQUIRE(j["collectives"].size() == 10);
+    // Pairwise's two AllReduces: y and dx are [8,4,16] = 512 doubles, 2(n-1)/n of them over 4.
+    CHECK(j["collectives"][8]["bytes_per_device"].get<double>() == 2 * 3 * 512 * 8 / 4);
+    CHECK(j["collectives"][9]["bytes_per_device"].get<double>() == 2 * 3 * 512 * 8 / 4);
+    int gradients = 0, differences = 0;
+    for (const auto& c : j["checks"]) {
+      const std::string n = c["name"];
+      CHECK_MESSAGE(c["pass"] == true, n);
+      gradients += n.find("vs unsharded analytic") != std::string::npos;
+      differences += n.find("vs central differences") != std::string::npos;
+    }
+    CHECK(gradients == 9);  // dx, dW_in, dW_out for each of the three layouts
+    CHECK(differences == 3);
+  }
+
+  TEST_CASE("lesson 10 (ffn backward) text: the flip table and the verdict") {
+    auto r = run_binary("10_pairwise_backward");
+    CHECK(r.status == 0);
+    for (const char* s : {"column-wise (W_in's H split, kept)", "row-wise (W_in's H split, summed)",
+                          "row-wise (W_out's H split, summed)", "column-wise (W_out's H split, kept)",
+                          "pairwise  all_reduce y", "Takeaway:", "Next:", "\nPASS 10_pairwise_backward"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  }
+
+  TEST_CASE("lesson 10 (ffn backward): a wrong reference fails, bad input exits 2") {
+    auto f = run_binary("10_pairwise_backward --quiet --perturb-expected");
+    CHECK(f.status == 1);
+    CHECK(f.out.rfind("FAIL", 0) == 0);
+    for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30", "--mesh Y=0"}) {
+      auto b = run_binary(std::string("10_pairwise_backward ") + bad);
+      CAPTURE(bad);
+      CHECK(b.status == 2);
+      CHECK(shardlab::testing::count_lines(b.err) == 1);
+    }
+  }
+}
