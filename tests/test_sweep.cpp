@@ -1,0 +1,291 @@
+// The sweeps behind `make plots`: predicted bytes equal the ledger of real runs, the modeled share
+// equals alpha-beta-gamma worked out by hand, the files are plot-ready, bad input writes nothing,
+// and gnuplot renders every plots/*.gp from them (skipped with a message without gnuplot).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/bench.hpp"
+#include "harness/cost.hpp"
+#include "harness/ffn.hpp"
+#include "harness/sweep.hpp"
+#include "run_binary.hpp"
+
+using namespace shardlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("shardlab_sweep_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+std::string shell(const std::string& command, int* status = nullptr) {
+  std::string out;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int raw = ::pclose(p);
+  if (status) *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Hardware toy() {  // round numbers for hand arithmetic
+  Hardware h;
+  h.name = "toy";
+  h.alpha = 1e-6;
+  h.bytes_per_s = 1e9;
+  h.reduce_bytes_per_s = 2e9;
+  h.flops_per_s = 1e12;
+  h.element_bytes = 4;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: meshes of the sweep") {
+  CHECK(sweep_device_counts(64) == std::vector<int>{1, 2, 4, 8, 16, 32, 64});
+  CHECK(sweep_device_counts(6) == std::vector<int>{1, 2, 4});
+  CHECK(two_axis_mesh(1) == "X=1,Y=1");
+  CHECK(two_axis_mesh(2) == "X=1,Y=2");
+  CHECK(two_axis_mesh(8) == "X=2,Y=4");  // the article's mesh
+  CHECK(two_axis_mesh(64) == "X=8,Y=8");
+  CHECK_THROWS_AS(two_axis_mesh(6), Error);
+  CHECK_THROWS_AS(sweep_device_counts(0), Error);
+}
+
+TEST_CASE("sweep bytes and memory equal the ledger and the blocks of running every strategy (1-8 devices)") {
+  const std::string dims = "B=8,S=2,M=16,H=64";
+  const DatTable bytes = bytes_sweep(dims, 8), memory = memory_sweep(dims, 8);
+  REQUIRE(bytes.blocks.size() == 1);
+  REQUIRE(bytes.blocks[0].rows.size() == 4);
+  Runtime rt(Backend::sim);
+  int runs = 0;
+  for (std::size_t row = 0; row < 4; ++row) {
+    const int n = 1 << row;
+    for (const auto& s : ffn_strategies()) {
+      const Mesh mesh = Mesh::parse(s.mesh_axes == 2 ? two_axis_mesh(n) : "D=" + std::to_string(n));
+      CAPTURE(s.name);
+      CAPTURE(mesh.text());
+      FfnConfig c;
+      c.strategy = s.name;
+      c.dims = parse_ffn_dims(dims);
+      c.backward = true;
+      c.finite_differences = false;
+      const FfnResult r = run_ffn(rt, mesh, c);
+      CHECK(r.pass());
+      std::size_t forward = 0;
+      for (std::size_t i = 0; i < r.forward_collectives && i < r.collectives.size(); ++i)
+        forward += r.collectives[i].bytes_per_device;
+      CHECK(bytes.number(0, row, s.name + "_B") == double(r.bytes_per_device));
+      CHECK(bytes.number(0, row, s.name + "_fwd_B") == double(forward));
+      CHECK(memory.number(0, row, s.name + "_peak_B") == double(r.peak_bytes_per_device));
+      CHECK(memory.number(0, row, s.name + "_stored_B") == double(r.stored_bytes_per_device));
+      ++runs;
+    }
+  }
+  CHECK(runs == 24);
+  // One device: nothing moves, and the sharded step stores what the unsharded one does (its peak
+  // may count one more transient buffer: the sharded program's plan steps on a group of one).
+  for (const auto& s : ffn_strategies()) {
+    CHECK(bytes.number(0, 0, s.name + "_B") == 0);
+    CHECK(memory.number(0, 0, s.name + "_stored_B") == memory.number(0, 0, "unsharded_stored_B"));
+    CHECK(memory.number(0, 0, s.name + "_peak_B") >= memory.number(0, 0, "unsharded_peak_B"));
+  }
+}
+
+TEST_CASE("sweep bytes at the default model: data parallel by hand") {
+  const DatTable t = bytes_sweep();  // B=64,S=8,M=256,H=1024
+  // D=2: forward moves nothing; backward all-reduces dW_in and dW_out, 256*1024 doubles = 2 MiB
+  // each, and a ring AllReduce sends 2(p-1)/p of it = all of it at p = 2.
+  CHECK(t.number(0, 1, "data_fwd_B") == 0);
+  CHECK(t.number(0, 1, "data_B") == 2 * 2097152.0);
+  CHECK(t.blocks[0].rows[3][t.column("gspmd_mesh")] == "2x4");
+  CHECK(t.blocks[0].rows.size() == 7);  // 1 ... 64 devices
+}
+
+TEST_CASE("share: pairwise on D=2 by hand (one AllReduce forward, one backward)") {
+  const Hardware h = toy();
+  // B=2,S=4,M=8,H=32. Forward: x W_in on half of W_in's columns (2*8*8*16 = 2048 FLOPs), g W_out
+  // on half of its rows (2048), then AllReduce y: n = 2*4*8 elements * 4 B = 256 B, p = 2:
+  //   2(p-1) a + 2n(p-1)/p b + n(p-1)/p g = 2 us + 256 ns + 64 ns
+  const StepCost f = ffn_step_cost("pairwise", "D=2", "B=2,S=4,M=8,H=32", false, h);
+  CHECK(f.comm_seconds == doctest::Approx(2e-6 + 256e-9 + 64e-9));
+  CHECK(f.compute_seconds == doctest::Approx(4096 / 1e12));
+  CHECK(f.share() == doctest::Approx(2.32e-6 / (2.32e-6 + 4.096e-9)));
+  // Training adds the AllReduce of dx (same size) and four contractions of 2048 FLOPs each.
+  const StepCost t = ffn_step_cost("pairwise", "D=2", "B=2,S=4,M=8,H=32", true, h);
+  CHECK(t.comm_seconds == doctest::Approx(2 * 2.32e-6));
+  CHECK(t.compute_seconds == doctest::Approx(12288 / 1e12));
+}
+
+TEST_CASE("share: the article's forward step on a 2x4 mesh by hand (plan only, nothing allocated)") {
+  const Hardware h = toy();
+  // Seed 001: x[8,512,5120] X,_,Y; W_in[5120,20480] X,Y; W_out[20480,5120] Y,X. Forward:
+  //   all_gather x over Y (p=4): gathered [4,512,5120]     n = 10485760 el
+  //   all_gather W_in over X (p=2): gathered [5120,5120]   n = 26214400 el
+  //   all_gather W_out over X (p=2): gathered [5120,5120]  n = 26214400 el
+  //   reduce_scatter y over Y (p=4): input [4,512,5120]    n = 10485760 el
+  // at 4 B per element; ring: (p-1) a + n (p-1)/p b (+ n (p-1)/p g for the reduction).
+  const double nx = 10485760.0 * 4, nw = 26214400.0 * 4, a = 1e-6, b = 1e-9, g = 0.5e-9;
+  const double comm = (3 * a + nx * 0.75 * b) + 2 * (a + nw * 0.5 * b) + (3 * a + nx * 0.75 * (b + g));
+  // Two local products of 2 * 4*512 * 5120 * 5120 FLOPs.
+  const double flops = 2 * (2.0 * 4 * 512 * 5120 * 5120);
+  const StepCost c = ffn_step_cost("gspmd", "X=2,Y=4", "article", false, h);
+  CHECK(c.comm_seconds == doctest::Approx(comm));
+  CHECK(c.compute_seconds == doctest::Approx(flops / 1e12));
+}
+
+TEST_CASE("share sweep: the table holds collective_seconds and compute_seconds of each preset") {
+  const DatTable t = share_sweep("B=2,S=4,M=8,H=32", 2);
+  std::size_t block = t.blocks.size();
+  for (std::size_t i = 0; i < t.blocks.size(); ++i)
+    if (t.blocks[i].title.rfind("pairwise:", 0) == 0) block = i;
+  REQUIRE(block < t.blocks.size());
+  REQUIRE(t.blocks[block].rows.size() == 1);  // D=2 only
+  for (const auto& h : hardware_presets()) {
+    CAPTURE(h.name);
+    const double n = 64 * h.element_bytes, comm = 2 * h.alpha + n / h.bytes_per_s + n / 2 / h.reduce_bytes_per_s;
+    const double compute = 4096 / h.flops_per_s;
+    CHECK(t.number(block, 0, h.name + "_fwd_comm_ms") == doctest::Approx(comm * 1e3).epsilon(1e-5));
+    CHECK(t.number(block, 0, h.name + "_fwd_compute_ms") == doctest::Approx(compute * 1e3).epsilon(1e-5));
+    CHECK(t.number(block, 0, h.name + "_fwd_pct") == doctest::Approx(100 * comm / (comm + compute)).epsilon(1e-3));
+    CHECK(t.number(block, 0, h.name + "_train_comm_ms") == doctest::Approx(2 * comm * 1e3).epsilon(1e-5));
+  }
+  // The article's sizes: data parallel splits B=8 and so stops at 8 devices; the note says so.
+  const DatTable article = share_sweep();
+  bool noted = false;
+  for (const auto& n : article.notes) noted = noted || n.rfind("data left out on 16, 32, 64", 0) == 0;
+  CHECK(noted);
+}
+
+TEST_CASE("dat files: # header rows, numbered columns, gnuplot blocks; written whole or not at all") {
+  DatTable t;
+  t.name = "demo";
+  t.notes = {"what this is"};
+  t.columns = {"size_B", "time_us"};
+  t.blocks = {{"first", {{"8", "1.5"}, {"16", "-"}}}, {"second", {{"8", "2"}}}};
+  const std::string text = t.text();
+  CHECK(text.rfind("# what this is\n# columns: 1 size_B, 2 time_us\n", 0) == 0);
+  CHECK(text.find("\n\n\n# block 1 (gnuplot index 1): second\n") != std::string::npos);
+  CHECK(std::isnan(t.number(0, 1, "time_us")));
+  CHECK(t.number(1, 0, "time_us") == 2);
+  CHECK_THROWS_AS(t.number(0, 0, "bytes"), Error);
+  for (const auto& line : split(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    CHECK(line.find_first_not_of(" 0123456789.-") == std::string::npos);  // numbers only
+  }
+
+  const fs::path dir = fresh_dir("write");
+  const auto written = write_dat_files(dir.string(), {t});
+  REQUIRE(written.size() == 1);
+  CHECK(slurp(written[0]) == text);
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);  // no temporaries left
+  std::ofstream(dir / "a_file") << "x";
+  CHECK_THROWS_AS(write_dat_files((dir / "a_file").string(), {t}), Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("busbw: a bench CSV read back gives the run's rows, group size and the model beside them") {
+  BenchResult r;
+  r.header = {"shardlab bench collectives: backend mpi, mesh X=2, group over X (2 devices)"};
+  r.group_size = 2;
+  r.native = true;
+  r.rows = {{"all_reduce", 1024, 128, 10e-6, 12e-6, 0, 0}, {"all_reduce", 4096, 512, 20e-6, 18e-6, 0, 0},
+            {"all_gather", 1024, 128, 8e-6, -1, 0, 0}};
+  const BenchResult back = parse_bench_csv(bench_csv(r), "bench.csv");
+  CHECK(back.group_size == 2);
+  REQUIRE(back.rows.size() == 3);
+  CHECK(back.rows[1].bytes == 4096);
+  CHECK(back.rows[1].ours_seconds == doctest::Approx(20e-6));
+  CHECK(back.rows[2].native_seconds < 0);
+  const DatTable t = busbw_table(back, "read from bench.csv");
+  REQUIRE(t.blocks.size() == 2);  // all_reduce, all_gather
+  CHECK(t.blocks[0].title == "all_reduce");
+  // busbw = bytes / time * 2(n-1)/n = 4096 B / 20 us * 1 = 0.2048 GB/s
+  CHECK(t.number(0, 1, "ours_busbw_GBps") == doctest::Approx(0.2048).epsilon(1e-3));
+  CHECK(std::isnan(t.number(1, 0, "native_busbw_GBps")));
+  const Hardware& h = hardware_preset("this-machine");
+  CHECK(t.number(0, 0, "model_us") ==
+        doctest::Approx(collective_seconds("all_reduce", Algorithm::ring, 2, 1024, h) * 1e6).epsilon(1e-3));
+  CHECK_THROWS_AS(parse_bench_csv("# nothing\n", "empty.csv"), Error);
+  CHECK_THROWS_AS(parse_bench_csv("all_reduce,12,x\n", "bad.csv"), Error);
+}
+
+TEST_CASE("shardlab sweep: bad input exits 2 with one sentence and writes nothing") {
+  using namespace shardlab::testing;
+  const fs::path dir = fresh_dir("bad");
+  for (const std::string args : {"--what bytes,pictures", "--what bytes,share --share-dims Q=3",
+                                 "--what bytes --dims B=8,S=oops", "--what busbw --bench-csv /nonexistent.csv"}) {
+    CAPTURE(args);
+    const Ran r = run_binary("shardlab sweep --out " + dir.string() + " " + args);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(!fs::exists(dir));
+  }
+  const Ran ok = run_binary("shardlab sweep --out " + dir.string() + " --what bytes,memory --max-devices 4");
+  CHECK(ok.status == 0);
+  CHECK(fs::file_size(dir / "bytes_per_device.dat") > 0);
+  CHECK(fs::file_size(dir / "memory_per_device.dat") > 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plots: every plots/*.gp renders a non-empty PNG and draws labelled axes and a legend in dumb mode") {
+  int status = 0;
+  shell("command -v gnuplot", &status);
+  if (status != 0 || !fs::is_directory("plots")) {
+    MESSAGE("gnuplot not found (or not run from the repository root): skipping plots");
+    return;
+  }
+  const fs::path dir = fresh_dir("plots");
+  BenchOptions b;  // a tiny in-process benchmark: the picture, not the numbers
+  b.min = "1K";
+  b.max = "4K";
+  b.iters = 1;
+  b.warmup = 0;
+  write_dat_files(dir.string(), {bytes_sweep(), share_sweep(), memory_sweep(),
+                                 busbw_table(run_collectives_bench(b), "test run")});
+  int scripts = 0;
+  for (const auto& e : fs::directory_iterator("plots")) {
+    if (e.path().extension() != ".gp") continue;
+    ++scripts;
+    const std::string gp = e.path().string(), name = e.path().stem().string();
+    CAPTURE(gp);
+    const std::string vars = "dir='" + dir.string() + "'; term='";
+    const std::string out = shell("gnuplot -e \"" + vars + "pngcairo'\" " + gp, &status);
+    CHECK_MESSAGE(status == 0, out);
+    const fs::path png = dir / (name + ".png");
+    REQUIRE(fs::exists(png));
+    CHECK(fs::file_size(png) > 1000);
+    CHECK(slurp(png).rfind("\x89PNG", 0) == 0);
+    const std::string dumb = shell("gnuplot -e \"" + vars + "dumb'\" " + gp, &status);
+    CHECK(status == 0);
+    CHECK(dumb.size() > 1000);
+    if (name == "bytes_per_device") {  // axis label and legend entries, as text
+      CHECK(dumb.find("devices") != std::string::npos);
+      CHECK(dumb.find("gspmd") != std::string::npos);
+      CHECK(dumb.find("pairwise") != std::string::npos);
+    }
+  }
+  CHECK(scripts >= 4);
+  fs::remove_all(dir);
+}
