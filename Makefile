@@ -100,11 +100,28 @@ test-unit:
 	@echo "== doctest suite ($(TESTS))"
 	@SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 $(TESTS)
 
+# The MPI suite at 2 and 8 ranks, then lessons on processes: lesson 02 must give the sim run's
+# verdict and bytes; lesson 01 on the wrong process count must say so in one sentence, exit 2.
+MPI_SAME := "(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_bytes_per_device)"
 test-mpi:
 	@if [ -n "$(MPI_TESTS)" ]; then for n in 2 8; do \
 	  echo "== MPI suite: mpiexec -n $$n $(MPI_TESTS)"; \
 	  SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 mpiexec -n $$n $(MPI_TESTS) || exit 1; done; \
 	else echo "== no MPI suite yet: skipping"; fi
+	@l=$(BUILD)/bin/02_reduction_allreduce; if [ -x $$l ]; then \
+	  echo "== mpiexec -n 8 $$l --backend mpi --json  (against the sim run)"; \
+	  sim=$$(OPENBLAS_NUM_THREADS=1 $$l --json | grep -E '"'$(MPI_SAME)'"'); \
+	  mpi=$$(OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 8 $$l --backend mpi --json | grep -E '"'$(MPI_SAME)'"'); \
+	  if grep -q '"pass": true' <<<"$$mpi" && [ "$$sim" = "$$mpi" ]; then echo "   pass true, same bytes per device as sim"; \
+	  else echo "   FAIL: differs from the sim run:"; diff <(echo "$$sim") <(echo "$$mpi"); exit 1; fi; \
+	else echo "== $$l not built: skipping its MPI check"; fi
+	@l=$(BUILD)/bin/01_mesh_and_layout; if [ -x $$l ]; then \
+	  echo "== mpiexec -n 6 $$l --backend mpi  (mesh of 8: must exit 2 with one sentence)"; \
+	  OPENBLAS_NUM_THREADS=1 timeout 60 mpiexec -n 6 $$l --backend mpi >/dev/null 2>$(BUILD)/mpi_misuse.err; rc=$$?; \
+	  cat $(BUILD)/mpi_misuse.err | sed 's/^/   /'; \
+	  if [ $$rc = 2 ] && [ $$(wc -l <$(BUILD)/mpi_misuse.err) = 1 ]; then echo "   exit 2, one sentence"; \
+	  else echo "   FAIL: exit $$rc, $$(wc -l <$(BUILD)/mpi_misuse.err) lines on stderr"; exit 1; fi; \
+	else echo "== $$l not built: skipping its MPI check"; fi
 
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it

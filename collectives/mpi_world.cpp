@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -69,6 +70,12 @@ MpiProcess::MpiProcess() {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   launched_ = std::getenv("PMI_RANK") || std::getenv("PMIX_RANK") || std::getenv("PMI_FD");
+  MPI_Comm local;
+  int local_size = 1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  crowded_ = local_size > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
   MPI_Comm_dup(MPI_COMM_WORLD, &split_parent_);
   gone_.assign(size_, false);
@@ -226,7 +233,8 @@ void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int pe
         }
       }
     }
-    if (spin > 256) sched_yield();  // oversubscribed ranks: let the peer we wait for run
+    // Oversubscribed ranks let the peer they wait for run; with a core each they spin, as MPICH does.
+    if (spin > 256 && process_.crowded()) sched_yield();
   }
   if (reported) {
     if (process_.rank() == 0) set_state(0, State::running, -1, "");

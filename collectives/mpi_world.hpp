@@ -37,6 +37,8 @@ class MpiProcess {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool launched() const { return launched_; }  // started by mpiexec (not a singleton)
+  // More ranks on this host than cores: waits yield the core instead of spinning on it.
+  bool crowded() const { return crowded_; }
   MPI_Comm harness() const { return harness_; }
 
   // comms(mesh)[mask]: this rank's communicator over the mesh axes whose bits are set in mask,
@@ -62,7 +64,7 @@ class MpiProcess {
  private:
   MpiProcess();
   int rank_ = 0, size_ = 1;
-  bool launched_ = false, left_ = false;
+  bool launched_ = false, left_ = false, crowded_ = false;
   MPI_Comm harness_ = MPI_COMM_NULL, split_parent_ = MPI_COMM_NULL;
   std::string comms_key_;
   std::vector<MPI_Comm> comms_;

@@ -23,6 +23,7 @@ struct BenchOptions {
   int factor = 4;
   int iters = -1, warmup = -1;  // -1: 20 and 5, or 2 and 1 with more devices than cores
   std::string csv;              // also write the rows here, with # header rows
+  bool perturb_expected = false;  // testing: every expected value off by one; #wrong must show it
 };
 
 struct BenchRow {

@@ -27,6 +27,8 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)");
   c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
+  c->add_flag("--perturb-expected", o->perturb_expected,
+              "testing: every expected value off by one; #wrong must count every element and the exit be 1");
   return {bench, [o] { return bench_collectives(*o); }};
 }
 

@@ -41,4 +41,15 @@ TEST_SUITE("mpi binaries") {
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) CHECK(r.out.find(op) != std::string::npos);
     CHECK(r.out.find("MPICH") != std::string::npos);
   }
+
+  TEST_CASE("the benchmark on the sim backend: ours only, and a wrong expectation shows as #wrong and exit 1") {
+    if (!shardlab::mpi::is_root()) return;
+    auto ok = run_binary("shardlab bench collectives --max 4K --iters 1 --warmup 0");
+    CHECK(ok.status == 0);
+    CHECK(ok.out.find("# total #wrong: 0") != std::string::npos);
+    CHECK(ok.out.find("native_us") == std::string::npos);
+    auto bad = run_binary("shardlab bench collectives --max 4K --iters 1 --warmup 0 --perturb-expected");
+    CHECK(bad.status == 1);
+    CHECK(bad.out.find("# total #wrong: 0") == std::string::npos);
+  }
 }
