@@ -6,7 +6,7 @@
 if (!exists("dir")) dir = "build/plots"
 if (!exists("term")) term = "pngcairo"
 file = dir."/comm_share.dat"
-if (term eq "dumb") { set terminal dumb size 150,36 } else { set terminal pngcairo size 1300,600 font ",11"; set output dir."/comm_share.png" }
+if (term eq "dumb") { set terminal dumb size 150,36 } else { set terminal pngcairo size 1300,650 font ",11"; set output dir."/comm_share.png" }
 set termoption noenhanced
 
 # Preset names and block numbers, read from the file's own # rows so the script follows the sweep.
@@ -18,7 +18,8 @@ set datafile missing "-"
 set yrange [0:100]
 set ylabel "communication share of the step (%)"
 set grid
-set key bottom right box opaque
+set bmargin 6
+set key at screen 0.5, screen 0.04 center center horizontal box maxrows 1 width 2  # one legend for both panels
 set multiplot layout 1,2 title "Modeled share of an FFN forward step spent communicating (B=8, S=512, M=5120, H=20480; ring collectives, no overlap)\nThe article's TPUv2-8 (2x4) lands near its measured ~20%: faster chips or slower links make communication dominate"
 set title "2-D GSPMD (batch over X, embed and hidden over Y)"
 set xlabel "mesh X x Y"
@@ -29,6 +30,7 @@ plot for [i=1:words(presets)] file index block("gspmd") using 0:(column(fwd_pct(
 set title "pairwise (Megatron: W_in by columns, W_out by rows, one AllReduce)"
 set xlabel "devices D"
 unset label 1
+unset key
 plot for [i=1:words(presets)] file index block("pairwise") using 0:(column(fwd_pct(i))):xtic(1) \
        with linespoints lw 2 pt (i+3) title word(presets, i)
 unset multiplot
