@@ -128,11 +128,14 @@ test-mpi:
 # is given on make's command line: the shell's own TERM (xterm ...) must not pick the terminal.
 # busbw: ours against MPICH's under mpiexec -n 2, 1K to 4M (a few seconds), or the sim backend.
 # plots/bytes_per_device.png (the README's picture) is refreshed when it changed.
+# GNUPLOT=<program> picks another gnuplot (GNUPLOT=none shows what happens without one).
 PLOT_DIR := $(BUILD)/plots
 PLOT_TERM := $(if $(filter command line,$(origin TERM)),$(TERM),pngcairo)
+GNUPLOT ?= gnuplot
 plots:
 	@case "$(PLOT_TERM)" in dumb|png|pngcairo) ;; \
 	  *) echo "plots: TERM=$(PLOT_TERM) is not a plot terminal; give TERM=dumb, or leave TERM out for PNG files" >&2; exit 2;; esac
+	@$(MAKE) --no-print-directory deps || echo "plots: deps could not install every package; going on with what is here"
 	@$(MAKE) --no-print-directory $(SHARDLAB)
 	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory
@@ -143,13 +146,13 @@ plots:
 	  echo "mpiexec failed: measuring busbw on the sim backend instead (ours only)"; \
 	else echo "mpiexec not found: measuring busbw on the sim backend (ours only)"; fi; \
 	echo "== $$busbw --backend sim"; OPENBLAS_NUM_THREADS=1 $$busbw --backend sim
-	@if ! command -v gnuplot >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
+	@if ! command -v $(GNUPLOT) >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
 	term=$(PLOT_TERM); [ $$term = dumb ] || term=pngcairo; written=""; \
 	for g in plots/*.gp; do \
 	  png=$(PLOT_DIR)/$$(basename $$g .gp).png; \
-	  echo "== gnuplot -e \"dir='$(PLOT_DIR)'; term='$$term'\" $$g"; \
+	  echo "== $(GNUPLOT) -e \"dir='$(PLOT_DIR)'; term='$$term'\" $$g"; \
 	  [ $$term = dumb ] || rm -f $$png; \
-	  gnuplot -e "dir='$(PLOT_DIR)'; term='$$term'" $$g || { echo "plots: gnuplot failed on $$g" >&2; exit 1; }; \
+	  $(GNUPLOT) -e "dir='$(PLOT_DIR)'; term='$$term'" $$g || { echo "plots: gnuplot failed on $$g" >&2; exit 1; }; \
 	  if [ $$term != dumb ]; then \
 	    [ -s $$png ] || { echo "plots: $$g wrote no $$png" >&2; exit 1; }; written="$$written $$png"; fi; \
 	done; \

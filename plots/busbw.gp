@@ -5,7 +5,7 @@
 if (!exists("dir")) dir = "build/plots"
 if (!exists("term")) term = "pngcairo"
 file = dir."/busbw.dat"
-if (term eq "dumb") { set terminal dumb size 110,34 } else { set terminal pngcairo size 1150,640 font ",11"; set output dir."/busbw.png" }
+if (term eq "dumb") { set terminal dumb size 130,36 } else { set terminal pngcairo size 1150,640 font ",11"; set output dir."/busbw.png" }
 set termoption noenhanced
 
 ops = system("sed -n 's/^# block [0-9]* (gnuplot index [0-9]*): //p' ".file)
@@ -15,12 +15,11 @@ setup = system("sed -n 's/^# bench: \\(shardlab bench collectives: \\)\\{0,1\\}/
 set datafile missing "-"
 set title "Bus bandwidth against message size: ".setup."\n". \
   (native ? "ours (solid) against MPICH's own (dashed)" : "ours only (sim backend: MPICH's side needs mpiexec -n 2 ... --backend mpi)"). \
-  "; dotted: the this-machine preset's model\nSmall messages pay the latency alpha; large ones approach the link rate"
+  "\ndotted: the this-machine preset's model (alpha-beta-gamma)\nsmall messages pay the latency alpha; large ones approach the link rate"
 set xlabel "message size (bytes, log scale)"
 set ylabel "busbw (GB/s = 1e9 B/s)"
 set logscale x 2
-set format x "2^{%L}"
-set termoption enhanced
+set format x "%.0b %BB"
 set grid
 set key outside right top box
 # columns: 1 size_B, 2 ours_us, 3 ours_busbw, 4 native_us, 5 native_busbw, 6 model_us, 7 model_busbw

@@ -5,11 +5,11 @@
 if (!exists("dir")) dir = "build/plots"
 if (!exists("term")) term = "pngcairo"
 file = dir."/bytes_per_device.dat"
-if (term eq "dumb") { set terminal dumb size 110,34 } else { set terminal pngcairo size 1000,640 font ",11"; set output dir."/bytes_per_device.png" }
+if (term eq "dumb") { set terminal dumb size 130,36 } else { set terminal pngcairo size 1000,640 font ",11"; set output dir."/bytes_per_device.png" }
 set termoption noenhanced
 
 set datafile missing "-"
-set title "Bytes sent per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\n1-D strategies level off at a fixed cost (2(p-1)/p of whole tensors); 2-D GSPMD falls as both mesh axes grow"
+set title "Bytes sent per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\n1-D strategies level off at a fixed cost, 2(p-1)/p of whole tensors;\n2-D GSPMD falls as both mesh axes grow"
 set xlabel "devices (1-D strategies: D=n; gspmd: mesh X x Y, labelled)"
 set ylabel "bytes sent per device, forward + backward (MiB)"
 set logscale x 2

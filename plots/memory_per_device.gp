@@ -4,7 +4,7 @@
 if (!exists("dir")) dir = "build/plots"
 if (!exists("term")) term = "pngcairo"
 file = dir."/memory_per_device.dat"
-if (term eq "dumb") { set terminal dumb size 110,34 } else { set terminal pngcairo size 1000,640 font ",11"; set output dir."/memory_per_device.png" }
+if (term eq "dumb") { set terminal dumb size 130,36 } else { set terminal pngcairo size 1000,640 font ",11"; set output dir."/memory_per_device.png" }
 set termoption noenhanced
 
 set datafile missing "-"
