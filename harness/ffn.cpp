@@ -100,7 +100,7 @@ void check_mesh_rank(const FfnStrategy& s, const Mesh& mesh) {
   if (s.mesh_axes == 0 || mesh.rank() == s.mesh_axes) return;
   const std::string want = s.mesh_axes == 1 ? "a one-axis mesh such as Y=4" : "a two-axis mesh such as X=2,Y=4";
   throw Error(ErrorKind::parse, "strategy " + s.name + " runs on " + want + "; mesh " + mesh.text() + " has " +
-                                    std::to_string(mesh.rank()) + " axes");
+                                    std::to_string(mesh.rank()) + (mesh.rank() == 1 ? " axis" : " axes"));
 }
 
 Spec on_mesh(const std::string& text, const std::map<std::string, Axes>& axes) {
