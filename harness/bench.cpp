@@ -154,7 +154,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
               (native ? "; native: " + mpi::library_version() +
                             " MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall"
                       : "; native: none on the sim backend"));
-  h.push_back("time: mean us per call, slowest device; algbw = size/time, busbw = algbw*" +
+  h.push_back("time: median us per call (robust on a shared machine; nccl-tests prints the mean), slowest device; algbw = size/time, busbw = algbw*" +
               std::string("2(n-1)/n (all_reduce) or (n-1)/n, in GB/s (1e9 B/s); #wrong: elements != formula"));
   if (crowded)
     h.push_back("warning: " + std::to_string(here) + (backend == Backend::mpi ? " ranks" : " devices") + " share " +
@@ -176,15 +176,19 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
           call(op, dev, in, axes);
           if (theirs) call(op, *theirs, in, axes);
         }
+        std::vector<double> took[2] = {std::vector<double>(iters, 0.0), std::vector<double>(iters, 0.0)};
         for (int it = 0; it < iters; ++it) {
           for (int impl = 0; impl < (theirs ? 2 : 1); ++impl) {
             const auto t0 = std::chrono::steady_clock::now();
             const Tensor out = call(op, impl ? *theirs : dev, in, axes);
-            seconds(s, k, impl) += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            took[impl][it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (it == iters - 1) wrong(s, k, impl) = double(count_wrong(op, g.me, n, count, out, o.perturb_expected));
           }
         }
-        for (int impl = 0; impl < 2; ++impl) seconds(s, k, impl) /= iters;
+        for (int impl = 0; impl < 2; ++impl) {
+          std::nth_element(took[impl].begin(), took[impl].begin() + iters / 2, took[impl].end());
+          seconds(s, k, impl) = took[impl][iters / 2];
+        }
       }
     }
     dev.ledger().clear();  // thousands of rows nobody reads

@@ -29,7 +29,7 @@ struct BenchOptions {
 struct BenchRow {
   std::string op;
   std::size_t bytes = 0, count = 0;
-  double ours_seconds = 0, native_seconds = -1;  // mean per call, slowest device; -1: not run
+  double ours_seconds = 0, native_seconds = -1;  // median per call, slowest device; -1: not run
   std::size_t ours_wrong = 0, native_wrong = 0;  // elements that differ from the formula
 };
 
