@@ -19,7 +19,11 @@ Mesh::Mesh(std::vector<std::string> names, std::vector<int> sizes)
     for (std::size_t j = 0; j < i; ++j)
       if (names_[j] == names_[i]) throw Error(ErrorKind::duplicate_axis, "mesh axis " + names_[i] + " appears twice");
   }
-  if (devices() > 4096) throw Error(ErrorKind::parse, "mesh " + text() + " has " + std::to_string(devices()) + " devices; shardlab allows at most 4096");
+  // Counted in 64 bits and stopped early: an int product overflows for e.g. 65536x65536 (to 0).
+  long long total = 1;
+  for (int s : sizes_)
+    if ((total *= s) > 4096) break;
+  if (total > 4096) throw Error(ErrorKind::parse, "mesh " + text() + " has more than 4096 devices; shardlab allows at most 4096");
 }
 
 Mesh Mesh::parse(const std::string& raw) {
@@ -31,7 +35,7 @@ Mesh Mesh::parse(const std::string& raw) {
     static const char* shorthand[] = {"X", "Y", "Z", "W"};
     auto parts = split(text, 'x');
     for (std::size_t i = 0; i < parts.size(); ++i) {
-      names.push_back(i < 4 ? shorthand[i] : "A" + std::to_string(i + 1));
+      names.push_back(i < 4 ? shorthand[i] : "A" + std::to_string(i - 3));  // then A1, A2 ...
       sizes.push_back(static_cast<int>(parse_positive(trim(parts[i]), "mesh '" + text + "'")));
     }
     return Mesh(names, sizes);
