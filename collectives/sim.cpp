@@ -28,12 +28,15 @@ void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes)
       waiting_on_[dst] = -1;
       throw Aborted{};
     }
+    // Stop only once no live device can move on: a device still running may yet find the more
+    // telling error (two calls that do not match); a wait on a finished device counts as stuck.
     std::string why;
-    if (finished_[src]) {
-      why = "device " + std::to_string(dst) + " waits in " + activity_[dst] + " for device " + std::to_string(src) +
-            ", which finished its program without taking part";
-    } else if (all_stuck_locked()) {
-      why = "collectives do not match, every device is stuck: " + stuck_report_locked();
+    if (all_stuck_locked()) {
+      for (int d = 0; d < n_ && why.empty(); ++d)
+        if (!finished_[d] && waiting_on_[d] >= 0 && finished_[waiting_on_[d]])
+          why = "device " + std::to_string(d) + " waits in " + activity_[d] + " for device " +
+                std::to_string(waiting_on_[d]) + ", which finished its program without taking part";
+      if (why.empty()) why = "collectives do not match, every device is stuck: " + stuck_report_locked();
     }
     if (!why.empty()) {
       waiting_on_[dst] = -1;

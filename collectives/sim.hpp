@@ -2,9 +2,9 @@
 // mailboxes (one FIFO per sender->receiver pair) under one mutex; waiting is on condition
 // variables, never spinning, so 64 devices run on 2 cores.
 //
-// Nothing hangs: a receive from a device that has finished, or a state where every live device
-// waits on an empty mailbox, stops the run with a message naming what each device was doing; an
-// exception on one device wakes and stops all the others.
+// Nothing hangs: once every live device waits on an empty mailbox (some perhaps on a device that
+// has finished), the run stops with a message naming what the devices were doing; an exception
+// on one device wakes and stops all the others.
 #pragma once
 #include <condition_variable>
 #include <deque>
