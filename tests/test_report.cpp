@@ -1,0 +1,220 @@
+// harness/report.cpp: summarize(), largest_device_total(), Report verdicts, the table, the verdict
+// line and the JSON report, over ledger rows made by hand.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/report.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+LedgerRow row(int device, int call, const std::string& op, const std::string& axes, const std::string& tensor,
+              int group, std::size_t input, std::size_t sent, std::size_t msgs, double seconds) {
+  LedgerRow r;
+  r.device = device;
+  r.call = call;
+  r.op = op;
+  r.axes = axes;
+  r.tensor = tensor;
+  r.algorithm = "ring";
+  r.group_size = group;
+  r.input_bytes = input;
+  r.bytes_sent = sent;
+  r.bytes_received = sent;
+  r.messages = msgs;
+  r.seconds = seconds;
+  return r;
+}
+
+// 4 devices over Y (group of 4). Call 0: all_gather of a 32-byte block, 3 blocks sent = 96 B each.
+// Call 1: all_reduce of 5 doubles (40 B), uneven chunks 2,1,1,1: devices send 7, 8, 8, 7 doubles.
+std::vector<LedgerRow> hand_ledger() {
+  std::vector<LedgerRow> l;
+  const std::size_t ar[4] = {56, 64, 64, 56};
+  for (int d = 0; d < 4; ++d) {
+    l.push_back(row(d, 0, "all_gather", "Y", "A", 4, 32, 96, 3, 0.001 * (d + 1)));
+    l.push_back(row(d, 1, "all_reduce", "Y", "C", 4, 40, ar[d], 6, 0.5 - 0.1 * d));
+  }
+  return l;
+}
+
+Verdict verdict(const std::string& name, bool pass, double err, double tol) {
+  Verdict v;
+  v.name = name;
+  v.pass = pass;
+  v.max_abs_error = err;
+  v.tolerance = tol;
+  if (!pass) v.detail = "first bad index [0]: got 1, want 2";
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("summarize: one summary per call, the largest per-device figures") {
+  const auto s = summarize(hand_ledger());
+  REQUIRE(s.size() == 2u);
+  CHECK(s[0].call == 0);
+  CHECK(s[0].op == "all_gather");
+  CHECK(s[0].axes == "Y");
+  CHECK(s[0].tensor == "A");
+  CHECK(s[0].algorithm == "ring");
+  CHECK(s[0].group_size == 4);
+  CHECK(s[0].messages == 3u);
+  CHECK(s[0].bytes_per_device == 96u);
+  CHECK(s[0].predicted_bytes_per_device == 96u);  // 3 blocks of 32 B
+  CHECK(s[0].seconds == 0.004);                    // the slowest device
+  CHECK(s[0].matches());
+  CHECK(s[1].op == "all_reduce");
+  CHECK(s[1].tensor == "C");
+  CHECK(s[1].messages == 6u);
+  CHECK(s[1].bytes_per_device == 64u);            // devices 1 and 2 send 8 doubles
+  CHECK(s[1].predicted_bytes_per_device == 64u);  // worked out by hand above
+  CHECK(s[1].seconds == 0.5);
+  CHECK(s[1].matches());
+  CHECK_FALSE(s[1].modeled);
+  CHECK(summarize({}).empty());
+}
+
+TEST_CASE("summarize: a measured byte count that differs from the prediction does not match") {
+  auto l = hand_ledger();
+  l[2].bytes_sent = 100;  // device 1, call 0
+  const auto s = summarize(l);
+  CHECK(s[0].bytes_per_device == 100u);
+  CHECK_FALSE(s[0].matches());
+  // a modeled row (native MPI) always matches: its bytes are the model's
+  auto m = hand_ledger();
+  m[2].bytes_sent = 100;
+  m[2].modeled = true;
+  CHECK(summarize(m)[0].modeled);
+  CHECK(summarize(m)[0].matches());
+}
+
+TEST_CASE("largest_device_total: bytes sent by the busiest device over all calls") {
+  auto l = hand_ledger();
+  // totals: d0 = 96+56 = 152, d1 = 96+64 = 160, d2 = 160, d3 = 152
+  CHECK(largest_device_total(l) == 160u);
+  l.push_back(row(3, 2, "all_to_all", "Y", "D", 4, 64, 48, 3, 0));  // d3 = 200
+  CHECK(largest_device_total(l) == 200u);
+  CHECK(largest_device_total({}) == 0u);
+}
+
+TEST_CASE("Report::pass needs checks that pass and bytes that match the prediction") {
+  Report r;
+  r.case_name = "hand";
+  r.add_ledger(hand_ledger());
+  CHECK(r.collectives.size() == 2u);
+  CHECK(r.bytes_per_device == 160u);
+  CHECK_FALSE(r.pass());  // nothing checked yet
+  r.checks.push_back(verdict("A", true, 0.0, 0.0));
+  r.checks.push_back(verdict("C", true, 1e-12, 1e-10));
+  CHECK(r.pass());
+  CHECK(r.max_abs_error() == 1e-12);
+  CHECK(r.tolerance() == 1e-10);
+
+  Report wrong_bytes = r;
+  auto l = hand_ledger();
+  l[7].bytes_sent = 72;  // device 3 sends 9 doubles in the all_reduce, more than predicted
+  wrong_bytes.add_ledger(l);
+  CHECK_FALSE(wrong_bytes.pass());
+
+  Report failed = r;
+  failed.checks.push_back(verdict("D", false, 3.0, 0.0));
+  CHECK_FALSE(failed.pass());
+  CHECK(failed.max_abs_error() == 3.0);
+}
+
+TEST_CASE("verdict_line") {
+  Report r;
+  r.case_name = "ag";
+  r.add_ledger(hand_ledger());
+  r.checks.push_back(verdict("A", true, 0.0, 0.0));
+  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0 (exact)");
+  r.checks.push_back(verdict("C", true, 0.25, 0.5));
+  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0.25 (tol 0.5)");
+  auto l = hand_ledger();
+  l[0].bytes_sent = 100;
+  r.add_ledger(l);
+  CHECK(verdict_line(r) == "FAIL ag: max_abs_err=0.25 (tol 0.5); all_gather of A moved 100 bytes/device, predicted 96");
+  Report none;
+  none.case_name = "empty";
+  CHECK(verdict_line(none) == "FAIL empty: max_abs_err=0 (exact); nothing was checked");
+  Report bad;
+  bad.case_name = "x";
+  bad.checks.push_back(verdict("C", false, 1.0, 0.0));
+  CHECK(verdict_line(bad) == "FAIL x: max_abs_err=1 (exact); C: first bad index [0]: got 1, want 2");
+}
+
+TEST_CASE("collectives_table marks matches, mismatches and modeled rows") {
+  auto l = hand_ledger();
+  std::string t = collectives_table(summarize(l));
+  CHECK(has(t, "collective"));
+  CHECK(has(t, "bytes/device"));
+  CHECK(has(t, "predicted"));
+  CHECK(has(t, "all_gather"));
+  CHECK(has(t, "yes"));
+  CHECK_FALSE(has(t, "NO"));
+  l[0].bytes_sent = 100;
+  CHECK(has(collectives_table(summarize(l)), "NO"));
+  l[0].modeled = true;
+  const std::string m = collectives_table(summarize(l));
+  CHECK(has(m, "100*"));
+  CHECK(has(m, "modeled"));
+  CHECK(has(m, "* modeled: MPICH's own collective"));
+}
+
+TEST_CASE("collectives_table with no collectives says so") {
+  CHECK(collectives_table({}) == "  no collectives: 0 bytes moved between devices\n");
+}
+
+TEST_CASE("report_json has the documented fields") {
+  Report r;
+  r.case_name = "megatron_mlp";
+  r.backend = "sim";
+  r.mesh = Mesh::parse("X=2,Y=4");
+  r.checks.push_back(verdict("C", true, 0.0, 0.0));
+  r.add_ledger(hand_ledger());
+  r.numbers["flops"] = 1024;
+  r.strings["note"] = "hand";
+  const auto j = nlohmann::json::parse(report_json(r));
+  CHECK(j.at("case") == "megatron_mlp");
+  CHECK(j.at("backend") == "sim");
+  REQUIRE(j.at("mesh").is_object());
+  CHECK(j.at("mesh").size() == 2u);
+  CHECK(j.at("mesh").at("X") == 2);
+  CHECK(j.at("mesh").at("Y") == 4);
+  CHECK(j.at("pass") == true);
+  CHECK(j.at("max_abs_error") == 0.0);
+  CHECK(j.at("tolerance") == 0.0);
+  CHECK(j.at("bytes_per_device") == 160);
+  CHECK(j.at("flops") == 1024.0);
+  CHECK(j.at("note") == "hand");
+  REQUIRE(j.at("collectives").is_array());
+  REQUIRE(j.at("collectives").size() == 2u);
+  const auto& c0 = j.at("collectives")[0];
+  CHECK(c0.at("op") == "all_gather");
+  CHECK(c0.at("axes") == "Y");
+  CHECK(c0.at("tensor") == "A");
+  CHECK(c0.at("bytes_per_device") == 96);
+  CHECK(c0.at("predicted_bytes_per_device") == 96);
+  const auto& c1 = j.at("collectives")[1];
+  CHECK(c1.at("op") == "all_reduce");
+  CHECK(c1.at("tensor") == "C");
+  CHECK(c1.at("bytes_per_device") == 64);
+  CHECK(c1.at("predicted_bytes_per_device") == 64);
+  // the mesh object keeps axis order; the top-level keys start as documented
+  const std::string text = report_json(r);
+  CHECK(text.find("\"X\"") < text.find("\"Y\""));
+  CHECK(text.find("\"case\"") < text.find("\"backend\""));
+
+  r.checks.push_back(verdict("D", false, 2.5, 0.0));
+  const auto f = nlohmann::json::parse(report_json(r));
+  CHECK(f.at("pass") == false);
+  CHECK(f.at("max_abs_error") == 2.5);
+}

@@ -1,0 +1,81 @@
+// core/text.cpp: split, split_top, trim, join, parse_positive, is_identifier.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+using namespace shardlab;
+using Strings = std::vector<std::string>;
+
+TEST_CASE("split keeps empty parts") {
+  CHECK(split("a,b,c", ',') == Strings{"a", "b", "c"});
+  CHECK(split("", ',') == Strings{""});
+  CHECK(split("a,,b", ',') == Strings{"a", "", "b"});
+  CHECK(split(",a,", ',') == Strings{"", "a", ""});
+  CHECK(split("2x4x8", 'x') == Strings{"2", "4", "8"});
+  CHECK(split("(X,Y),_", ',') == Strings{"(X", "Y)", "_"});  // split ignores parentheses
+}
+
+TEST_CASE("split_top splits only at parenthesis depth 0") {
+  CHECK(split_top("(X,Y),_", ',') == Strings{"(X,Y)", "_"});
+  CHECK(split_top("X,_,Y", ',') == Strings{"X", "_", "Y"});
+  CHECK(split_top("_,(X,Y,Z)", ',') == Strings{"_", "(X,Y,Z)"});
+  CHECK(split_top("", ',') == Strings{""});
+  CHECK(split_top("(A,B),(C,D)", ',') == Strings{"(A,B)", "(C,D)"});
+}
+
+TEST_CASE("trim removes surrounding whitespace only") {
+  CHECK(trim("  X=2 \t\n") == "X=2");
+  CHECK(trim("a b") == "a b");
+  CHECK(trim("   ") == "");
+  CHECK(trim("") == "");
+  CHECK(trim("x") == "x");
+}
+
+TEST_CASE("join is the inverse of split") {
+  CHECK(join({"X", "Y"}, ",") == "X,Y");
+  CHECK(join({}, ",") == "");
+  CHECK(join({"a"}, ", ") == "a");
+  CHECK(join({"a", "", "b"}, "-") == "a--b");
+  CHECK(join(split("a,,b,", ','), ",") == "a,,b,");
+}
+
+TEST_CASE("parse_positive accepts whole positive integers") {
+  CHECK(parse_positive("1", "n") == 1);
+  CHECK(parse_positive("42", "n") == 42);
+  CHECK(parse_positive("007", "n") == 7);
+  CHECK(parse_positive("999999999", "n") == 999999999L);
+}
+
+TEST_CASE("parse_positive rejects everything else with a parse error naming the input") {
+  for (const std::string bad : {"0", "-1", "", "+3", " 3", "3 ", "1.5", "q", "2x", "1e3", "1234567890"}) {
+    CAPTURE(bad);
+    try {
+      parse_positive(bad, "mesh axis X");
+      FAIL("no error for '" << bad << "'");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::parse);
+      const std::string msg = e.what();
+      CHECK(msg.find("mesh axis X") != std::string::npos);
+      CHECK(msg.find("'" + bad + "'") != std::string::npos);
+      CHECK(msg.find("positive integer") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("is_identifier: letters, digits, underscore, not leading digit") {
+  CHECK(is_identifier("X"));
+  CHECK(is_identifier("mesh_rows"));
+  CHECK(is_identifier("_"));
+  CHECK(is_identifier("A1"));
+  CHECK(is_identifier("_x9"));
+  CHECK_FALSE(is_identifier(""));
+  CHECK_FALSE(is_identifier("1A"));
+  CHECK_FALSE(is_identifier("a-b"));
+  CHECK_FALSE(is_identifier("a b"));
+  CHECK_FALSE(is_identifier("(X)"));
+  CHECK_FALSE(is_identifier("X;Y"));
+}

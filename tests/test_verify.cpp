@@ -1,0 +1,172 @@
+// harness/verify.cpp: compare(), reduction_tolerance(), verify_output() and Verdict::line().
+#include <doctest/doctest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/layout.hpp"
+#include "harness/verify.hpp"
+
+using namespace shardlab;
+
+namespace {
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+Tensor filled(const Shape& shape, double value) {
+  Tensor t = xt::zeros<double>(shape);
+  t.fill(value);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("compare: exact pass") {
+  Tensor a = iota({3, 4});
+  Verdict v = compare("C", a, iota({3, 4}));
+  CHECK(v.pass);
+  CHECK(v.name == "C");
+  CHECK(v.max_abs_error == 0.0);
+  CHECK(v.tolerance == 0.0);
+  CHECK(v.detail.empty());
+  CHECK(v.line() == "PASS max_abs_err=0 (exact)");
+}
+
+TEST_CASE("compare: fail reports the first bad index and the largest error") {
+  Tensor want = iota({3, 4});
+  Tensor got = want;
+  got(1, 2) += 2;  // want 6, got 8: first bad index in row-major order
+  got(2, 3) -= 5;  // want 11, got 6: the largest error
+  Verdict v = compare("C", got, want);
+  CHECK_FALSE(v.pass);
+  CHECK(v.max_abs_error == 5.0);
+  CHECK(v.detail == "first bad index [1, 2]: got 8, want 6");
+  CHECK(v.line() == "FAIL C: max_abs_err=5 (exact); first bad index [1, 2]: got 8, want 6");
+  // rank 3 index
+  Tensor w3 = iota({2, 3, 4});
+  Tensor g3 = w3;
+  g3(1, 0, 3) = -1;  // flat 15
+  CHECK(compare("T", g3, w3).detail == "first bad index [1, 0, 3]: got -1, want 15");
+}
+
+TEST_CASE("compare: tolerance") {
+  Tensor want = Tensor{1.0, 2.0, 3.0};
+  Tensor got = Tensor{1.0, 2.25, 3.5};
+  Verdict ok = compare("s", got, want, 0.5);
+  CHECK(ok.pass);
+  CHECK(ok.max_abs_error == 0.5);  // at the tolerance still passes
+  CHECK(ok.line() == "PASS max_abs_err=0.5 (tol 0.5)");
+  Verdict bad = compare("s", got, want, 0.25);
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.detail == "first bad index [2]: got 3.5, want 3");
+}
+
+TEST_CASE("compare: shape mismatch") {
+  Verdict v = compare("C", iota({2, 3}), iota({3, 2}));
+  CHECK_FALSE(v.pass);
+  CHECK(std::isinf(v.max_abs_error));
+  CHECK(v.detail == "C has shape [2, 3], expected [3, 2]");
+  CHECK_FALSE(compare("C", iota({6}), iota({2, 3})).pass);
+}
+
+TEST_CASE("compare: NaN never passes") {
+  Tensor want = Tensor{{1.0, 2.0}, {3.0, 4.0}};
+  Tensor got = want;
+  got(0, 1) = NAN;
+  Verdict v = compare("C", got, want, 1e300);
+  CHECK_FALSE(v.pass);
+  CHECK(std::isinf(v.max_abs_error));
+  CHECK(has(v.detail, "first bad index [0, 1]: got "));
+  CHECK(has(v.detail, "nan"));
+  // NaN in the reference is a failure too
+  Tensor want_nan = want;
+  want_nan(1, 0) = NAN;
+  Verdict w = compare("C", want, want_nan);
+  CHECK_FALSE(w.pass);
+  CHECK(has(w.detail, "first bad index [1, 0]"));
+  // NaN in both: the computation is broken either way
+  Verdict both = compare("C", got, got);
+  CHECK_FALSE(both.pass);
+}
+
+TEST_CASE("reduction_tolerance = (terms-1) * DBL_EPSILON * terms * max_abs_term") {
+  CHECK(reduction_tolerance(0, 5.0) == 0.0);
+  CHECK(reduction_tolerance(1, 5.0) == 0.0);
+  CHECK(reduction_tolerance(2, 1.0) == 2 * DBL_EPSILON);
+  CHECK(reduction_tolerance(4, 2.0) == 24 * DBL_EPSILON);  // 3 * 4 * 2
+  CHECK(reduction_tolerance(1000, 0.5) == doctest::Approx(999 * 1000 * 0.5 * DBL_EPSILON).epsilon(1e-15));
+  CHECK(reduction_tolerance(10, 0.0) == 0.0);
+}
+
+TEST_CASE("reduction_tolerance bounds two summation orders of the same numbers") {
+  // Forward and backward sums of 4096 values in [-1, 1): both are recursive summations.
+  Tensor x = random_uniform({4096}, 11, -1.0, 1.0);
+  double fwd = 0, bwd = 0, biggest = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) fwd += x(i);
+  for (std::size_t i = x.size(); i-- > 0;) bwd += x(i);
+  for (double v : x) biggest = std::max(biggest, std::fabs(v));
+  CHECK(std::fabs(fwd - bwd) <= reduction_tolerance(x.size(), biggest));
+}
+
+TEST_CASE("verify_output: stitched blocks against the reference") {
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  const Spec spec = Spec::parse("X,_");
+  const Tensor want = iota({4, 3});
+  RunResult run;
+  for (int d = 0; d < 8; ++d) run.outputs.push_back(Outputs{{"C", local_block(want, mesh, spec, d)}});
+
+  Verdict ok = verify_output(mesh, spec, run, "C", want);
+  CHECK(ok.pass);
+  CHECK(ok.name == "C");
+  CHECK(ok.max_abs_error == 0.0);
+
+  Tensor off = want;
+  off(3, 1) = 100;
+  Verdict bad = verify_output(mesh, spec, run, "C", off);
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.detail == "first bad index [3, 1]: got 10, want 100");
+}
+
+TEST_CASE("verify_output: replica disagreement fails even when the last replica is right") {
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  const Spec spec = Spec::parse("X,_");
+  const Tensor want = iota({4, 3});
+  RunResult run;
+  for (int d = 0; d < 8; ++d) run.outputs.push_back(Outputs{{"C", local_block(want, mesh, spec, d)}});
+  run.outputs[5]["C"](1, 2) = -7;  // device 5 = (x=1, y=1): rows 2..3, element [1, 2] = want(3, 2) = 11
+  Verdict v = verify_output(mesh, spec, run, "C", want);
+  CHECK_FALSE(v.pass);
+  CHECK(v.detail ==
+        "replicas of C disagree: device 5 has -7 at local index 5 of its block [2:4, 0:3], an earlier replica has 11");
+
+  // corrupting the last replica (device 7) also makes the stitched values wrong
+  RunResult run2;
+  for (int d = 0; d < 8; ++d) run2.outputs.push_back(Outputs{{"C", local_block(want, mesh, spec, d)}});
+  run2.outputs[7]["C"](0, 0) = 0.5;  // want(2, 0) = 6
+  Verdict w = verify_output(mesh, spec, run2, "C", want);
+  CHECK_FALSE(w.pass);
+  CHECK(has(w.detail, "replicas of C disagree: device 7 has 0.5"));
+  CHECK(has(w.detail, "; first bad index [2, 0]: got 0.5, want 6"));
+}
+
+TEST_CASE("verify_output: partial sums are added before comparing") {
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  RunResult run;
+  for (int d = 0; d < 8; ++d) run.outputs.push_back(Outputs{{"P", filled({2}, d % 4)}});
+  // term y holds y everywhere: the sum is 0+1+2+3 = 6
+  CHECK(verify_output(mesh, Spec::parse("_{Y}"), run, "P", Tensor{6.0, 6.0}).pass);
+  CHECK_FALSE(verify_output(mesh, Spec::parse("_{Y}"), run, "P", Tensor{6.0, 7.0}).pass);
+}
+
+TEST_CASE("verify_output: a device without the named output is an error") {
+  const Mesh mesh = Mesh::parse("2");
+  RunResult run;
+  run.outputs = {Outputs{{"C", Tensor{1.0}}}, Outputs{{"D", Tensor{1.0}}}};
+  try {
+    verify_output(mesh, Spec::parse("X"), run, "C", Tensor{1.0, 1.0});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::device);
+    CHECK(has(e.what(), "no block named C"));
+  }
+}
