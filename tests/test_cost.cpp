@@ -48,6 +48,16 @@ TEST_CASE("recursive doubling wins for small messages and loses for large ones")
   CHECK_THROWS_AS(collective_seconds("all_gather", Algorithm::recursive_doubling, 6, 1e6, h), Error);
 }
 
+TEST_CASE("the article's TPUv2-8 by hand: AllGather of x over Y=4 in float32") {
+  // x[8,512,5120] split X,_,Y on 2x4: gathered over Y the block is [4,512,5120] = 10485760 floats
+  // = 41943040 B; a ring of 4 sends 3/4 of it in 3 steps over 62 GB/s links with 1 us per step.
+  const Hardware& h = hardware_preset("tpu-v2");
+  CHECK(collective_seconds("all_gather", Algorithm::ring, 4, 41943040.0, h) ==
+        doctest::Approx(3e-6 + 41943040.0 * 0.75 / 62e9));
+  // One local product of that block with a gathered W_in block [5120,5120]: 2*2048*5120*5120 FLOPs.
+  CHECK(compute_seconds(2.0 * 2048 * 5120 * 5120, h) == doctest::Approx(1.07374e11 / 22.5e12));
+}
+
 TEST_CASE("presets: every preset is complete and names its source") {
   CHECK(hardware_presets().size() >= 4);
   for (const auto& h : hardware_presets()) {
@@ -59,6 +69,15 @@ TEST_CASE("presets: every preset is complete and names its source") {
     CHECK(!h.source.empty());
   }
   CHECK(hardware_preset("nvlink-a100").bytes_per_s == 300e9);
+  // Accelerators model the article's float32 data; this machine moves shardlab's float64.
+  for (const char* name : {"tpu-v2", "tpu-v4", "nvlink-a100", "ethernet-100g"})
+    CHECK(hardware_preset(name).element_bytes == 4);
+  CHECK(hardware_preset("this-machine").element_bytes == 8);
+  // The measured preset says how and when it was measured, not a placeholder.
+  const std::string src = hardware_preset("this-machine").source;
+  CHECK(src.find("PLACEHOLDER") == std::string::npos);
+  CHECK(src.find("mpiexec -n 2") != std::string::npos);
+  CHECK(src.find("sweep --what machine") != std::string::npos);
   CHECK(compute_seconds(312e12, hardware_preset("nvlink-a100")) == doctest::Approx(1.0));
   try {
     hardware_preset("tpu-v9");
