@@ -69,6 +69,49 @@ void MpiTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf
                                          std::to_string(got) + " bytes");
 }
 
+namespace {
+constexpr std::size_t kSegment = std::size_t{1} << 17;  // doubles: 1 MiB
+std::size_t segments(std::size_t count) { return std::max<std::size_t>(1, (count + kSegment - 1) / kSegment); }
+}  // namespace
+
+void MpiTransport::exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from,
+                                double* acc, std::size_t rcount) {
+  const GroupComm& gc = comm_for(g);
+  const int tag = run_.group_tag(static_cast<int>(Channel::data));
+  const std::size_t rsegs = segments(rcount), ssegs = segments(scount);
+  incoming_.resize(rcount);
+  // requests: [0, rsegs) receives, then the sends
+  std::vector<MPI_Request> req(rsegs + ssegs, MPI_REQUEST_NULL);
+  std::vector<MPI_Status> st(rsegs);
+  auto piece = [](std::size_t count, std::size_t k) { return std::min(kSegment, count - k * kSegment); };
+  try {
+    for (std::size_t k = 0; k < rsegs; ++k)
+      mpi_check(MPI_Irecv(incoming_.data() + k * kSegment, mpi_count(piece(rcount, k), "a receive"), MPI_DOUBLE,
+                          gc.rank_of[from], tag, gc.comm, &req[k]),
+                "MPI_Irecv");
+    for (std::size_t k = 0; k < ssegs; ++k)
+      mpi_check(MPI_Isend(sbuf + k * kSegment, mpi_count(piece(scount, k), "a send"), MPI_DOUBLE, gc.rank_of[to],
+                          tag, gc.comm, &req[rsegs + k]),
+                "MPI_Isend");
+    for (std::size_t k = 0; k < rsegs; ++k) {
+      run_.wait(1, &req[k], &st[k], g.members[from], activity());
+      int got = 0;
+      MPI_Get_count(&st[k], MPI_DOUBLE, &got);
+      if (static_cast<std::size_t>(got) != piece(rcount, k))
+        throw Error(ErrorKind::mismatch, "collectives do not match: device " + std::to_string(device_) + " is in " +
+                                             activity() + " and got a message of the wrong size from device " +
+                                             std::to_string(g.members[from]));
+      double* a = acc + k * kSegment;
+      const double* in = incoming_.data() + k * kSegment;
+      for (std::size_t i = 0, len = piece(rcount, k); i < len; ++i) a[i] += in[i];
+    }
+    run_.wait(static_cast<int>(ssegs), &req[rsegs], MPI_STATUSES_IGNORE, g.members[to], activity());
+  } catch (...) {
+    MpiRun::cancel_requests(static_cast<int>(req.size()), req.data());
+    throw;
+  }
+}
+
 void MpiTransport::meet(const Group& g, const GroupComm& gc) {
   if (g.size() == 1) return;
   // If a member never arrives the barrier stays pending; the run then fails and drops the comms.

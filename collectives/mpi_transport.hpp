@@ -31,6 +31,10 @@ class MpiTransport : public Transport {
  protected:
   void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes) override;
+  // Large steps go as segments of kSegment doubles (both sides cut the same byte count the same
+  // way); each segment is added as soon as it is in, while the next ones are still moving.
+  void exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
+                    std::size_t rcount) override;
 
  private:
   struct GroupComm {
@@ -46,6 +50,7 @@ class MpiTransport : public Transport {
   const std::vector<MPI_Comm>& comms_;
   int device_;
   std::map<std::vector<std::string>, GroupComm> cache_;
+  std::vector<double> incoming_;  // exchange_add's receive buffer, reused
 };
 
 }  // namespace shardlab

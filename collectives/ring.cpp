@@ -26,17 +26,10 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 // sum of chunk r-s-1 to the next member and adds the previous member's chunk r-s-2 into its own.
 void ring_reduce_scatter(Device& dev, const Group& g, double* buf, const std::vector<std::size_t>& off) {
   const int n = g.size(), r = g.me;
-  // Reused across calls (one per device thread): a fresh buffer per call costs page faults and,
-  // under MPI, a new memory registration for every large receive.
-  static thread_local std::vector<double> incoming;
   for (int s = 0; s < n - 1; ++s) {
     const int send = mod(r - s - 1, n), recv = mod(r - s - 2, n);
-    const std::size_t rlen = off[recv + 1] - off[recv];
-    incoming.resize(rlen);
-    dev.transport().sendrecv(g, g.next(), buf + off[send], (off[send + 1] - off[send]) * sizeof(double), g.prev(),
-                             incoming.data(), rlen * sizeof(double));
-    double* acc = buf + off[recv];
-    for (std::size_t i = 0; i < rlen; ++i) acc[i] += incoming[i];
+    dev.transport().sendrecv_add(g, g.next(), buf + off[send], off[send + 1] - off[send], g.prev(), buf + off[recv],
+                                 off[recv + 1] - off[recv]);
   }
 }
 

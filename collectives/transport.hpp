@@ -31,6 +31,10 @@ class Transport {
   // Payload: counted in stats(), which is what the ledger reads.
   void sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes);
+  // sendrecv of doubles where what arrives is added into `acc` (rcount doubles) instead of stored:
+  // the reduction step of ring ReduceScatter. Counted as one message each way, like sendrecv.
+  void sendrecv_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
+                    std::size_t rcount);
   // Call signatures exchanged before a collective: not payload, not counted.
   void control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                         std::size_t rbytes);
@@ -54,6 +58,10 @@ class Transport {
  protected:
   virtual void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                         void* rbuf, std::size_t rbytes) = 0;
+  // Data exchange whose received doubles are added into acc. Default: exchange into a scratch
+  // buffer, then add. A transport may overlap the adding with the receiving (MPI does).
+  virtual void exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
+                            std::size_t rcount);
 
  private:
   TransportStats stats_;
