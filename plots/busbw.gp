@@ -17,7 +17,9 @@ set title "Bus bandwidth against message size: ".setup."\n". \
   (native ? "ours (solid) against MPICH's own (dashed)" : "ours only (sim backend: MPICH's side needs mpiexec -n 2 ... --backend mpi)"). \
   "\ndotted: the this-machine preset's model (alpha-beta-gamma)\nsmall messages pay the latency alpha; large ones approach the link rate"
 set xlabel "message size (bytes, log scale)"
-set ylabel "busbw (GB/s = 1e9 B/s)"
+ylab = "busbw (GB/s = 1e9 B/s)"
+set ylabel ylab
+if (term eq "dumb") { set label 99 "^ ".ylab at graph 0, graph 1 offset -2,1 left; set title offset 0,1 }  # dumb draws no ylabel
 set logscale x 2
 set format x "%.0b %BB"
 set grid

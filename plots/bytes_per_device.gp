@@ -11,7 +11,9 @@ set termoption noenhanced
 set datafile missing "-"
 set title "Bytes sent per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\n1-D strategies level off at a fixed cost, 2(p-1)/p of whole tensors;\n2-D GSPMD falls as both mesh axes grow"
 set xlabel "devices (1-D strategies: D=n; gspmd: mesh X x Y, labelled)"
-set ylabel "bytes sent per device, forward + backward (MiB)"
+ylab = "bytes sent per device, forward + backward (MiB)"
+set ylabel ylab
+if (term eq "dumb") { set label 99 "^ ".ylab at graph 0, graph 1 offset -2,1 left; set title offset 0,1 }  # dumb draws no ylabel
 set logscale x 2
 set xrange [0.8:80]
 set yrange [0:*]

@@ -16,7 +16,9 @@ fwd_pct(i) = 2 + 6*(i-1) + 3  # columns: mesh, devices, then per preset fwd_comm
 
 set datafile missing "-"
 set yrange [0:100]
-set ylabel "communication share of the step (%)"
+ylab = "communication share of the step (%)"
+set ylabel ylab
+if (term eq "dumb") { set label 99 "^ ".ylab at graph 0, graph 1 offset -2,1 left; set title offset 0,1 }  # dumb draws no ylabel
 set grid
 set bmargin 6
 set key at screen 0.5, screen 0.04 center center horizontal box maxrows 1 width 2  # one legend for both panels

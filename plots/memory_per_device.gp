@@ -10,7 +10,9 @@ set termoption noenhanced
 set datafile missing "-"
 set title "Peak memory per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\nGSPMD and pairwise shrink with the mesh;\ncolumn, row and data keep whole activations or weights on every device"
 set xlabel "devices (1-D strategies: D=n; gspmd: 1x2, 2x2, 2x4 ... 8x8)"
-set ylabel "peak bytes held by one device (MiB, log scale)"
+ylab = "peak bytes held by one device (MiB, log scale)"
+set ylabel ylab
+if (term eq "dumb") { set label 99 "^ ".ylab at graph 0, graph 1 offset -2,1 left; set title offset 0,1 }  # dumb draws no ylabel
 set logscale x 2
 set logscale y 2
 set xrange [0.8:80]
