@@ -28,14 +28,15 @@ const std::vector<Hardware>& hardware_presets() {
        "reduction at 300 GB/s assumed",
        20e-6, 12.5e9, 300e9, 312e12, 4},
       {"this-machine", "2 MPICH processes on this 2-core machine (one host, ch4:ucx), float64",
-       "measured 2026-11-22 on this 2-core AMD EPYC VM (MPICH 4.0.2 ch4:ucx, OpenBLAS 0.3.21, one BLAS thread), "
-       "best of 11-15 runs while concurrent builds loaded the machine (load average 4-15). "
-       "`mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi --ops all_reduce,all_gather --min 8 "
-       "--max 32M --factor 4`: all_reduce of 128 B in 3.7 us = 2(p-1) alpha -> alpha 1.85 us; all_reduce busbw "
-       "0.587 GB/s at 8 MiB = 1/(beta + gamma/2) -> link 0.60 GB/s (all_gather reached only 0.17 GB/s busbw at "
-       "32 MiB, ours and MPICH's alike; 128 KiB all_reduce, in cache, 1.18 GB/s). `build/bin/shardlab sweep "
-       "--what machine`: the ring's reduction loop 12.6 GB/s over 8 MiB; 512x512 float64 GEMM 18.8 GFLOP/s",
-       1.85e-6, 0.60e9, 12.6e9, 18.8e9, 8},
+       "measured 2026-11-22 (05:30-05:50 UTC) on this 2-core AMD EPYC VM (MPICH 4.0.2 ch4:ucx, OpenBLAS 0.3.21, "
+       "one BLAS thread), best of 7 runs (rates: of 18) while concurrent builds loaded the machine (load average "
+       "4-6). `mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi --ops all_reduce,all_gather "
+       "--min 8 --max 32M --factor 4` (median per call, build of commit c11adb1): all_reduce of 32 B in 4.0 us = "
+       "2(p-1) alpha -> alpha 2.0 us; all_reduce busbw 1.035 GB/s at 32 MiB = 1/(beta + gamma/2) -> link "
+       "1.08 GB/s (MPICH's own 1.00 GB/s; all_gather busbw only 0.48 GB/s at 8-32 MiB, ours and MPICH's alike). "
+       "`build/bin/shardlab sweep --what machine`: the ring's reduction loop 12.6 GB/s over 8 MiB; 512x512 "
+       "float64 GEMM 23.8 GFLOP/s",
+       2.0e-6, 1.08e9, 12.6e9, 23.8e9, 8},
   };
   return presets;
 }
