@@ -11,6 +11,7 @@
 
 #include <sched.h>
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -175,8 +176,11 @@ std::string library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0;
   MPI_Get_library_version(text, &len);
-  std::string s(text, len);
-  return s.substr(0, s.find('\n'));
+  std::string s(text, len), out;
+  for (char c : s.substr(0, s.find('\n')))  // "MPICH Version:\t4.0.2" -> "MPICH Version: 4.0.2"
+    if (!(std::isspace(static_cast<unsigned char>(c)) && (out.empty() || out.back() == ' '))) out += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
 }
 
 void check_world(const Mesh& mesh) {
