@@ -37,6 +37,14 @@ AxisMapping parse_mapping(const std::string& raw) {
   return out;
 }
 
+void check_mapping_names(const AxisMapping& mapping, const std::vector<std::string>& dim_names,
+                         const std::string& tensor) {
+  for (const auto& e : mapping)
+    if (std::find(dim_names.begin(), dim_names.end(), e.first) == dim_names.end())
+      throw Error(ErrorKind::unknown_axis, "mapping names tensor axis " + e.first + ", but " + tensor +
+                                               " has only " + join(dim_names, ", "));
+}
+
 std::string mapping_text(const AxisMapping& mapping) {
   std::vector<std::string> parts;
   for (const auto& e : mapping) parts.push_back(e.first + ": " + e.second);

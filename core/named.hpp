@@ -23,6 +23,12 @@ std::string mapping_text(const AxisMapping& mapping);  // "{input_rows: mesh_row
 Spec spec_from_mapping(const std::vector<std::string>& dim_names, const AxisMapping& mapping, const Mesh& mesh,
                        const std::string& tensor, const Shape& shape = {});
 
+// A mapping written for one tensor (a lesson's --mapping) must name only its axes: a name it
+// lacks is most likely a typo, so it is an error rather than a silently replicated dim. (Rule
+// tables shared by several tensors, such as lesson 08's, skip this check on purpose.)
+void check_mapping_names(const AxisMapping& mapping, const std::vector<std::string>& dim_names,
+                         const std::string& tensor);
+
 struct NamedTensor {
   std::vector<std::string> names;  // one per dim
   Tensor data;

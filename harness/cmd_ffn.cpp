@@ -91,7 +91,7 @@ int run(const FfnOptions& o) {
 
   if (o.plan_only) {  // no devices: the planner's predictions alone
     const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
-    if (!process_is_root()) return 0;
+    if (!process_is_root() || common.quiet) return 0;  // no run, so no verdict line to print
     if (common.json) {
       std::cout << plan_json(p).dump(2) << std::endl;
       return 0;
@@ -108,7 +108,6 @@ int run(const FfnOptions& o) {
 
   Session session("ffn", common);
   const FfnPlan preview = plan_ffn(session.mesh(), config);  // bad specs fail here, before any output
-  session.runtime().check_mesh(session.mesh());
   auto& out = session.out();
   out << "shardlab ffn: strategy " << strategy.name << " (" << strategy.description << "; " << strategy.source
       << ")\n  mesh " << session.mesh().text() << ", dims " << ffn_dims_text(config.dims) << ", "

@@ -143,6 +143,16 @@ int run_contraction(const ContractionOptions& o) {
   rep.numbers["flops_per_device"] = plan.flops_per_device();
   rep.numbers["unsharded_flops"] = plan.unsharded_flops();
   if (o.plan_only) {
+    rep.plan_only = true;
+    for (const PlanStep* c : plan.collectives()) {
+      CollectiveSummary row;
+      row.op = step_kind_name(c->kind);
+      row.axes = axes_text(c->axes);
+      row.tensor = c->tensor;
+      row.group_size = mesh.axes_size(c->axes);
+      row.predicted_bytes_per_device = c->predicted_bytes;
+      rep.planned.push_back(row);
+    }
     if (session.runtime().is_root() && o.common.json) std::cout << report_json(rep) << std::endl;
     return 0;
   }

@@ -1,6 +1,7 @@
 #include "harness/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 
@@ -99,6 +100,14 @@ std::string verdict_line(const Report& report) {
   return out.str();
 }
 
+namespace {
+// Counts and byte totals kept as doubles print as integers ("forward_collectives": 4, not 4.0).
+nlohmann::ordered_json number_json(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9.0e15) return static_cast<long long>(v);
+  return v;
+}
+}  // namespace
+
 std::string report_json(const Report& report) {
   nlohmann::ordered_json j;
   j["case"] = report.case_name;
@@ -106,27 +115,38 @@ std::string report_json(const Report& report) {
   nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < report.mesh.names().size(); ++i) mesh[report.mesh.names()[i]] = report.mesh.sizes()[i];
   j["mesh"] = mesh;
-  j["pass"] = report.pass();
-  j["max_abs_error"] = report.max_abs_error();
-  j["tolerance"] = report.tolerance();
-  j["checks"] = nlohmann::ordered_json::array();
-  for (const auto& c : report.checks)
-    j["checks"].push_back({{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
-                           {"tolerance", c.tolerance}, {"detail", c.detail}});
-  j["collectives"] = nlohmann::ordered_json::array();
-  for (const auto& c : report.collectives)
-    j["collectives"].push_back({{"op", c.op},
-                                {"axes", c.axes},
-                                {"tensor", c.tensor},
-                                {"algorithm", c.algorithm},
-                                {"group_size", c.group_size},
-                                {"messages", c.messages},
-                                {"bytes_per_device", c.bytes_per_device},
-                                {"predicted_bytes_per_device", c.predicted_bytes_per_device},
-                                {"seconds", c.seconds},
-                                {"modeled", c.modeled}});
-  j["bytes_per_device"] = report.bytes_per_device;
-  for (const auto& kv : report.numbers) j[kv.first] = kv.second;
+  if (report.plan_only) {
+    j["plan_only"] = true;
+    j["collectives"] = nlohmann::ordered_json::array();
+    for (const auto& c : report.planned)
+      j["collectives"].push_back({{"op", c.op},
+                                  {"axes", c.axes},
+                                  {"tensor", c.tensor},
+                                  {"group_size", c.group_size},
+                                  {"predicted_bytes_per_device", c.predicted_bytes_per_device}});
+  } else {
+    j["pass"] = report.pass();
+    j["max_abs_error"] = report.max_abs_error();
+    j["tolerance"] = report.tolerance();
+    j["checks"] = nlohmann::ordered_json::array();
+    for (const auto& c : report.checks)
+      j["checks"].push_back({{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
+                             {"tolerance", c.tolerance}, {"detail", c.detail}});
+    j["collectives"] = nlohmann::ordered_json::array();
+    for (const auto& c : report.collectives)
+      j["collectives"].push_back({{"op", c.op},
+                                  {"axes", c.axes},
+                                  {"tensor", c.tensor},
+                                  {"algorithm", c.algorithm},
+                                  {"group_size", c.group_size},
+                                  {"messages", c.messages},
+                                  {"bytes_per_device", c.bytes_per_device},
+                                  {"predicted_bytes_per_device", c.predicted_bytes_per_device},
+                                  {"seconds", c.seconds},
+                                  {"modeled", c.modeled}});
+    j["bytes_per_device"] = report.bytes_per_device;
+  }
+  for (const auto& kv : report.numbers) j[kv.first] = number_json(kv.second);
   for (const auto& kv : report.strings) j[kv.first] = kv.second;
   return j.dump(2);
 }

@@ -36,6 +36,10 @@ struct Report {
   std::size_t bytes_per_device = 0;
   std::map<std::string, double> numbers;       // extra numeric fields for --json
   std::map<std::string, std::string> strings;  // extra text fields for --json
+  // --plan-only: nothing ran, so the JSON has "plan_only": true and no verdict fields; the
+  // collectives are the planned ones (`predicted_bytes_per_device` only).
+  bool plan_only = false;
+  std::vector<CollectiveSummary> planned;
 
   void add_ledger(const std::vector<LedgerRow>& ledger);  // fills collectives and bytes_per_device
   bool pass() const;  // every check passes and every measured byte count equals its prediction

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     std::vector<AxisMapping> mappings;
     if (!mapping_flag.empty()) {
       mappings.push_back(parse_mapping(mapping_flag));
+      check_mapping_names(mappings.back(), names, "X");
     } else {
       mappings.push_back({});
       mappings.push_back({{"input_rows", mesh.names()[0]}});

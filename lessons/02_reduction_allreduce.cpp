@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     const Mesh& mesh = session.mesh();
     const Shape shape = {32, 256};
     const AxisMapping mapping = parse_mapping(mapping_flag);
+    check_mapping_names(mapping, {"input_rows", "input_cols"}, "X");
     const Spec x_spec = spec_from_mapping({"input_rows", "input_cols"}, mapping, mesh, "X", shape);
     const Spec bias_spec = spec_from_mapping({"input_rows"}, mapping, mesh, "bias", {shape[0]});
     const auto rows = x_spec.dims[0], cols = x_spec.dims[1];  // mesh axes of each tensor axis

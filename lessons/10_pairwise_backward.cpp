@@ -76,7 +76,6 @@ int main(int argc, char** argv) {
       config.strategy = s;
       plans.push_back(plan_ffn(mesh, config));
     }
-    session.runtime().check_mesh(mesh);
 
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": a line of " << mesh.devices() << " devices.\n" << mesh.picture() << "\n";

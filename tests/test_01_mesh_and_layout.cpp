@@ -50,6 +50,14 @@ TEST_SUITE("lessons") {
     CHECK(r.err.find("mesh_cols twice") != std::string::npos);
   }
 
+  TEST_CASE("lesson 01 rejects a mapping of a tensor axis X does not have") {
+    auto r = run_binary("01_mesh_and_layout --mapping batch:mesh_rows");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(shardlab::testing::count_lines(r.err) == 1);
+    CHECK(r.err.find("tensor axis batch") != std::string::npos);
+  }
+
   TEST_CASE("lesson 01 --json: three exact checks and no communication") {
     auto r = run_binary("01_mesh_and_layout --json");
     REQUIRE(r.status == 0);

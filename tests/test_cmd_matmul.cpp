@@ -111,6 +111,25 @@ TEST_SUITE("cmd_matmul") {
     CHECK(r.out.find("Run:") == std::string::npos);
   }
 
+  TEST_CASE("shardlab matmul --plan-only --json: planned collectives, no verdict fields") {
+    auto r = run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
+    CHECK(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["plan_only"] == true);
+    CHECK_FALSE(j.contains("pass"));
+    CHECK_FALSE(j.contains("checks"));
+    REQUIRE(j["collectives"].size() == 1);
+    CHECK(j["collectives"][0]["op"] == "all_reduce");
+    CHECK(j["collectives"][0]["axes"] == "Y");
+    CHECK(j["collectives"][0]["group_size"] == 4);
+    // Ring AllReduce of the 4x4 float64 C over 4 devices: 2(n-1)/n * 128 bytes.
+    CHECK(j["collectives"][0]["predicted_bytes_per_device"] == 2 * 3 * 128 / 4);
+    CHECK(j["flops_per_device"].is_number_integer());
+    auto q = run_binary("shardlab ffn --plan-only --quiet");
+    CHECK(q.status == 0);
+    CHECK(q.out.empty());
+  }
+
   TEST_CASE("a failed verdict exits 1 and writes no output file") {
     const std::string c_out = temp("never.npy");
     std::remove(c_out.c_str());

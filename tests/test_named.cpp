@@ -62,6 +62,15 @@ TEST_CASE("parse_mapping errors") {
   CHECK(has(error_of([] { parse_mapping("a:X,a:Y"); }, ErrorKind::duplicate_axis), "tensor axis a twice"));
 }
 
+TEST_CASE("check_mapping_names: a mapping for one tensor names only its axes") {
+  const std::vector<std::string> dims = {"input_rows", "input_cols"};
+  CHECK_NOTHROW(check_mapping_names({{"input_rows", "mesh_rows"}}, dims, "X"));
+  CHECK_NOTHROW(check_mapping_names({}, dims, "X"));
+  const std::string e = error_of([&] { check_mapping_names({{"batch", "mesh_rows"}}, dims, "X"); }, ErrorKind::unknown_axis);
+  CHECK(has(e, "tensor axis batch"));
+  CHECK(has(e, "X has only input_rows, input_cols"));
+}
+
 TEST_CASE("mapping_text") {
   CHECK(mapping_text({{"input_rows", "mesh_rows"}}) == "{input_rows: mesh_rows}");
   CHECK(mapping_text({{"batch", "X"}, {"embed", "Y"}}) == "{batch: X, embed: Y}");

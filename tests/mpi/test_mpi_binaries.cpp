@@ -26,6 +26,23 @@ TEST_SUITE("mpi binaries") {
     CHECK(r.out.empty());
   }
 
+  TEST_CASE("every lesson and command on the wrong process count: one sentence before any output, exit 2") {
+    if (!runs_here()) return;
+    // Default meshes have 8 devices (4 for lessons 09 and 10); 3 processes fit none of them.
+    for (const char* program : {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
+                                "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes",
+                                "07_full_sharding", "08_gspmd_ffn", "09_column_row_pairwise",
+                                "10_pairwise_backward", "shardlab matmul --a-spec _,Y --b-spec Y,_", "shardlab ffn"}) {
+      const std::string name = program;
+      CAPTURE(name);
+      auto r = run_binary(std::string(program) + " --backend mpi", kClean + "mpiexec -n 3 ");
+      CHECK(r.status == 2);
+      CHECK(count_lines(r.err) == 1);
+      CHECK(r.err.find("processes, mpiexec started 3") != std::string::npos);
+      CHECK(r.out.empty());
+    }
+  }
+
   TEST_CASE("--backend mpi without mpiexec on a mesh of 2: one sentence that says how, exit 2") {
     if (!runs_here()) return;
     auto r = run_binary("shardlab bench collectives --backend mpi --mesh X=2 --max 1K", kClean);
