@@ -27,6 +27,12 @@ bool process_is_root() {
   return true;
 }
 
+int launched_processes() {
+  for (const char* var : {"PMI_SIZE", "PMIX_SIZE", "OMPI_COMM_WORLD_SIZE"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
 Runtime::Runtime(Backend backend, bool native) : backend_(backend), native_(native) {
   use_one_blas_thread();
   if (backend_ == Backend::mpi) mpi::start();

@@ -57,5 +57,7 @@ class Runtime {
 // True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime
 // exists (reads the launcher's rank variables).
 bool process_is_root();
+// The process count the launcher (mpiexec) started, from its environment; 0 when not launched.
+int launched_processes();
 
 }  // namespace shardlab

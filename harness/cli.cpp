@@ -11,6 +11,7 @@ namespace shardlab {
 
 struct Cli::Impl {
   CLI::App app;
+  std::string line_axis;  // mesh_follows_processes
   Impl(const std::string& name, const std::string& description) : app(description, name) {}
 };
 
@@ -41,6 +42,8 @@ void Cli::option(const std::string& flags, int& target, const std::string& help)
   impl_->app.add_option(flags, target, help)->capture_default_str();
 }
 
+void Cli::mesh_follows_processes(const std::string& axis) { impl_->line_axis = axis; }
+
 void Cli::flag(const std::string& flags, bool& target, const std::string& help) {
   impl_->app.add_flag(flags, target, help);
 }
@@ -55,6 +58,9 @@ int Cli::parse(int argc, char** argv) {
     if (process_is_root()) std::cerr << impl_->app.get_name() << ": " << e.what() << " (see --help)\n";
     return 2;
   }
+  const int processes = launched_processes();
+  if (!impl_->line_axis.empty() && impl_->app.count("--mesh") == 0 && common.backend == "mpi" && processes > 0)
+    common.mesh = impl_->line_axis + "=" + std::to_string(processes);
   if (common.collectives != "ring" && common.collectives != "native") {
     if (process_is_root())
       std::cerr << impl_->app.get_name() << ": --collectives is '" << common.collectives

@@ -28,6 +28,9 @@ class Cli {
   // -1: go on. Otherwise the exit status to return now: 0 after --help (printed), 2 after a bad
   // flag (one sentence on stderr).
   int parse(int argc, char** argv);
+  // For a lesson on a line of devices: under --backend mpi without --mesh, the line gets one
+  // device per process (`mpiexec -n 8 ... --backend mpi` runs axis=8, not the default).
+  void mesh_follows_processes(const std::string& axis);
   CommonOptions common;
 
  private:

@@ -23,9 +23,12 @@ struct FfnOptions {
   bool plan_only = false;
 };
 
-std::string default_mesh(const FfnStrategy& s) {
+// One-axis strategies under mpiexec get a line of one device per process.
+std::string default_mesh(const FfnStrategy& s, const CommonOptions& common) {
   if (s.mesh_axes == 2) return "X=2,Y=4";
-  return s.mesh_axes == 1 ? "Y=4" : "X=4";
+  const int processes = common.backend == "mpi" ? launched_processes() : 0;
+  const std::string n = processes > 0 ? std::to_string(processes) : "4";
+  return (s.mesh_axes == 1 ? "Y=" : "X=") + n;
 }
 
 std::string specs_line(const FfnSpecs& f) {
@@ -81,7 +84,7 @@ nlohmann::ordered_json plan_json(const FfnPlan& p) {
 int run(const FfnOptions& o) {
   CommonOptions common = o.common;
   const FfnStrategy& strategy = ffn_strategy(o.strategy);
-  if (common.mesh.empty()) common.mesh = default_mesh(strategy);
+  if (common.mesh.empty()) common.mesh = default_mesh(strategy, common);
   FfnConfig config;
   config.strategy = o.strategy;
   config.dims = parse_ffn_dims(o.dims);
@@ -153,7 +156,8 @@ Command add_ffn_command(CLI::App& app) {
                                "and (--backward) backward, and check it against the unsharded layer");
   c->add_option("--strategy", o->strategy, ffn_strategy_names())->capture_default_str();
   c->add_option("--mesh", o->common.mesh,
-                "device mesh (default: X=2,Y=4 for gspmd, Y=4 for column|row|pairwise|row_column, X=4 for data)");
+                "device mesh (default: X=2,Y=4 for gspmd, Y=4 for column|row|pairwise|row_column, X=4 for data; "
+                "a one-axis default under mpiexec takes one device per process)");
   c->add_option("--dims", o->dims, "B=..,S=..,M=..,H=.. (batch, sequence, embed, hidden), or 'article' for "
                                    "B=8,S=512,M=5120,H=20480 (a forward run takes ~5 minutes and ~10 GB here; --plan-only is instant)")
       ->capture_default_str();

@@ -30,7 +30,7 @@ struct ContractionOptions {
   std::string out_spec;                // empty: the natural result
   std::string shape;                   // matmul: m,k,n
   std::string dims;                    // einsum: b=8,s=4,...
-  std::string a_in, b_in, out, out_dtype = "float64";
+  std::string a_in, b_in, out, out_dtype;  // out_dtype empty: the inputs' type
   std::string names = "A,B,C";         // labels of the operands and the result
   std::string outer_gather = "B";      // which operand gives up an outer dim on a clashing axis
   bool plan_only = false;
@@ -51,7 +51,7 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_option("--a-in", o.a_in, "A from a .npy file (float32 or float64, C order)");
   c->add_option("--b-in", o.b_in, "B from a .npy file");
   c->add_option("--out", o.out, "write the assembled result here (.npy) if it verifies");
-  c->add_option("--out-dtype", o.out_dtype, "float64 or float32")->capture_default_str();
+  c->add_option("--out-dtype", o.out_dtype, "float64 or float32 (default: float32 when both inputs are float32, else float64)");
   c->add_option("--outer-gather", o.outer_gather,
                 "A or B: when outer dims of both sit on one mesh axis, which gives it up (B, the weight, by default: "
                 "the batch stays split)")
@@ -111,7 +111,8 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
 int run_contraction(const ContractionOptions& o) {
   if (o.outer_gather != "A" && o.outer_gather != "B")
     throw Error(ErrorKind::parse, "--outer-gather is '" + o.outer_gather + "'; use A or B");
-  const NpyType out_type = parse_npy_type(o.out_dtype);
+  if (!o.out_dtype.empty()) parse_npy_type(o.out_dtype);  // a bad value fails before any work
+  if (!o.out.empty()) check_writable(o.out);
   Session session(o.einsum ? "einsum" : "matmul", o.common);
   const Mesh& mesh = session.mesh();
   const Einsum eq = Einsum::parse(o.equation);
@@ -120,6 +121,7 @@ int run_contraction(const ContractionOptions& o) {
   std::optional<Spec> so;
   if (!o.out_spec.empty()) so = Spec::parse(o.out_spec);
   const Inputs in = read_inputs(o, eq);
+  const NpyType out_type = o.out_dtype.empty() ? in.type : parse_npy_type(o.out_dtype);
   const std::vector<std::string> names = split(o.names, ',');
   if (names.size() != 3)
     throw Error(ErrorKind::parse, "--names has " + std::to_string(names.size()) + " labels; give three, like x,W_in,h");

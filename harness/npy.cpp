@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xtensor/xmath.hpp>
@@ -53,6 +54,15 @@ NpyArray load_npy(const std::string& path) {
     throw io(path, "holds dtype '" + file.m_typestring + "'; shardlab reads float32 (<f4) or float64 (<f8)");
   }
   return out;
+}
+
+void check_writable(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw io(path, "its directory " + dir + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) throw io(path, "its directory " + dir + " is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw io(path, "is a directory, not a file name");
 }
 
 void save_npy(const std::string& path, const Tensor& data, NpyType type) {

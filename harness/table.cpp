@@ -21,12 +21,25 @@ std::string Table::text(const std::string& indent) const {
   for (std::size_t i = 0; i < header_.size(); ++i) width[i] = header_[i].size();
   for (const auto& r : rows_)
     for (std::size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  // A column of numbers (with "-" or blank for none) is right-aligned; any other is left-aligned,
+  // so a "-" in a text column stays under its header.
+  std::vector<bool> right(width.size(), false);
+  for (std::size_t i = 0; i < width.size(); ++i) {
+    bool any = false, all = true;
+    for (const auto& r : rows_) {
+      const std::string cell = i < r.size() ? r[i] : "";
+      if (cell.empty() || cell == "-") continue;
+      any = true;
+      all = all && numeric(cell);
+    }
+    right[i] = any && all;
+  }
   auto line = [&](const std::vector<std::string>& r, bool head) {
     std::string out = indent;
     for (std::size_t i = 0; i < width.size(); ++i) {
       const std::string cell = i < r.size() ? r[i] : "";
       const std::string pad(width[i] - cell.size(), ' ');
-      out += (!head && numeric(cell)) ? pad + cell : cell + pad;
+      out += (!head && right[i]) ? pad + cell : cell + pad;
       if (i + 1 < width.size()) out += "  ";
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   Cli cli("09_column_row_pairwise", "Lesson 09: column-wise, row-wise and pairwise sharding (Megatron)", "Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
   cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M])");
+  cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
     cuts.add({"row-wise", a_rows.notation("A", {"M", "H"}), shape_text(local_shape(mesh, a_rows, as)),
               x_cols.notation("X", {"B", "S", "M"}), shape_text(local_shape(mesh, x_cols, xs)),
               "full size, partial sums {U_" + Y + "}"});
-    out << cuts.text() << "   Cutting X by columns is free: each device keeps its slice of a replicated X.\n\n";
+    out << cuts.text() << "   Cutting X by columns is free: each device keeps its slice of a replicated X.\n"
+        << "   rows:cols of A on each device, column-wise then row-wise:\n"
+        << blocks_picture(mesh, a_cols, as) << blocks_picture(mesh, a_rows, as) << "\n";
 
     // Each program is what every device runs; the collective is the only line that talks.
     RunResult col = session.run([&](Device& dev) -> Outputs {

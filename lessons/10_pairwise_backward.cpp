@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "harness/cli.hpp"
 #include "harness/ffn.hpp"
+#include "harness/pictures.hpp"
 #include "harness/session.hpp"
 #include "harness/table.hpp"
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   Cli cli("10_pairwise_backward", "Lesson 10: gradients of column, row and pairwise sharding", "Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
   cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M])");
+  cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -84,6 +86,16 @@ int main(int argc, char** argv) {
            "     backward   dG = dY B^T   dB = G^T dY            (B used transposed)\n"
            "                dH = dG * gelu'(H)                   (elementwise, like GELU)\n"
            "                dX = dH A^T   dA = X^T dH            (A used transposed)\n";
+    const FfnDims& d = config.dims;
+    const Shape as{d.m, d.h}, bs{d.h, d.m};
+    Table specs({"layout", "X", "A (and dA)", "B (and dB)", "Y"});
+    for (const auto& p : plans)
+      specs.add({p.strategy.name, p.specs.x.notation("X", {"B", "S", "M"}), p.specs.w_in.notation("A", {"M", "H"}),
+                 p.specs.w_out.notation("B", {"H", "M"}), p.specs.y.notation("Y", {"B", "S", "M"})});
+    out << "   The three layouts (a weight's gradient comes out split like the weight):\n" << specs.text();
+    const FfnSpecs& pw = plans.back().specs;
+    out << "   Pairwise, rows:cols of A " << shape_text(as) << " and B " << shape_text(bs) << " on each device:\n"
+        << blocks_picture(mesh, pw.w_in, as) << blocks_picture(mesh, pw.w_out, bs);
 
     std::vector<FfnResult> results;
     for (std::size_t i = 0; i < strategies.size(); ++i) {

@@ -83,6 +83,11 @@ TEST_SUITE("cmd_matmul") {
     CHECK(j["unsharded_flops"] == 512);
     NpyArray c = load_npy(c_out);
     CHECK(c.type == NpyType::float32);
+    // Without --out-dtype the result keeps the inputs' type.
+    std::remove(c_out.c_str());
+    REQUIRE(run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " + c_out +
+                       " --quiet").status == 0);
+    CHECK(load_npy(c_out).type == NpyType::float32);
     CHECK(c.data == reference_einsum(Einsum::parse("ik,kj->ij"), load_npy(a_in).data, load_npy(b_in).data));
     for (const auto& p : {a_in, b_in, c_out}) std::remove(p.c_str());
   }
@@ -151,7 +156,8 @@ TEST_SUITE("cmd_matmul") {
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in /nonexistent/a.npy --b-in " + b_in, "cannot open"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in, "size 16 in A but 12 in B"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in, "give both --a-in and --b-in"},
-        {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "/nonexistent_dir/c.npy"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "directory /nonexistent_dir does not exist"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out /tmp", "is a directory"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype int8", "float32 or float64"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-spec _,_{X}", "partial"},
         {"matmul --a-spec _,Y", "--b-spec is required"},
@@ -167,6 +173,7 @@ TEST_SUITE("cmd_matmul") {
       CHECK(r.status == 2);
       CHECK(count_lines(r.err) == 1);
       CHECK(r.err.find(says) != std::string::npos);
+      CHECK(r.out.empty());  // rejected before any part of the report
       CHECK_FALSE(exists(c_out));
     }
     for (const auto& p : {a_in, b_in}) std::remove(p.c_str());

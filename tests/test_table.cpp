@@ -43,6 +43,18 @@ TEST_CASE("Table: header cells stay left-aligned even when they look like number
         "ag  1024\n");
 }
 
+TEST_CASE("Table: alignment is per column; '-' follows its column, numbers in a text column go left") {
+  Table t({"op", "bytes", "note"});
+  t.add({"ag", "1024", "-"});
+  t.add({"ar", "-", "all of h"});
+  t.add({"rs", "8", "12"});
+  CHECK(t.text("") ==
+        "op  bytes  note\n"
+        "ag   1024  -\n"
+        "ar      -  all of h\n"
+        "rs      8  12\n");
+}
+
 TEST_CASE("human_bytes") {
   CHECK(human_bytes(0) == "0 B");
   CHECK(human_bytes(1023) == "1023 B");

@@ -49,4 +49,18 @@ TEST_SUITE("mpi binaries") {
       CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --perturb-expected", mpiexec(n)).status == 1);
     }
   }
+
+  TEST_CASE("one-axis lessons under mpiexec -n 8 without --mesh: a line of 8, as the sim run on Y=8") {
+    if (!runs_here()) return;
+    for (const char* lesson : {"09_column_row_pairwise", "10_pairwise_backward"}) {
+      const std::string cmd = lesson;
+      CAPTURE(cmd);
+      auto sim = run_binary(cmd + " --json --mesh Y=8");
+      auto mpi = run_binary(cmd + " --json --backend mpi", mpiexec(8));
+      REQUIRE(sim.status == 0);
+      REQUIRE(mpi.status == 0);
+      CHECK(nlohmann::json::parse(mpi.out)["mesh"]["Y"] == 8);
+      CHECK(backend_free(mpi.out) == backend_free(sim.out));
+    }
+  }
 }
