@@ -115,16 +115,23 @@ std::string report_json(const Report& report) {
   nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < report.mesh.names().size(); ++i) mesh[report.mesh.names()[i]] = report.mesh.sizes()[i];
   j["mesh"] = mesh;
-  if (report.plan_only) {
-    j["plan_only"] = true;
-    j["collectives"] = nlohmann::ordered_json::array();
-    for (const auto& c : report.planned)
-      j["collectives"].push_back({{"op", c.op},
-                                  {"axes", c.axes},
-                                  {"tensor", c.tensor},
-                                  {"group_size", c.group_size},
-                                  {"predicted_bytes_per_device", c.predicted_bytes_per_device}});
-  } else {
+  // One collective: what was planned, and (after a run) what the ledger measured.
+  auto collective = [](const CollectiveSummary& c, bool measured) {
+    nlohmann::ordered_json r = {{"op", c.op}, {"axes", c.axes}, {"tensor", c.tensor}};
+    if (measured) r["algorithm"] = c.algorithm;
+    r["group_size"] = c.group_size;
+    if (measured) {
+      r["messages"] = c.messages;
+      r["bytes_per_device"] = c.bytes_per_device;
+    }
+    r["predicted_bytes_per_device"] = c.predicted_bytes_per_device;
+    if (measured) {
+      r["seconds"] = c.seconds;
+      r["modeled"] = c.modeled;
+    }
+    return r;
+  };
+  if (!report.plan_only) {
     j["pass"] = report.pass();
     j["max_abs_error"] = report.max_abs_error();
     j["tolerance"] = report.tolerance();
@@ -132,20 +139,13 @@ std::string report_json(const Report& report) {
     for (const auto& c : report.checks)
       j["checks"].push_back({{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
                              {"tolerance", c.tolerance}, {"detail", c.detail}});
-    j["collectives"] = nlohmann::ordered_json::array();
-    for (const auto& c : report.collectives)
-      j["collectives"].push_back({{"op", c.op},
-                                  {"axes", c.axes},
-                                  {"tensor", c.tensor},
-                                  {"algorithm", c.algorithm},
-                                  {"group_size", c.group_size},
-                                  {"messages", c.messages},
-                                  {"bytes_per_device", c.bytes_per_device},
-                                  {"predicted_bytes_per_device", c.predicted_bytes_per_device},
-                                  {"seconds", c.seconds},
-                                  {"modeled", c.modeled}});
-    j["bytes_per_device"] = report.bytes_per_device;
+  } else {
+    j["plan_only"] = true;
   }
+  j["collectives"] = nlohmann::ordered_json::array();
+  for (const auto& c : report.plan_only ? report.planned : report.collectives)
+    j["collectives"].push_back(collective(c, !report.plan_only));
+  if (!report.plan_only) j["bytes_per_device"] = report.bytes_per_device;
   for (const auto& kv : report.numbers) j[kv.first] = number_json(kv.second);
   for (const auto& kv : report.strings) j[kv.first] = kv.second;
   return j.dump(2);
