@@ -1,5 +1,6 @@
 // build/bin/shardlab: the harness command line. `shardlab --help` lists the commands.
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,21 @@ int main(int argc, char** argv) {
   Command matmul = add_matmul_command(app);
   Command einsum = add_einsum_command(app);
   Command sweep = add_sweep_command(app);
+  // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
+  if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) {
+      if (process_is_root())
+        std::cerr << "shardlab: " << (argv[1][0] == '-' ? "unknown option " : "unknown command ") << argv[1]
+                  << "; give one of the commands " << names << " (see shardlab --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -165,6 +165,7 @@ TEST_SUITE("cmd_matmul") {
         {"einsum ik,kj,jl --specs _,Y Y,_ --dims i=4", "exactly two"},
         {"einsum ik,kj --specs _,Y Y,_,_ --dims i=4,k=16,j=4", "einsum gives B 2 dims"},
         {"matmul --a-spec _,Y --b-spec Y,_ --mesh X=2,Y=4 --backend gpu", "backend 'gpu'"},
+        {"matmull --a-spec _,Y --b-spec Y,_", "unknown command matmull"},
     };
     for (const auto& [args, says] : cases) {
       CAPTURE(args);
