@@ -158,7 +158,7 @@ Command add_ffn_command(CLI::App& app) {
   c->add_option("--mesh", o->common.mesh,
                 "device mesh (default: X=2,Y=4 for gspmd, Y=4 for column|row|pairwise|row_column, X=4 for data; "
                 "a one-axis default under mpiexec takes one device per process)");
-  c->add_option("--dims", o->dims, "B=..,S=..,M=..,H=.. (batch, sequence, embed, hidden), or 'article' for "
+  c->add_option("--dims", o->dims, "B=..,S=..,M=..,H=.. (batch, sequence, embed, hidden; dims left out keep their defaults), or 'article' for "
                                    "B=8,S=512,M=5120,H=20480 (a forward run takes ~5 minutes and ~10 GB here; --plan-only is instant)")
       ->capture_default_str();
   c->add_flag("--backward", o->backward, "also the backward pass of L = sum(y * R): dx, dW_in, dW_out");

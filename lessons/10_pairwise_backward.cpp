@@ -59,7 +59,7 @@ std::string ops(const FfnPlan& p, FfnPhase phase) {
 int main(int argc, char** argv) {
   Cli cli("10_pairwise_backward", "Lesson 10: gradients of column, row and pairwise sharding", "Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
-  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M])");
+  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M]; dims left out keep their defaults)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
