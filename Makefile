@@ -168,7 +168,7 @@ plots:
 	    { cp $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png; echo "plots: refreshed plots/bytes_per_device.png"; }; \
 	  echo "plots: PNG files written:"; for p in $$written; do echo "  $$p ($$(stat -c %s $$p) bytes)"; done; fi
 
-# ThreadSanitizer: the sim backend is threads. ASan+UBSan: the whole suite.
+# ThreadSanitizer and ASan+UBSan: the whole doctest suite, with the binaries it runs built the same way.
 # UCX_MEM_EVENTS=no: tests that start MPI in-process load MPICH's UCX, whose memory hooks patch
 # madvise; glibc calls it as a thread exits, after TSan has torn that thread's state down, and the
 # hook's rwlock then segfaults inside TSan's interceptor (seen in CI: "make: *** sanitize
@@ -177,9 +177,9 @@ plots:
 # entropy (vm.mmap_rnd_bits > 28); running without address randomization avoids that, where allowed.
 NO_ASLR = $(shell setarch $$(uname -m) -R true 2>/dev/null && echo setarch $$(uname -m) -R)
 sanitize: deps
-	@$(MAKE) --no-print-directory SAN=thread build/tsan/bin/tests
-	@echo "== ThreadSanitizer suite"
-	@SHARDLAB_BIN=build/bin UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 $(NO_ASLR) build/tsan/bin/tests -ts='*sim*,*collective*,*runtime*'
+	@$(MAKE) --no-print-directory SAN=thread bins
+	@echo "== ThreadSanitizer suite (lessons and shardlab, whose devices are sim threads, sanitized too)"
+	@SHARDLAB_BIN=build/tsan/bin UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 $(NO_ASLR) build/tsan/bin/tests
 	@$(MAKE) --no-print-directory SAN=address bins
 	@echo "== AddressSanitizer + UndefinedBehaviorSanitizer suite (lessons and shardlab sanitized too)"
 	@SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 build/asan/bin/tests
