@@ -112,7 +112,7 @@ MPI_SAME := "(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted
 test-mpi:
 	@if [ -n "$(MPI_TESTS)" ]; then for n in 2 8; do \
 	  echo "== MPI suite: mpiexec -n $$n $(MPI_TESTS)"; \
-	  SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 mpiexec -n $$n $(MPI_TESTS) || exit 1; done; \
+	  SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 timeout 900 mpiexec -n $$n $(MPI_TESTS) || exit 1; done; \
 	else echo "== no MPI suite yet: skipping"; fi
 	@l=$(BUILD)/bin/02_reduction_allreduce; if [ -x $$l ]; then \
 	  echo "== mpiexec -n 8 $$l --backend mpi --json  (against the sim run)"; \

@@ -113,7 +113,7 @@ int run_contraction(const ContractionOptions& o) {
     throw Error(ErrorKind::parse, "--outer-gather is '" + o.outer_gather + "'; use A or B");
   if (!o.out_dtype.empty()) parse_npy_type(o.out_dtype);  // a bad value fails before any work
   if (!o.out.empty()) check_writable(o.out);
-  Session session(o.einsum ? "einsum" : "matmul", o.common);
+  Session session(o.einsum ? "einsum" : "matmul", o.common, !o.plan_only);
   const Mesh& mesh = session.mesh();
   const Einsum eq = Einsum::parse(o.equation);
   const Spec sa = Spec::parse(o.einsum ? o.specs.at(0) : o.a_spec);

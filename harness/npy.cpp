@@ -60,7 +60,8 @@ void check_writable(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw io(path, "its directory " + dir + " does not exist");
+  if (::stat(dir.c_str(), &st) != 0) throw io(path, "its directory " + dir + " does not exist");
+  if (!S_ISDIR(st.st_mode)) throw io(path, dir + " is not a directory");
   if (::access(dir.c_str(), W_OK) != 0) throw io(path, "its directory " + dir + " is not writable");
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw io(path, "is a directory, not a file name");
 }

@@ -16,7 +16,9 @@ namespace shardlab {
 
 class Session {
  public:
-  Session(const std::string& case_name, const CommonOptions& options);
+  // `devices`: false for a session that only plans (--plan-only) and so runs on no devices; then
+  // the MPI world need not match the mesh.
+  Session(const std::string& case_name, const CommonOptions& options, bool devices = true);
   ~Session();
 
   const Mesh& mesh() const { return mesh_; }

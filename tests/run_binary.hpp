@@ -20,11 +20,12 @@ inline std::string bin_dir() {
 }
 
 // `command` starts with the program name relative to bin_dir(), e.g. "02_reduction_allreduce --json".
-// `prefix` goes in front (e.g. "mpiexec -n 8 ").
+// `prefix` goes in front (e.g. "mpiexec -n 8 "). A run that hangs is killed after 5 minutes and
+// reports status 124 (timeout's), so a hang fails its test instead of stalling the suite.
 inline Ran run_binary(const std::string& command, const std::string& prefix = "") {
   static int counter = 0;
   const std::string err_file = "/tmp/shardlab_test_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string full = prefix + bin_dir() + "/" + command + " 2>" + err_file;
+  const std::string full = "timeout -k 10 300 " + prefix + bin_dir() + "/" + command + " 2>" + err_file;
   Ran r;
   FILE* p = ::popen(full.c_str(), "r");
   if (!p) return r;

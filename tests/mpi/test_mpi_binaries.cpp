@@ -44,6 +44,22 @@ TEST_SUITE("mpi binaries") {
     }
   }
 
+  TEST_CASE("--plan-only runs on no devices, so any process count will do") {
+    if (!runs_here()) return;
+    for (const std::string launch : {kClean, kClean + "mpiexec -n 2 "}) {  // clean: not this job's PMI
+      CAPTURE(launch);
+      auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --plan-only --backend mpi", launch);
+      CHECK(r.status == 0);
+      CHECK(r.err.empty());
+      // Printed once (by rank 0), however many processes. One ring AllReduce of the 4x4 float64 C
+      // over Y (4 devices): 2(n-1)/n x 128 bytes.
+      CHECK(r.out.find("predicted: 192 bytes sent per device in 1 collective") != std::string::npos);
+      const std::size_t first = r.out.find("Plan for");
+      CHECK(first != std::string::npos);
+      CHECK(r.out.find("Plan for", first + 1) == std::string::npos);
+    }
+  }
+
   TEST_CASE("--backend mpi without mpiexec on a mesh of 2: one sentence that says how, exit 2") {
     if (!runs_here()) return;
     auto r = run_binary("shardlab bench collectives --backend mpi --mesh X=2 --max 1K", kClean);
