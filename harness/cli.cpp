@@ -58,9 +58,8 @@ int Cli::parse(int argc, char** argv) {
     if (process_is_root()) std::cerr << impl_->app.get_name() << ": " << e.what() << " (see --help)\n";
     return 2;
   }
-  const int processes = launched_processes();
-  if (!impl_->line_axis.empty() && impl_->app.count("--mesh") == 0 && common.backend == "mpi" && processes > 0)
-    common.mesh = impl_->line_axis + "=" + std::to_string(processes);
+  if (!impl_->line_axis.empty() && impl_->app.count("--mesh") == 0 && line_devices(common, 0) > 0)
+    common.mesh = impl_->line_axis + "=" + std::to_string(line_devices(common, 0));
   if (common.collectives != "ring" && common.collectives != "native") {
     if (process_is_root())
       std::cerr << impl_->app.get_name() << ": --collectives is '" << common.collectives
@@ -68,6 +67,11 @@ int Cli::parse(int argc, char** argv) {
     return 2;
   }
   return -1;
+}
+
+int line_devices(const CommonOptions& common, int fallback) {
+  const int processes = common.backend == "mpi" ? launched_processes() : 0;
+  return processes > 0 ? processes : fallback;
 }
 
 int guarded(const std::function<int()>& body) {

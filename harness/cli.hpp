@@ -38,6 +38,10 @@ class Cli {
   std::unique_ptr<Impl> impl_;
 };
 
+// Devices on a line (one-axis lessons and FFN strategies): one per process when started by
+// mpiexec with --backend mpi, else `fallback`.
+int line_devices(const CommonOptions& common, int fallback);
+
 // Runs `body` and turns a shardlab::Error into one sentence on stderr (from the root process only)
 // and exit status 2; any other exception likewise becomes a sentence and status 2.
 int guarded(const std::function<int()>& body);

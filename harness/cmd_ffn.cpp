@@ -26,9 +26,7 @@ struct FfnOptions {
 // One-axis strategies under mpiexec get a line of one device per process.
 std::string default_mesh(const FfnStrategy& s, const CommonOptions& common) {
   if (s.mesh_axes == 2) return "X=2,Y=4";
-  const int processes = common.backend == "mpi" ? launched_processes() : 0;
-  const std::string n = processes > 0 ? std::to_string(processes) : "4";
-  return (s.mesh_axes == 1 ? "Y=" : "X=") + n;
+  return (s.mesh_axes == 1 ? "Y=" : "X=") + std::to_string(line_devices(common, 4));
 }
 
 std::string specs_line(const FfnSpecs& f) {
