@@ -146,7 +146,7 @@ plots:
 	@$(MAKE) --no-print-directory $(SHARDLAB)
 	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory
-	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 4M"; \
+	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 32M"; \
 	if command -v mpiexec >/dev/null; then \
 	  echo "== mpiexec -n 2 $$busbw --backend mpi"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 2 $$busbw --backend mpi && exit 0; \

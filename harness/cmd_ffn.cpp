@@ -8,8 +8,10 @@
 
 #include "collectives/runtime.hpp"
 #include "harness/cli.hpp"
+#include "harness/cost.hpp"
 #include "harness/ffn.hpp"
 #include "harness/session.hpp"
+#include "harness/step_cost.hpp"
 
 namespace shardlab {
 
@@ -21,7 +23,32 @@ struct FfnOptions {
   std::string dims = "B=8,S=4,M=16,H=64";
   bool backward = false;
   bool plan_only = false;
+  std::string preset;  // a hardware preset: also print the step's modeled time on it
 };
+
+nlohmann::ordered_json model_json(const StepCost& c, const Hardware& hw) {
+  nlohmann::ordered_json j;
+  j["preset"] = hw.name;
+  j["element_bytes"] = hw.element_bytes;
+  j["collectives"] = nlohmann::ordered_json::array();
+  for (const auto& k : c.collectives)
+    j["collectives"].push_back({{"phase", phase_name(k.phase)},
+                                {"op", k.op},
+                                {"tensor", k.tensor},
+                                {"axes", k.axes},
+                                {"group_size", k.group},
+                                {"bytes", k.n_bytes},
+                                {"seconds", k.seconds}});
+  j["comm_seconds"] = c.comm_seconds;
+  j["compute_seconds"] = c.compute_seconds;
+  j["comm_share"] = c.share();
+  return j;
+}
+
+std::string model_text(const StepCost& c, const Hardware& hw) {
+  return "\nModeled on " + hw.name + " (" + hw.description + "; shardlab cost --sources says where the numbers "
+         "come from):\n" + step_cost_text(c, hw);
+}
 
 // One-axis strategies under mpiexec get a line of one device per process.
 std::string default_mesh(const FfnStrategy& s, const CommonOptions& common) {
@@ -89,12 +116,15 @@ int run(const FfnOptions& o) {
   config.backward = o.backward;
   config.seed = common.seed;
   config.perturb_expected = common.perturb_expected;
+  const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
 
   if (o.plan_only) {  // no devices: the planner's predictions alone
     const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
     if (!process_is_root() || common.quiet) return 0;  // no run, so no verdict line to print
     if (common.json) {
-      std::cout << plan_json(p).dump(2) << std::endl;
+      auto j = plan_json(p);
+      if (hw) j["model"] = model_json(ffn_step_cost(p, config.backward, *hw), *hw);
+      std::cout << j.dump(2) << std::endl;
       return 0;
     }
     std::cout << "shardlab ffn --plan-only: " << p.strategy.name << " on mesh " << p.mesh.text() << ", dims "
@@ -104,6 +134,7 @@ int run(const FfnOptions& o) {
               << p.predicted_bytes_per_device(FfnPhase::backward) << "\n  memory per device: held "
               << p.stored_bytes_per_device << " bytes, peak " << p.peak_bytes_per_device
               << "; unsharded held " << p.unsharded_stored_bytes << ", peak " << p.unsharded_peak_bytes << "\n";
+    if (hw) std::cout << model_text(ffn_step_cost(p, config.backward, *hw), *hw);
     return 0;
   }
 
@@ -127,7 +158,9 @@ int run(const FfnOptions& o) {
   if (config.backward)
     out << "; backward: " << r.collectives.size() - r.forward_collectives << " collective(s), "
         << r.plan.predicted_bytes_per_device(FfnPhase::backward) << " bytes/device";
-  out << "\n\nMemory and work:\n" << ffn_memory_text(r) << "\nChecks:\n";
+  out << "\n\nMemory and work:\n" << ffn_memory_text(r);
+  if (hw) out << model_text(ffn_step_cost(preview, config.backward, *hw), *hw);
+  out << "\nChecks:\n";
   for (const auto& v : r.checks) out << "  " << v.name << ": " << v.line() << "\n";
   bool differences = false;
   for (const auto& v : r.checks) differences = differences || v.name.find("central differences") != std::string::npos;
@@ -139,6 +172,7 @@ int run(const FfnOptions& o) {
   const int status = session.report().pass() ? 0 : 1;
   auto j = nlohmann::ordered_json::parse(report_json(session.report()));
   j["backward"] = config.backward;
+  if (hw) j["model"] = model_json(ffn_step_cost(preview, config.backward, *hw), *hw);
   for (std::size_t i = 0; i < j["collectives"].size(); ++i)
     j["collectives"][i]["phase"] = i < r.forward_collectives ? "forward" : "backward";
   std::cout << j.dump(2) << std::endl;
@@ -161,6 +195,9 @@ Command add_ffn_command(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--backward", o->backward, "also the backward pass of L = sum(y * R): dx, dW_in, dW_out");
   c->add_flag("--plan-only", o->plan_only, "print the derived plan, bytes and memory per device without running");
+  c->add_option("--preset", o->preset,
+                "also model the step's time on a hardware preset (shardlab cost lists them): each collective, "
+                "communication against compute, and its share");
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_option("--collectives", o->common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")

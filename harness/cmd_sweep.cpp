@@ -1,6 +1,7 @@
 #include "harness/cmd_sweep.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/bench.hpp"
+#include "harness/cost.hpp"
 #include "harness/sweep.hpp"
 
 namespace shardlab {
@@ -70,7 +72,33 @@ int run_sweep(const SweepOptions& o) {
                                             o.max + ")"));
     }
   }
-  if (wants("machine")) tables.push_back(machine_table(measure_machine_rates()));
+  if (wants("machine")) {
+    const MachineRates rates = measure_machine_rates();
+    if (backend == Backend::mpi) {  // the link: our ring all_reduce from 8 B to 32 MiB, fitted
+      BenchOptions b;
+      b.backend = "mpi";
+      b.ops = "all_reduce";
+      b.min = "8";
+      b.max = "32M";
+      const BenchResult r = run_collectives_bench(b);
+      if (process_is_root()) {
+        const LinkFit link = fit_bench_link(r, rates.reduce_bytes_per_s);
+        const std::string source = "ring all_reduce on " + std::to_string(r.group_size) + " processes, " +
+                                   std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of " +
+                                   std::to_string(b.iters > 0 ? b.iters : 20) + " calls each";
+        tables.push_back(machine_table(rates, &link, source));
+        std::printf("sweep: this machine: alpha %.2f us, link %.2f GB/s (fit within %.0f%% over %zu sizes), "
+                    "reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s\n",
+                    link.alpha * 1e6, link.bytes_per_s / 1e9, 100 * link.max_rel_err, link.points,
+                    rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+      }
+    } else {
+      tables.push_back(machine_table(rates));
+      std::printf("sweep: this machine: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s (the link needs mpiexec -n 2 "
+                  "... --backend mpi)\n",
+                  rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+    }
+  }
   int status = 0;
   if (process_is_root()) {
     for (const auto& path : write_dat_files(o.out, tables)) std::cout << "sweep: wrote " << path << "\n";
@@ -89,7 +117,8 @@ Command add_sweep_command(CLI::App& app) {
       "FFN step per hardware preset, measured busbw ours against MPICH's (make plots draws them)");
   c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
   c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,busbw; machine measures "
-                                   "this machine's GEMM and reduction rates")
+                                   "this machine's GEMM and reduction rates, and under mpiexec -n 2 with --backend mpi "
+                                   "fits alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();
   c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
   c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")

@@ -1,6 +1,8 @@
 #include "harness/cost.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 
@@ -28,15 +30,14 @@ const std::vector<Hardware>& hardware_presets() {
        "reduction at 300 GB/s assumed",
        20e-6, 12.5e9, 300e9, 312e12, 4},
       {"this-machine", "2 MPICH processes on this 2-core machine (one host, ch4:ucx), float64",
-       "measured 2026-11-22 (05:30-05:50 UTC) on this 2-core AMD EPYC VM (MPICH 4.0.2 ch4:ucx, OpenBLAS 0.3.21, "
-       "one BLAS thread), best of 7 runs (rates: of 18) while concurrent builds loaded the machine (load average "
-       "4-6). `mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi --ops all_reduce,all_gather "
-       "--min 8 --max 32M --factor 4` (median per call, build of commit c11adb1): all_reduce of 32 B in 4.0 us = "
-       "2(p-1) alpha -> alpha 2.0 us; all_reduce busbw 1.035 GB/s at 32 MiB = 1/(beta + gamma/2) -> link "
-       "1.08 GB/s (MPICH's own 1.00 GB/s; all_gather busbw only 0.48 GB/s at 8-32 MiB, ours and MPICH's alike). "
-       "`build/bin/shardlab sweep --what machine`: the ring's reduction loop 12.6 GB/s over 8 MiB; 512x512 "
-       "float64 GEMM 23.8 GFLOP/s",
-       2.0e-6, 1.08e9, 12.6e9, 23.8e9, 8},
+       "measured 2026-11-22 15:40 UTC on this 2-core AMD EPYC VM, idle (load average 0.4): MPICH 4.0.2 ch4:ucx, "
+       "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process. `mpiexec -n 2 build/bin/shardlab sweep "
+       "--what machine --backend mpi`, three runs, the middle one: alpha 0.96 us and link 7.47 GB/s fitted to our "
+       "ring all_reduce from 8 B to 32 MiB (runs gave 0.94-0.96 us, 7.19-7.47 GB/s); the ring's reduction loop "
+       "23.5 GB/s; 512x512 float64 GEMM 34.4 GFLOP/s. The fit misses by up to 58%: at 8 KiB, where MPICH "
+       "changes protocol, and at 8-32 MiB, where all_reduce busbw falls from ~6.2 to ~3.9 GB/s as the buffers "
+       "leave the cache, so the model is optimistic for large messages",
+       0.96e-6, 7.47e9, 23.5e9, 34.4e9, 8},
   };
   return presets;
 }
@@ -77,23 +78,76 @@ double collective_steps(const std::string& op, Algorithm algorithm, int p) {
   return p - 1;
 }
 
+CollectiveTerms collective_terms(const std::string& op, Algorithm algorithm, int p, double n) {
+  const bool known = algorithm == Algorithm::pairwise ? op == "all_to_all"
+                                                      : op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
+  if (!known) throw Error(ErrorKind::unsupported, "the cost model has no " + algorithm_name(algorithm) + " " + op);
+  if (p <= 1) return {};
+  const double frac = (p - 1.0) / p, steps = collective_steps(op, algorithm, p);
+  if (op == "all_gather" || op == "all_to_all") return {steps, n * frac, 0};
+  if (op == "reduce_scatter") return {steps, n * frac, n * frac};
+  if (algorithm == Algorithm::ring) return {steps, 2 * n * frac, n * frac};  // all_reduce = RS + AG
+  return {steps, n * steps, n * steps};  // recursive doubling all_reduce: the whole vector each step
+}
+
 double collective_seconds(const std::string& op, Algorithm algorithm, int p, double n, const Hardware& hw) {
-  if (p <= 1) return 0;
-  const double a = hw.alpha, b = 1.0 / hw.bytes_per_s, g = 1.0 / hw.reduce_bytes_per_s;
-  const double frac = (p - 1.0) / p;
-  const double steps = collective_steps(op, algorithm, p);
-  if (algorithm == Algorithm::ring) {
-    if (op == "all_gather") return steps * a + n * frac * b;
-    if (op == "reduce_scatter") return steps * a + n * frac * (b + g);
-    if (op == "all_reduce") return steps * a + 2 * n * frac * b + n * frac * g;
+  const CollectiveTerms t = collective_terms(op, algorithm, p, n);
+  return t.steps * hw.alpha + t.link_bytes / hw.bytes_per_s + t.reduce_bytes / hw.reduce_bytes_per_s;
+}
+
+double ring_faster_above_bytes(const std::string& op, int p, const Hardware& hw) {
+  // Both times are A + B n; ring wins above (A_ring - A_doubling) / (B_doubling - B_ring). The terms
+  // are linear in n, so B comes from the terms at n = 1 byte, exactly (no difference of times).
+  auto line = [&](Algorithm a) {
+    const CollectiveTerms t = collective_terms(op, a, p, 1.0);
+    return std::pair<double, double>{t.steps * hw.alpha, t.link_bytes / hw.bytes_per_s + t.reduce_bytes / hw.reduce_bytes_per_s};
+  };
+  const auto [ring_a, ring_b] = line(Algorithm::ring);
+  const auto [dbl_a, dbl_b] = line(Algorithm::recursive_doubling);
+  if (ring_a <= dbl_a && ring_b <= dbl_b) return 0;
+  if (ring_b >= dbl_b) return std::numeric_limits<double>::infinity();
+  return std::max(0.0, (ring_a - dbl_a) / (dbl_b - ring_b));
+}
+
+LinkFit fit_link(const std::string& op, Algorithm algorithm, int p, const std::vector<double>& n_bytes,
+                 const std::vector<double>& seconds, double reduce_bytes_per_s) {
+  if (n_bytes.size() != seconds.size())
+    throw Error(ErrorKind::unsupported, "fit_link: " + std::to_string(n_bytes.size()) + " sizes but " +
+                                            std::to_string(seconds.size()) + " times");
+  // t - reduce/g = steps a + link b: weighted least squares in (a, b), weights 1/t^2.
+  double suu = 0, suv = 0, svv = 0, sut = 0, svt = 0;
+  std::vector<double> distinct;
+  for (std::size_t i = 0; i < n_bytes.size(); ++i) {
+    if (!(seconds[i] > 0)) continue;
+    const CollectiveTerms t = collective_terms(op, algorithm, p, n_bytes[i]);
+    const double w = 1 / (seconds[i] * seconds[i]), y = seconds[i] - t.reduce_bytes / reduce_bytes_per_s;
+    suu += w * t.steps * t.steps;
+    suv += w * t.steps * t.link_bytes;
+    svv += w * t.link_bytes * t.link_bytes;
+    sut += w * t.steps * y;
+    svt += w * t.link_bytes * y;
+    if (std::find(distinct.begin(), distinct.end(), n_bytes[i]) == distinct.end()) distinct.push_back(n_bytes[i]);
   }
-  if (algorithm == Algorithm::recursive_doubling) {
-    if (op == "all_gather") return steps * a + n * frac * b;
-    if (op == "reduce_scatter") return steps * a + n * frac * (b + g);
-    if (op == "all_reduce") return steps * a + n * steps * (b + g);
+  const double det = suu * svv - suv * suv;
+  if (distinct.size() < 2 || !(det > 0))
+    throw Error(ErrorKind::unsupported, "fitting alpha and the link rate needs timings at two or more sizes");
+  const double a = (sut * svv - svt * suv) / det, b = (suu * svt - suv * sut) / det;
+  if (!(b > 0))
+    throw Error(ErrorKind::unsupported, "the timings do not fit alpha-beta: time does not grow with message size");
+  LinkFit f;
+  f.alpha = std::max(a, 0.0);
+  f.bytes_per_s = 1 / b;
+  Hardware hw;
+  hw.alpha = f.alpha;
+  hw.bytes_per_s = f.bytes_per_s;
+  hw.reduce_bytes_per_s = reduce_bytes_per_s;
+  for (std::size_t i = 0; i < n_bytes.size(); ++i) {
+    if (!(seconds[i] > 0)) continue;
+    ++f.points;
+    const double model = collective_seconds(op, algorithm, p, n_bytes[i], hw);
+    f.max_rel_err = std::max(f.max_rel_err, std::abs(model - seconds[i]) / seconds[i]);
   }
-  if (algorithm == Algorithm::pairwise && op == "all_to_all") return steps * a + n * frac * b;
-  throw Error(ErrorKind::unsupported, "the cost model has no " + algorithm_name(algorithm) + " " + op);
+  return f;
 }
 
 double compute_seconds(double flops, const Hardware& hw) { return flops / hw.flops_per_s; }

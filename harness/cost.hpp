@@ -42,10 +42,34 @@ const Hardware& hardware_preset(const std::string& name);  // Error(parse) namin
 enum class Algorithm { ring, recursive_doubling, pairwise };
 std::string algorithm_name(Algorithm a);
 
-// Modeled seconds of one collective; Error(unsupported) for a combination the model lacks.
+// The three terms of one collective's time on a device: steps (messages it sends, each paying
+// alpha), bytes it sends over a link (each paying beta) and bytes it reduces (each paying gamma).
+// link_bytes is what the ledger counts for a run of the same algorithm.
+struct CollectiveTerms {
+  double steps = 0, link_bytes = 0, reduce_bytes = 0;
+};
+// Error(unsupported) for a combination the model lacks or recursive doubling on a p that is not a
+// power of two.
+CollectiveTerms collective_terms(const std::string& op, Algorithm algorithm, int p, double n_bytes);
+// Modeled seconds of one collective: steps a + link_bytes b + reduce_bytes g.
 double collective_seconds(const std::string& op, Algorithm algorithm, int p, double n_bytes, const Hardware& hw);
 // The algorithm's steps (messages each device sends): ring p-1 (all_reduce 2(p-1)), doubling log2 p.
 double collective_steps(const std::string& op, Algorithm algorithm, int p);
+
+// The message size above which ring is faster than recursive doubling on `hw`: 0 when ring is
+// never slower, +infinity when it never wins (all_gather: both send n(p-1)/p, doubling in fewer steps).
+double ring_faster_above_bytes(const std::string& op, int p, const Hardware& hw);
+
+// Alpha and link rate fitted to measured times of one collective (sizes n_i, seconds t_i), the
+// reduction rate given: least squares on relative error, so small and large messages count
+// alike. Error(unsupported) when fewer than two sizes, or when the fit gives no positive rate.
+struct LinkFit {
+  double alpha = 0, bytes_per_s = 0;
+  double max_rel_err = 0;  // largest |model - measured| / measured over the points
+  std::size_t points = 0;
+};
+LinkFit fit_link(const std::string& op, Algorithm algorithm, int p, const std::vector<double>& n_bytes,
+                 const std::vector<double>& seconds, double reduce_bytes_per_s);
 
 double compute_seconds(double flops, const Hardware& hw);
 

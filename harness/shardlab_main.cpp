@@ -8,6 +8,7 @@
 #include "core/blas.hpp"
 #include "harness/cli.hpp"
 #include "harness/cmd_bench.hpp"
+#include "harness/cmd_cost.hpp"
 #include "harness/cmd_ffn.hpp"
 #include "harness/cmd_matmul.hpp"
 #include "harness/cmd_sweep.hpp"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto* version = app.add_subcommand("version", "print the version and the BLAS in use");
   Command bench = add_bench_command(app);
+  Command cost = add_cost_command(app);
   Command ffn = add_ffn_command(app);
   Command matmul = add_matmul_command(app);
   Command einsum = add_einsum_command(app);
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   }
   return guarded([&] {
     if (*bench.app) return bench.run();
+    if (*cost.app) return cost.run();
     if (*ffn.app) return ffn.run();
     if (*matmul.app) return matmul.run();
     if (*einsum.app) return einsum.run();

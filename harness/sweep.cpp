@@ -18,6 +18,7 @@
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
 #include "harness/ffn.hpp"
+#include "harness/step_cost.hpp"
 
 namespace shardlab {
 
@@ -221,30 +222,17 @@ DatTable memory_sweep(const std::string& dims_text, int max_devices) {
 
 // ---- modeled communication share ----
 
-double StepCost::share() const {
-  const double all = comm_seconds + compute_seconds;
-  return all > 0 ? comm_seconds / all : 0;
-}
-
 namespace {
 
-// The whole tensor n of collective_seconds: the gathered result for all_gather, the input for
-// reduce_scatter and all_reduce; in the preset's element size.
-double modeled_bytes(const PlanStep& s, const Hardware& hw) {
-  const Shape& whole = s.kind == StepKind::all_gather ? s.local_after : s.local_before;
-  return double(element_count(whole)) * hw.element_bytes;
-}
-
-StepCost step_cost(const FfnPlan& p, bool backward, const Hardware& hw) {
-  StepCost c;
-  for (const auto& st : p.stages) {
-    if (st.phase == FfnPhase::backward && !backward) continue;
-    if (st.kind == FfnStage::Kind::contraction) c.compute_seconds += compute_seconds(st.plan.flops_per_device(), hw);
-    for (const PlanStep* s : st.collectives())
-      c.comm_seconds += collective_seconds(step_kind_name(s->kind), Algorithm::ring, p.mesh.axes_size(s->axes),
-                                           modeled_bytes(*s, hw), hw);
-  }
-  return c;
+// mesh, devices, then per preset: forward comm, compute, share; training comm, compute, share.
+std::vector<std::string> share_row(const FfnPlan& p, int devices) {
+  std::vector<std::string> row = {short_mesh(p.mesh), std::to_string(devices)};
+  for (const auto& h : hardware_presets())
+    for (bool backward : {false, true}) {
+      const StepCost c = ffn_step_cost(p, backward, h);
+      row.insert(row.end(), {num(c.comm_seconds * 1e3), num(c.compute_seconds * 1e3), num(100 * c.share(), "%.2f")});
+    }
+  return row;
 }
 
 FfnPlan plan_step(const std::string& strategy, const Mesh& mesh, const FfnDims& dims) {
@@ -257,11 +245,6 @@ FfnPlan plan_step(const std::string& strategy, const Mesh& mesh, const FfnDims& 
 
 }  // namespace
 
-StepCost ffn_step_cost(const std::string& strategy, const std::string& mesh, const std::string& dims, bool backward,
-                       const Hardware& hw) {
-  return step_cost(plan_step(strategy, Mesh::parse(mesh), parse_ffn_dims(dims)), backward, hw);
-}
-
 DatTable share_sweep(const std::string& dims_text, int max_devices) {
   const FfnDims dims = parse_ffn_dims(dims_text);
   const auto& presets = hardware_presets();
@@ -273,7 +256,8 @@ DatTable share_sweep(const std::string& dims_text, int max_devices) {
              "on the preset, data in the preset's element size; compute = matmul FLOPs per device / the preset's rate",
              "share_pct = 100 comm / (comm + compute): nothing overlapped, elementwise work not counted; "
              "fwd = forward (inference, as the article's ~20% on a TPUv2-8), train = forward + backward",
-             "one block per strategy (gnuplot index); 1-D strategies on D=<devices>, gspmd on XxY"};
+             "one block per strategy (gnuplot index); 1-D strategies on D=<devices>, gspmd on XxY; then gspmd on every "
+             "shape XxY of 8 and of 64 devices"};
   for (const auto& h : presets)
     t.notes.push_back("preset " + h.name + ": " + h.description + "; alpha " + num(h.alpha * 1e6, "%.3g") + " us, " +
                       num(h.bytes_per_s / 1e9, "%.4g") + " GB/s link, " + num(h.flops_per_s / 1e12, "%.4g") +
@@ -297,13 +281,26 @@ DatTable share_sweep(const std::string& dims_text, int max_devices) {
         skipped.add(s.name, short_mesh(mesh));
         continue;
       }
-      std::vector<std::string> row = {short_mesh(mesh), std::to_string(n)};
-      for (const auto& h : presets)
-        for (bool backward : {false, true}) {
-          const StepCost c = step_cost(p, backward, h);
-          row.insert(row.end(), {num(c.comm_seconds * 1e3), num(c.compute_seconds * 1e3), num(100 * c.share(), "%.2f")});
-        }
-      block.rows.push_back(row);
+      block.rows.push_back(share_row(p, n));
+    }
+    t.blocks.push_back(block);
+  }
+  // The same device count cut into different shapes: how the split between batch (X) and
+  // embed/hidden (Y) trades the gathers of weights over X against those of activations over Y.
+  for (int n : {8, 64}) {
+    if (n > max_devices) continue;
+    DatBlock block;
+    block.title = "gspmd_shapes_" + std::to_string(n) + ": gspmd on every X x Y of " + std::to_string(n) + " devices";
+    for (int x = 1; x <= n; x *= 2) {
+      const Mesh mesh = Mesh::parse("X=" + std::to_string(x) + ",Y=" + std::to_string(n / x));
+      FfnPlan p;
+      try {
+        p = plan_step("gspmd", mesh, dims);
+      } catch (const Error&) {
+        skipped.add("gspmd_shapes_" + std::to_string(n), short_mesh(mesh));
+        continue;
+      }
+      block.rows.push_back(share_row(p, n));
     }
     t.blocks.push_back(block);
   }
@@ -421,17 +418,33 @@ MachineRates measure_machine_rates(std::size_t n, std::size_t reduce_bytes, int 
   return m;
 }
 
-DatTable machine_table(const MachineRates& r) {
+LinkFit fit_bench_link(const BenchResult& bench, double reduce_bytes_per_s) {
+  std::vector<double> sizes, seconds;
+  for (const auto& row : bench.rows)
+    if (row.op == "all_reduce" && row.ours_seconds > 0) {
+      sizes.push_back(double(row.bytes));
+      seconds.push_back(row.ours_seconds);
+    }
+  return fit_link("all_reduce", Algorithm::ring, bench.group_size, sizes, seconds, reduce_bytes_per_s);
+}
+
+DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::string& link_source) {
   DatTable t;
   t.name = "machine";
-  t.notes = {"shardlab sweep --what machine: this machine's float64 rates for one device (one BLAS thread)",
+  t.notes = {"shardlab sweep --what machine: this machine's figures for the this-machine preset (harness/cost.cpp); "
+             "float64, one device = one core (one BLAS thread)",
              "gemm: best of repeated " + integer(r.gemm_n) + "x" + integer(r.gemm_n) +
                  " matmul (core/einsum.hpp, OpenBLAS), 2n^3 FLOPs; reduce: best of repeated acc[i] += in[i] over " +
                  integer(r.reduce_bytes) + " B (the ring's reduction loop), bytes of `in` per second",
-             "BLAS: " + blas_description()};
-  t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps"};
+             "BLAS: " + blas_description(),
+             link ? "alpha, link: " + link_source + "; fitted to 2(p-1) alpha + 2n(p-1)/p / link + n(p-1)/p / reduce "
+                        "(least squares on relative error); fit_err_pct = the largest |model - measured| / measured"
+                  : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
+  t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),
-                            num(r.reduce_bytes_per_s / 1e9, "%.3f")}}});
+                            num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.3f") : "-",
+                            link ? num(link->bytes_per_s / 1e9, "%.3f") : "-", link ? integer(link->points) : "-",
+                            link ? num(100 * link->max_rel_err, "%.1f") : "-"}}});
   return t;
 }
 

@@ -21,6 +21,7 @@ namespace shardlab {
 
 struct BenchResult;  // harness/bench.hpp
 struct Hardware;     // harness/cost.hpp
+struct LinkFit;      // harness/cost.hpp
 
 struct DatBlock {
   std::string title;                          // "# block 0: gspmd" above its rows
@@ -49,15 +50,6 @@ DatTable bytes_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_
 // Forward+backward (a training step): peak and stored bytes per device, and unsharded.
 DatTable memory_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64);
 
-// One modeled step: each collective of plan_ffn timed with collective_seconds (ring algorithms)
-// on the preset, data moved in the preset's element size; compute = the plan's FLOPs per device
-// at the preset's rate. Communication and compute are not overlapped.
-struct StepCost {
-  double comm_seconds = 0, compute_seconds = 0;
-  double share() const;  // comm / (comm + compute), 0 for an empty step
-};
-StepCost ffn_step_cost(const std::string& strategy, const std::string& mesh, const std::string& dims, bool backward,
-                       const Hardware& hw);
 // Strategies x meshes (2 ... max_devices devices) x presets at `dims` (default the article's).
 DatTable share_sweep(const std::string& dims = "article", int max_devices = 64);
 
@@ -73,7 +65,12 @@ struct MachineRates {
   std::size_t gemm_n = 0, reduce_bytes = 0;
 };
 MachineRates measure_machine_rates(std::size_t gemm_n = 512, std::size_t reduce_bytes = 8u << 20, int reps = 20);
-DatTable machine_table(const MachineRates& rates);
+// The link of the this-machine preset: alpha and link rate fitted (fit_link) to a benchmark's
+// timings of our ring all_reduce, with the measured reduction rate. Error(unsupported) when the
+// run has fewer than two all_reduce sizes.
+LinkFit fit_bench_link(const BenchResult& bench, double reduce_bytes_per_s);
+// machine.dat: the rates, and the fitted link when there is one (else '-': the sim backend has no link).
+DatTable machine_table(const MachineRates& rates, const LinkFit* link = nullptr, const std::string& link_source = "");
 
 // Writes each table as <dir>/<name>.dat: all go to temporary files first, and are renamed only
 // when every one was written; on failure none is left behind. Error(io) names the file.

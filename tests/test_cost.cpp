@@ -1,6 +1,11 @@
 // The cost model against numbers worked out by hand.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "harness/cost.hpp"
 
@@ -86,4 +91,69 @@ TEST_CASE("presets: every preset is complete and names its source") {
     CHECK(e.kind() == ErrorKind::parse);
     CHECK(std::string(e.what()).find("tpu-v4") != std::string::npos);
   }
+}
+
+TEST_CASE("terms: steps, bytes sent and bytes reduced; ring bytes are the ledger's formula") {
+  // p = 4, n = 4 MB ring all_reduce: 6 messages, 6 MB sent, 3 MB reduced.
+  const CollectiveTerms t = collective_terms("all_reduce", Algorithm::ring, 4, 4e6);
+  CHECK(t.steps == 6);
+  CHECK(t.link_bytes == doctest::Approx(6e6));
+  CHECK(t.reduce_bytes == doctest::Approx(3e6));
+  // Recursive doubling all_reduce on 8 sends and reduces the whole vector 3 times.
+  const CollectiveTerms d = collective_terms("all_reduce", Algorithm::recursive_doubling, 8, 1e6);
+  CHECK(d.steps == 3);
+  CHECK(d.link_bytes == doctest::Approx(3e6));
+  CHECK(d.reduce_bytes == doctest::Approx(3e6));
+  // The ring's bytes sent equal collectives/predict.hpp, which the ledger of every run is checked
+  // against (all_gather's n is the gathered tensor; predict takes the one block a device holds).
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"})
+    for (int p : {2, 4, 8}) {
+      CAPTURE(op);
+      CAPTURE(p);
+      const std::size_t n = std::size_t(p) * 1024 * 8;
+      const Algorithm a = std::string(op) == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+      CHECK(collective_terms(op, a, p, double(n)).link_bytes ==
+            double(predicted_bytes_sent(op, p, std::string(op) == "all_gather" ? n / p : n)));
+    }
+  CHECK_THROWS_AS(collective_terms("all_to_all", Algorithm::ring, 4, 1e6), Error);
+  CHECK_THROWS_AS(collective_terms("broadcast", Algorithm::ring, 4, 1e6), Error);
+}
+
+TEST_CASE("crossover: the size above which ring beats recursive doubling, by hand") {
+  const Hardware h = toy();
+  // all_reduce, p = 8. ring 14 us + n (1.75 + 0.4375) ns; doubling 3 us + n 3 (1 + 0.5) ns:
+  // equal at n = 11 us / 2.3125 ns = 4756.76 B.
+  const double n8 = ring_faster_above_bytes("all_reduce", 8, h);
+  CHECK(n8 == doctest::Approx(11e-6 / 2.3125e-9));
+  CHECK(collective_seconds("all_reduce", Algorithm::ring, 8, n8, h) ==
+        doctest::Approx(collective_seconds("all_reduce", Algorithm::recursive_doubling, 8, n8, h)));
+  // p = 2: ring 2 us + 1.25 ns n, doubling 1 us + 1.5 ns n: 4000 B.
+  CHECK(ring_faster_above_bytes("all_reduce", 2, h) == doctest::Approx(4000));
+  // all_gather: the same bytes in fewer steps; ring never wins.
+  CHECK(std::isinf(ring_faster_above_bytes("all_gather", 8, h)));
+}
+
+TEST_CASE("fit: alpha and the link rate come back from times the model made") {
+  Hardware truth = toy();
+  truth.alpha = 3e-6;
+  truth.bytes_per_s = 2e9;
+  truth.reduce_bytes_per_s = 10e9;
+  std::vector<double> sizes, exact, noisy;
+  for (double n = 1024; n <= 16e6; n *= 4) {
+    sizes.push_back(n);
+    exact.push_back(collective_seconds("all_reduce", Algorithm::ring, 2, n, truth));
+    noisy.push_back(exact.back() * (sizes.size() % 2 ? 1.05 : 0.95));  // +-5%, alternating
+  }
+  const LinkFit f = fit_link("all_reduce", Algorithm::ring, 2, sizes, exact, truth.reduce_bytes_per_s);
+  CHECK(f.alpha == doctest::Approx(3e-6));
+  CHECK(f.bytes_per_s == doctest::Approx(2e9));
+  CHECK(f.max_rel_err < 1e-9);
+  CHECK(f.points == sizes.size());
+  const LinkFit g = fit_link("all_reduce", Algorithm::ring, 2, sizes, noisy, truth.reduce_bytes_per_s);
+  CHECK(g.alpha == doctest::Approx(3e-6).epsilon(0.15));
+  CHECK(g.bytes_per_s == doctest::Approx(2e9).epsilon(0.15));
+  CHECK(g.max_rel_err > 0.03);
+  CHECK(g.max_rel_err < 0.15);
+  CHECK_THROWS_AS(fit_link("all_reduce", Algorithm::ring, 2, {1024}, {1e-5}, 1e10), Error);
+  CHECK_THROWS_AS(fit_link("all_reduce", Algorithm::ring, 2, {1024, 4096}, {2e-5, 1e-5}, 1e10), Error);
 }

@@ -1,5 +1,5 @@
-// The sweeps behind `make plots`: predicted bytes equal the ledger of real runs, the modeled share
-// equals alpha-beta-gamma worked out by hand, the files are plot-ready, bad input writes nothing,
+// The sweeps behind `make plots`: predicted bytes equal the ledger of real runs, the share table
+// holds the cost model's numbers (tests/test_step_cost.cpp checks those by hand), the files are plot-ready, bad input writes nothing,
 // and gnuplot renders every plots/*.gp from them (skipped with a message without gnuplot).
 #include <doctest/doctest.h>
 
@@ -16,6 +16,7 @@
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
 #include "harness/ffn.hpp"
+#include "harness/step_cost.hpp"
 #include "harness/sweep.hpp"
 #include "run_binary.hpp"
 
@@ -49,16 +50,6 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-Hardware toy() {  // round numbers for hand arithmetic
-  Hardware h;
-  h.name = "toy";
-  h.alpha = 1e-6;
-  h.bytes_per_s = 1e9;
-  h.reduce_bytes_per_s = 2e9;
-  h.flops_per_s = 1e12;
-  h.element_bytes = 4;
-  return h;
-}
 
 }  // namespace
 
@@ -121,38 +112,6 @@ TEST_CASE("sweep bytes at the default model: data parallel by hand") {
   CHECK(t.number(0, 1, "data_B") == 2 * 2097152.0);
   CHECK(t.blocks[0].rows[3][t.column("gspmd_mesh")] == "2x4");
   CHECK(t.blocks[0].rows.size() == 7);  // 1 ... 64 devices
-}
-
-TEST_CASE("share: pairwise on D=2 by hand (one AllReduce forward, one backward)") {
-  const Hardware h = toy();
-  // B=2,S=4,M=8,H=32. Forward: x W_in on half of W_in's columns (2*8*8*16 = 2048 FLOPs), g W_out
-  // on half of its rows (2048), then AllReduce y: n = 2*4*8 elements * 4 B = 256 B, p = 2:
-  //   2(p-1) a + 2n(p-1)/p b + n(p-1)/p g = 2 us + 256 ns + 64 ns
-  const StepCost f = ffn_step_cost("pairwise", "D=2", "B=2,S=4,M=8,H=32", false, h);
-  CHECK(f.comm_seconds == doctest::Approx(2e-6 + 256e-9 + 64e-9));
-  CHECK(f.compute_seconds == doctest::Approx(4096 / 1e12));
-  CHECK(f.share() == doctest::Approx(2.32e-6 / (2.32e-6 + 4.096e-9)));
-  // Training adds the AllReduce of dx (same size) and four contractions of 2048 FLOPs each.
-  const StepCost t = ffn_step_cost("pairwise", "D=2", "B=2,S=4,M=8,H=32", true, h);
-  CHECK(t.comm_seconds == doctest::Approx(2 * 2.32e-6));
-  CHECK(t.compute_seconds == doctest::Approx(12288 / 1e12));
-}
-
-TEST_CASE("share: the article's forward step on a 2x4 mesh by hand (plan only, nothing allocated)") {
-  const Hardware h = toy();
-  // Seed 001: x[8,512,5120] X,_,Y; W_in[5120,20480] X,Y; W_out[20480,5120] Y,X. Forward:
-  //   all_gather x over Y (p=4): gathered [4,512,5120]     n = 10485760 el
-  //   all_gather W_in over X (p=2): gathered [5120,5120]   n = 26214400 el
-  //   all_gather W_out over X (p=2): gathered [5120,5120]  n = 26214400 el
-  //   reduce_scatter y over Y (p=4): input [4,512,5120]    n = 10485760 el
-  // at 4 B per element; ring: (p-1) a + n (p-1)/p b (+ n (p-1)/p g for the reduction).
-  const double nx = 10485760.0 * 4, nw = 26214400.0 * 4, a = 1e-6, b = 1e-9, g = 0.5e-9;
-  const double comm = (3 * a + nx * 0.75 * b) + 2 * (a + nw * 0.5 * b) + (3 * a + nx * 0.75 * (b + g));
-  // Two local products of 2 * 4*512 * 5120 * 5120 FLOPs.
-  const double flops = 2 * (2.0 * 4 * 512 * 5120 * 5120);
-  const StepCost c = ffn_step_cost("gspmd", "X=2,Y=4", "article", false, h);
-  CHECK(c.comm_seconds == doctest::Approx(comm));
-  CHECK(c.compute_seconds == doctest::Approx(flops / 1e12));
 }
 
 TEST_CASE("share sweep: the table holds collective_seconds and compute_seconds of each preset") {
@@ -288,4 +247,58 @@ TEST_CASE("plots: every plots/*.gp renders a non-empty PNG and draws labelled ax
   }
   CHECK(scripts >= 4);
   fs::remove_all(dir);
+}
+
+TEST_CASE("machine: the link fitted from a benchmark's all_reduce rows, written with the rates") {
+  Hardware truth;
+  truth.alpha = 1.5e-6;
+  truth.bytes_per_s = 4e9;
+  truth.reduce_bytes_per_s = 12e9;
+  BenchResult r;
+  r.group_size = 2;
+  for (std::size_t n = 8; n <= (32u << 20); n *= 4) {
+    r.rows.push_back({"all_reduce", n, n / 8, collective_seconds("all_reduce", Algorithm::ring, 2, double(n), truth), -1, 0, 0});
+    r.rows.push_back({"all_gather", n, n / 8, 1.0, -1, 0, 0});  // not all_reduce: left out of the fit
+  }
+  const LinkFit f = fit_bench_link(r, truth.reduce_bytes_per_s);
+  CHECK(f.alpha == doctest::Approx(1.5e-6));
+  CHECK(f.bytes_per_s == doctest::Approx(4e9));
+  CHECK(f.points == 12);
+  MachineRates m;
+  m.gemm_n = 512;
+  m.gemm_flops_per_s = 20e9;
+  m.reduce_bytes = 8 << 20;
+  m.reduce_bytes_per_s = 12e9;
+  const DatTable t = machine_table(m, &f, "test");
+  CHECK(t.number(0, 0, "alpha_us") == doctest::Approx(1.5));
+  CHECK(t.number(0, 0, "link_GBps") == doctest::Approx(4));
+  CHECK(t.number(0, 0, "gemm_GFLOPs") == doctest::Approx(20));
+  CHECK(std::isnan(machine_table(m).number(0, 0, "link_GBps")));  // sim: no link
+  BenchResult none;
+  none.group_size = 2;
+  CHECK_THROWS_AS(fit_bench_link(none, 12e9), Error);
+}
+
+TEST_CASE("share sweep: gspmd on every shape of 8 devices, the article's 2x4 among them") {
+  const DatTable t = share_sweep();  // the article's sizes
+  std::size_t shapes = t.blocks.size(), gspmd = t.blocks.size();
+  for (std::size_t i = 0; i < t.blocks.size(); ++i) {
+    if (t.blocks[i].title.rfind("gspmd_shapes_8:", 0) == 0) shapes = i;
+    if (t.blocks[i].title.rfind("gspmd:", 0) == 0) gspmd = i;
+  }
+  REQUIRE(shapes < t.blocks.size());
+  REQUIRE(gspmd < t.blocks.size());
+  const std::vector<std::string> meshes = {"1x8", "2x4", "4x2", "8x1"};
+  REQUIRE(t.blocks[shapes].rows.size() == meshes.size());
+  const Hardware& h = hardware_preset("tpu-v2");
+  for (std::size_t r = 0; r < meshes.size(); ++r) {
+    CAPTURE(meshes[r]);
+    CHECK(t.blocks[shapes].rows[r][0] == meshes[r]);
+    const std::string mesh = "X=" + meshes[r].substr(0, 1) + ",Y=" + meshes[r].substr(2);
+    const StepCost c = ffn_step_cost("gspmd", mesh, "article", false, h);
+    CHECK(t.number(shapes, r, "tpu-v2_fwd_pct") == doctest::Approx(100 * c.share()).epsilon(1e-3));
+  }
+  // The gspmd block's 8-device row is the 2x4 mesh: the same numbers.
+  CHECK(t.blocks[gspmd].rows[2][0] == "2x4");
+  CHECK(t.blocks[gspmd].rows[2] == t.blocks[shapes].rows[1]);
 }

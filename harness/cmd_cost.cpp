@@ -1,0 +1,175 @@
+#include "harness/cmd_cost.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/bench.hpp"
+#include "harness/cost.hpp"
+#include "harness/table.hpp"
+
+namespace shardlab {
+
+namespace {
+
+struct CostOptions {
+  std::string ops = "all_reduce,all_gather";
+  std::string sizes = "4K,256K,16M";
+  int devices = 8;
+  std::string presets = "all";
+  bool sources = false, json = false;
+};
+
+const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+
+std::string fixed(double v, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// The algorithm that sends the least (ring; pairwise for all_to_all) and the one with the fewest
+// steps, where the model has it.
+Algorithm bandwidth_algorithm(const std::string& op) {
+  return op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+}
+bool has_doubling(const std::string& op, int p) {
+  return op != "all_to_all" && p >= 1 && (p & (p - 1)) == 0;
+}
+
+std::vector<std::string> pick(const std::string& list, const std::vector<std::string>& known, const std::string& flag) {
+  if (trim(list) == "all") return known;
+  std::vector<std::string> out;
+  for (const auto& raw : split(list, ',')) {
+    const std::string w = trim(raw);
+    bool ok = false;
+    for (const auto& k : known) ok = ok || k == w;
+    if (!ok) throw Error(ErrorKind::parse, flag + " names '" + w + "'; choose from " + join(known, ", ") + " or all");
+    out.push_back(w);
+  }
+  return out;
+}
+
+int run(const CostOptions& o) {
+  if (o.devices < 1 || o.devices > 65536)
+    throw Error(ErrorKind::parse, "--devices is " + std::to_string(o.devices) + "; use 1 to 65536");
+  const std::vector<std::string> ops = pick(o.ops, kOps, "--op");
+  std::vector<std::string> preset_names;
+  for (const auto& h : hardware_presets()) preset_names.push_back(h.name);
+  std::vector<const Hardware*> presets;
+  for (const auto& n : pick(o.presets, preset_names, "--preset")) presets.push_back(&hardware_preset(n));
+  std::vector<double> sizes;
+  for (const auto& s : split(o.sizes, ',')) sizes.push_back(double(parse_bytes(trim(s), "--bytes")));
+  const int p = o.devices;
+
+  nlohmann::ordered_json j;
+  j["devices"] = p;
+  j["presets"] = nlohmann::ordered_json::array();
+  for (const Hardware* h : presets)
+    j["presets"].push_back({{"name", h->name},
+                            {"description", h->description},
+                            {"alpha_s", h->alpha},
+                            {"link_bytes_per_s", h->bytes_per_s},
+                            {"reduce_bytes_per_s", h->reduce_bytes_per_s},
+                            {"flops_per_s", h->flops_per_s},
+                            {"element_bytes", h->element_bytes},
+                            {"source", h->source}});
+  j["rows"] = nlohmann::ordered_json::array();
+  j["ring_faster_above_bytes"] = nlohmann::ordered_json::object();
+
+  std::string text = "shardlab cost: modeled time of collectives on a group of " + std::to_string(p) +
+                     " devices (alpha-beta-gamma, harness/cost.hpp)\n"
+                     "  a = alpha, s per message; b = s per byte on a link; g = s per byte reduced; n = the whole tensor\n"
+                     "  ring all_gather (p-1)a + n(p-1)/p b; reduce_scatter adds n(p-1)/p g; all_reduce 2(p-1)a + "
+                     "2n(p-1)/p b + n(p-1)/p g\n"
+                     "  recursive doubling: log2(p) a with the same bytes for all_gather and reduce_scatter; all_reduce "
+                     "log2(p) a + n log2(p) (b + g)\n\nPresets";
+  text += o.sources ? ":\n" : " (--sources says where each number comes from):\n";
+  Table pt({"preset", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/element", "what"});
+  for (const Hardware* h : presets)
+    pt.add({h->name, fixed(h->alpha * 1e6, "%.2f"), fixed(h->bytes_per_s / 1e9, "%.2f"),
+            fixed(h->reduce_bytes_per_s / 1e9, "%.1f"), fixed(h->flops_per_s / 1e12, "%.4g"),
+            fixed(h->element_bytes, "%.0f"), h->description});
+  text += pt.text();
+  if (o.sources)
+    for (const Hardware* h : presets) text += "  " + h->name + ": " + h->source + "\n";
+
+  for (const auto& op : ops) {
+    const Algorithm bw = bandwidth_algorithm(op);
+    const bool doubling = has_doubling(op, p);
+    const std::string first = algorithm_name(bw);
+    Table t({"preset", "size", first + "_us", "doubling_us", "faster", first + "_sent", "doubling_sent",
+             first + "_busbw_GB/s"});
+    for (const Hardware* h : presets)
+      for (double n : sizes) {
+        const CollectiveTerms rt = collective_terms(op, bw, p, n);
+        const double rs = collective_seconds(op, bw, p, n, *h);
+        double ds = NAN;
+        CollectiveTerms dt;
+        if (doubling) {
+          dt = collective_terms(op, Algorithm::recursive_doubling, p, n);
+          ds = collective_seconds(op, Algorithm::recursive_doubling, p, n, *h);
+        }
+        const std::string faster = p == 1 ? "-" : !doubling || rs <= ds ? first : "doubling";
+        const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
+        t.add({h->name, human_bytes(n), fixed(rs * 1e6, "%.2f"), doubling ? fixed(ds * 1e6, "%.2f") : "-", faster,
+               human_bytes(rt.link_bytes), doubling ? human_bytes(dt.link_bytes) : "-",
+               std::isnan(busbw) ? "-" : fixed(busbw, "%.2f")});
+        for (Algorithm a : {bw, Algorithm::recursive_doubling}) {
+          if (a == Algorithm::recursive_doubling && !doubling) continue;
+          const CollectiveTerms k = a == bw ? rt : dt;
+          j["rows"].push_back({{"op", op},
+                               {"preset", h->name},
+                               {"bytes", n},
+                               {"algorithm", algorithm_name(a)},
+                               {"steps", k.steps},
+                               {"bytes_sent_per_device", k.link_bytes},
+                               {"bytes_reduced_per_device", k.reduce_bytes},
+                               {"seconds", a == bw ? rs : ds}});
+        }
+      }
+    text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + t.text();
+    if (!doubling) {
+      text += op == "all_to_all" ? "  (all_to_all: pairwise exchange only)\n"
+                                 : "  (recursive doubling needs a power-of-two group)\n";
+      continue;
+    }
+    std::vector<std::string> where;
+    auto& cross = j["ring_faster_above_bytes"][op];
+    cross = nlohmann::ordered_json::object();
+    for (const Hardware* h : presets) {
+      const double c = ring_faster_above_bytes(op, p, *h);
+      cross[h->name] = std::isinf(c) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c);
+      where.push_back(h->name + " " + (std::isinf(c) ? "never" : human_bytes(c)));
+    }
+    text += "  ring is faster above: " + join(where, ", ") + "\n";
+  }
+  std::cout << (o.json ? j.dump(2) + "\n" : text);
+  return 0;
+}
+
+}  // namespace
+
+Command add_cost_command(CLI::App& app) {
+  auto o = std::make_shared<CostOptions>();
+  auto* c = app.add_subcommand("cost",
+                               "the cost model: hardware presets (with their sources) and the modeled time of "
+                               "collectives, ring against recursive doubling, and where one overtakes the other");
+  c->add_option("--op", o->ops, "collectives, comma separated: all_reduce, all_gather, reduce_scatter, all_to_all, or all")
+      ->capture_default_str();
+  c->add_option("--bytes", o->sizes, "message sizes, comma separated (the whole tensor; K, M, G suffixes)")
+      ->capture_default_str();
+  c->add_option("--devices", o->devices, "devices in the group")->capture_default_str();
+  c->add_option("--preset", o->presets, "hardware presets, comma separated, or all")->capture_default_str();
+  c->add_flag("--sources", o->sources, "print where each preset's numbers come from");
+  c->add_flag("--json", o->json, "print one JSON object instead of the tables");
+  return {c, [o] { return run(*o); }};
+}
+
+}  // namespace shardlab
