@@ -42,7 +42,7 @@ SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
-.PHONY: all bins deps run test test-unit test-mpi sanitize plots clean help
+.PHONY: all bins deps run test test-unit test-mpi test-plots sanitize plots clean help
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -100,7 +100,7 @@ run: deps
 # Tests find binaries through SHARDLAB_BIN; one BLAS thread per device.
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-unit test-mpi
+	@$(MAKE) --no-print-directory test-unit test-mpi test-plots
 
 test-unit:
 	@echo "== doctest suite ($(TESTS))"
@@ -133,12 +133,14 @@ test-mpi:
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it
 # is given on make's command line: the shell's own TERM (xterm ...) must not pick the terminal.
-# busbw: ours against MPICH's under mpiexec -n 2, 1K to 4M (a few seconds), or the sim backend.
+# busbw: ours against MPICH's under mpiexec -n 2, 1K to 16M (a few seconds), or the sim backend.
 # plots/bytes_per_device.png (the README's picture) is refreshed when it changed.
-# GNUPLOT=<program> picks another gnuplot (GNUPLOT=none shows what happens without one).
+# GNUPLOT=<program> picks another gnuplot (GNUPLOT=none shows what happens without one);
+# PLOT_README=no leaves the committed picture alone (make test renders into a directory of its own).
 PLOT_DIR := $(BUILD)/plots
 PLOT_TERM := $(if $(filter command line,$(origin TERM)),$(TERM),pngcairo)
 GNUPLOT ?= gnuplot
+PLOT_README ?= yes
 plots:
 	@case "$(PLOT_TERM)" in dumb|png|pngcairo) ;; \
 	  *) echo "plots: TERM=$(PLOT_TERM) is not a plot terminal; give TERM=dumb, or leave TERM out for PNG files" >&2; exit 2;; esac
@@ -146,7 +148,7 @@ plots:
 	@$(MAKE) --no-print-directory $(SHARDLAB)
 	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory
-	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 32M"; \
+	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 16M"; \
 	if command -v mpiexec >/dev/null; then \
 	  echo "== mpiexec -n 2 $$busbw --backend mpi"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 2 $$busbw --backend mpi && exit 0; \
@@ -164,9 +166,34 @@ plots:
 	    [ -s $$png ] || { echo "plots: $$g wrote no $$png" >&2; exit 1; }; written="$$written $$png"; fi; \
 	done; \
 	if [ $$term != dumb ]; then \
-	  cmp -s $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png || \
+	  [ "$(PLOT_README)" = no ] || cmp -s $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png || \
 	    { cp $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png; echo "plots: refreshed plots/bytes_per_device.png"; }; \
 	  echo "plots: PNG files written:"; for p in $$written; do echo "  $$p ($$(stat -c %s $$p) bytes)"; done; fi
+
+# make plots as a new user runs it, into a directory of its own: PNG files listed and non-empty (the
+# plots target checks each), the bytes-per-device plot drawn in the terminal with TERM=dumb, and a
+# message instead of a failure without gnuplot.
+TEST_PLOTS := $(BUILD)/test-plots
+test-plots:
+	@echo "== make plots PLOT_DIR=$(TEST_PLOTS)"
+	@rm -rf $(TEST_PLOTS); out=$$($(MAKE) --no-print-directory plots PLOT_DIR=$(TEST_PLOTS) PLOT_README=no 2>&1) || \
+	  { echo "$$out"; echo "   FAIL: make plots"; exit 1; }; \
+	if ! command -v $(GNUPLOT) >/dev/null; then echo "   gnuplot not found: plots skipped, as make plots says"; exit 0; fi; \
+	pngs=$$(grep -cE '^  $(TEST_PLOTS)/[a-z_]+\.png \([0-9]+ bytes\)$$' <<<"$$out"); \
+	files=$$(ls $(TEST_PLOTS)/*.png 2>/dev/null | wc -l); \
+	if [ $$pngs -ge 4 ] && [ $$pngs = $$files ]; then echo "   $$pngs PNG files listed and written"; \
+	else echo "$$out"; echo "   FAIL: $$pngs PNG files listed, $$files written"; exit 1; fi
+	@echo "== make plots TERM=dumb PLOT_DIR=$(TEST_PLOTS)"
+	@out=$$($(MAKE) --no-print-directory plots TERM=dumb PLOT_DIR=$(TEST_PLOTS) PLOT_README=no 2>&1) || \
+	  { echo "$$out"; echo "   FAIL: make plots TERM=dumb"; exit 1; }; \
+	if ! command -v $(GNUPLOT) >/dev/null; then exit 0; fi; \
+	if grep -q "Bytes sent per device" <<<"$$out" && grep -q "bytes sent per device, forward + backward" <<<"$$out" && \
+	   grep -q "pairwise" <<<"$$out"; then echo "   bytes-per-device plot drawn in the terminal, axis label and legend as text"; \
+	else echo "$$out"; echo "   FAIL: no bytes-per-device plot in the terminal"; exit 1; fi
+	@echo "== make plots GNUPLOT=none"
+	@out=$$($(MAKE) --no-print-directory plots GNUPLOT=none PLOT_DIR=$(TEST_PLOTS) PLOT_README=no 2>&1); rc=$$?; \
+	if [ $$rc = 0 ] && grep -q "gnuplot not found: skipping plots" <<<"$$out"; then echo "   exit 0: gnuplot not found: skipping plots"; \
+	else echo "$$out"; echo "   FAIL: exit $$rc without gnuplot"; exit 1; fi
 
 # ThreadSanitizer and ASan+UBSan: the whole doctest suite, with the binaries it runs built the same way.
 # UCX_MEM_EVENTS=no: tests that start MPI in-process load MPICH's UCX, whose memory hooks patch

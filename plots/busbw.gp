@@ -15,7 +15,8 @@ setup = system("sed -n 's/^# bench: \\(shardlab bench collectives: \\)\\{0,1\\}/
 set datafile missing "-"
 set title "Bus bandwidth against message size: ".setup."\n". \
   (native ? "ours (solid) against MPICH's own (dashed)" : "ours only (sim backend: MPICH's side needs mpiexec -n 2 ... --backend mpi)"). \
-  "\ndotted: the this-machine preset's model (alpha-beta-gamma)\nsmall messages pay the latency alpha; large ones approach the link rate"
+  "\ndotted: the this-machine preset's model (alpha-beta-gamma, fitted by shardlab sweep --what machine)\n". \
+  "small messages pay the latency alpha; from a few MiB the buffers leave the cache and the measured rate falls below the model"
 set xlabel "message size (bytes, log scale)"
 ylab = "busbw (GB/s = 1e9 B/s)"
 set ylabel ylab
