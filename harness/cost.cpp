@@ -34,7 +34,7 @@ const std::vector<Hardware>& hardware_presets() {
        "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process. `mpiexec -n 2 build/bin/shardlab sweep "
        "--what machine --backend mpi`, three runs, the middle one: alpha 0.96 us and link 7.47 GB/s fitted to our "
        "ring all_reduce from 8 B to 32 MiB (runs gave 0.94-0.96 us, 7.19-7.47 GB/s); the ring's reduction loop "
-       "23.5 GB/s; 512x512 float64 GEMM 34.4 GFLOP/s. The fit misses by up to 58%: at 8 KiB, where MPICH "
+       "23.5 GB/s; 512x512 float64 GEMM 34.4 GFLOP/s. The fit misses by up to 57-59%: at 8 KiB, where MPICH "
        "changes protocol, and at 8-32 MiB, where all_reduce busbw falls from ~6.2 to ~3.9 GB/s as the buffers "
        "leave the cache, so the model is optimistic for large messages",
        0.96e-6, 7.47e9, 23.5e9, 34.4e9, 8},

@@ -1,0 +1,90 @@
+// harness/cmd_cost.cpp: `shardlab cost` prints the cost model's numbers (checked here against the
+// formulas by hand, through --json), names the crossover, and answers bad input with exit 2;
+// `shardlab ffn --preset` adds the modeled step to the plan.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+TEST_CASE("shardlab cost --json: ring and doubling all_reduce on 4 devices of nvlink-a100, by hand") {
+  const auto r = run_binary("shardlab cost --op all_reduce --bytes 4M --devices 4 --preset nvlink-a100 --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["rows"].size() == 2);
+  // n = 4 MiB = 4194304 B, p = 4, alpha 5 us, links 300 GB/s, reduction 3000 GB/s (its datasheet figures).
+  const double n = 4194304;
+  const auto& ring = j["rows"][0];
+  CHECK(ring["algorithm"] == "ring");
+  CHECK(ring["steps"] == 6);
+  CHECK(ring["bytes_sent_per_device"].get<double>() == doctest::Approx(1.5 * n));
+  CHECK(ring["seconds"].get<double>() == doctest::Approx(6 * 5e-6 + 1.5 * n / 300e9 + 0.75 * n / 3000e9));
+  const auto& dbl = j["rows"][1];
+  CHECK(dbl["algorithm"] == "recursive_doubling");
+  CHECK(dbl["steps"] == 2);
+  CHECK(dbl["seconds"].get<double>() == doctest::Approx(2 * 5e-6 + 2 * n / 300e9 + 2 * n / 3000e9));
+  // Ring wins above (12 - 2 steps) * 5 us / ((2 - 1.5) / 300e9 + (2 - 0.75) / 3000e9 s per byte).
+  CHECK(j["ring_faster_above_bytes"]["all_reduce"]["nvlink-a100"].get<double>() ==
+        doctest::Approx(20e-6 / (0.5 / 300e9 + 1.25 / 3000e9)));
+  CHECK(j["presets"][0]["source"].get<std::string>().find("datasheet") != std::string::npos);
+}
+
+TEST_CASE("shardlab cost: tables for people, every preset, and the crossover line") {
+  const auto r = run_binary("shardlab cost");
+  REQUIRE(r.status == 0);
+  for (const char* s : {"tpu-v2", "tpu-v4", "nvlink-a100", "ethernet-100g", "this-machine", "all_reduce on 8 devices",
+                        "all_gather on 8 devices", "ring is faster above:"})
+    CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  // all_reduce (first) crosses over; all_gather sends the same bytes either way, so ring never wins.
+  const std::string key = "ring is faster above: tpu-v2 ";
+  const std::size_t first = r.out.find(key), second = r.out.find(key, first + 1);
+  REQUIRE(second != std::string::npos);
+  CHECK(r.out.compare(first + key.size(), 5, "never") != 0);
+  CHECK(r.out.compare(second + key.size(), 5, "never") == 0);
+  const auto six = run_binary("shardlab cost --devices 6 --op all_reduce");
+  CHECK(six.status == 0);
+  CHECK(six.out.find("needs a power-of-two group") != std::string::npos);
+  const auto sources = run_binary("shardlab cost --sources --preset tpu-v2");
+  CHECK(sources.out.find("Jouppi") != std::string::npos);
+}
+
+TEST_CASE("shardlab cost: bad input exits 2 with one sentence and prints nothing") {
+  for (const std::string args : {"--devices 0", "--bytes 12Q", "--preset tpu-v9", "--op broadcast"}) {
+    CAPTURE(args);
+    const auto r = run_binary("shardlab cost " + args);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("shardlab ffn --preset: the plan with each collective's modeled time and the step's share") {
+  const auto r = run_binary("shardlab ffn --dims article --plan-only --preset tpu-v2 --json");
+  REQUIRE(r.status == 0);
+  const auto m = nlohmann::json::parse(r.out)["model"];
+  REQUIRE(m["collectives"].size() == 4);
+  // The AllGather of x over Y on the article's 2x4: [4,512,5120] float32 = 41943040 B, ring of 4,
+  // TPU v2 links 62 GB/s one way, 1 us per step.
+  CHECK(m["collectives"][0]["tensor"] == "x");
+  CHECK(m["collectives"][0]["bytes"].get<double>() == 41943040.0);
+  CHECK(m["collectives"][0]["seconds"].get<double>() == doctest::Approx(3e-6 + 41943040.0 * 0.75 / 62e9));
+  // Two local products of 2 * 2048 * 5120 * 5120 FLOPs at 22.5 TFLOP/s.
+  CHECK(m["compute_seconds"].get<double>() == doctest::Approx(2 * 2.0 * 2048 * 5120 * 5120 / 22.5e12));
+  const double share = m["comm_share"].get<double>();
+  CHECK(share > 0.15);  // seed 001 measured about 20% on a TPU v2-8
+  CHECK(share < 0.30);
+  const auto text = run_binary("shardlab ffn --dims article --plan-only --preset tpu-v2");
+  CHECK(text.out.find("Modeled on tpu-v2") != std::string::npos);
+  CHECK(text.out.find("% of the step") != std::string::npos);
+  const auto bad = run_binary("shardlab ffn --preset tpu-v9");
+  CHECK(bad.status == 2);
+  CHECK(count_lines(bad.err) == 1);
+  CHECK(bad.out.empty());
+  const auto run = run_binary("shardlab ffn --strategy pairwise --preset nvlink-a100 --json");
+  CHECK(run.status == 0);
+  CHECK(nlohmann::json::parse(run.out)["model"]["collectives"].size() == 1);  // the AllReduce of y
+}
