@@ -8,20 +8,12 @@
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "harness/cost.hpp"
+#include "tests/toy_hardware.hpp"
 
 using namespace shardlab;
 
 namespace {
-// Round numbers so the hand arithmetic is easy: alpha 1 us, 1 GB/s links, reduction 2 GB/s.
-Hardware toy() {
-  Hardware h;
-  h.name = "toy";
-  h.alpha = 1e-6;
-  h.bytes_per_s = 1e9;
-  h.reduce_bytes_per_s = 2e9;
-  h.flops_per_s = 1e12;
-  return h;
-}
+Hardware toy() { return shardlab::testing::toy_hardware(); }
 }  // namespace
 
 TEST_CASE("ring collectives: alpha-beta-gamma by hand") {

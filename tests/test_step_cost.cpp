@@ -4,20 +4,12 @@
 #include "core/error.hpp"
 #include "harness/cost.hpp"
 #include "harness/step_cost.hpp"
+#include "tests/toy_hardware.hpp"
 
 using namespace shardlab;
 
 namespace {
-Hardware toy() {  // round numbers for hand arithmetic: 1 us, 1 GB/s links, reduction 2 GB/s, 1 TFLOP/s
-  Hardware h;
-  h.name = "toy";
-  h.alpha = 1e-6;
-  h.bytes_per_s = 1e9;
-  h.reduce_bytes_per_s = 2e9;
-  h.flops_per_s = 1e12;
-  h.element_bytes = 4;
-  return h;
-}
+Hardware toy() { return shardlab::testing::toy_hardware(4); }
 }  // namespace
 
 TEST_CASE("share: pairwise on D=2 by hand (one AllReduce forward, one backward)") {
