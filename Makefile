@@ -97,10 +97,13 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@set -e; for l in $(LESSONS); do echo; echo "===== $$l ====="; OPENBLAS_NUM_THREADS=1 $$l; done
 
-# Tests find binaries through SHARDLAB_BIN; one BLAS thread per device.
+# Tests find binaries through SHARDLAB_BIN; one BLAS thread per device. The three parts run one
+# after another even under make -j: their logs stay readable and no MPI run shares the 2 cores.
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-unit test-mpi test-plots
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-mpi
+	@$(MAKE) --no-print-directory test-plots
 
 test-unit:
 	@echo "== doctest suite ($(TESTS))"

@@ -43,6 +43,22 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// One line on how this run's link compares with the this-machine preset, which was measured once
+// on one machine: a user on another machine learns to remeasure before trusting its times.
+void print_busbw_fit(const BenchResult& r, Backend backend) {
+  const Hardware& hw = hardware_preset("this-machine");
+  try {
+    const LinkFit f = fit_bench_link(r, hw.reduce_bytes_per_s);
+    std::printf("sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu sizes); "
+                "the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 build/bin/shardlab sweep "
+                "--what machine --backend mpi)\n",
+                backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f.alpha * 1e6,
+                f.bytes_per_s / 1e9, 100 * f.max_rel_err, f.points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
+  } catch (const Error&) {
+    std::printf("sweep: busbw: too few all_reduce sizes to fit alpha and the link rate\n");
+  }
+}
+
 int run_sweep(const SweepOptions& o) {
   const Backend backend = parse_backend(o.backend);
   std::vector<std::string> what;
@@ -67,9 +83,11 @@ int run_sweep(const SweepOptions& o) {
       b.max = o.max;
       b.iters = o.iters;
       const BenchResult r = run_collectives_bench(b);
-      if (process_is_root())
+      if (process_is_root()) {
         tables.push_back(busbw_table(r, "measured in-process (" + o.backend + " backend, sizes " + o.min + " to " +
                                             o.max + ")"));
+        print_busbw_fit(r, backend);
+      }
     }
   }
   if (wants("machine")) {

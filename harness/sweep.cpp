@@ -321,8 +321,26 @@ DatTable busbw_table(const BenchResult& r, const std::string& source) {
                     std::to_string(r.group_size) + " devices; time in us per call, slowest device");
   t.notes.push_back("ours: shardlab's ring (pairwise all_to_all); native: MPICH's MPI_* ('-' on the sim backend); "
                     "model: the this-machine preset's alpha-beta-gamma time (ring; pairwise all_to_all)");
+  // The preset was measured once, on one machine; the fit is this run's own link, so a reader sees
+  // both how well alpha-beta describes the run and how far this machine is from the preset.
+  bool fitted = false;
+  LinkFit fit;
+  try {
+    fit = fit_bench_link(r, hw.reduce_bytes_per_s);
+    fitted = true;
+  } catch (const Error&) {
+  }
+  Hardware run_hw = hw;
+  run_hw.alpha = fit.alpha;
+  run_hw.bytes_per_s = fit.bytes_per_s;
+  t.notes.push_back(
+      fitted ? "fit: alpha " + num(fit.alpha * 1e6, "%.3g") + " us, link " + num(fit.bytes_per_s / 1e9, "%.3g") +
+                   " GB/s, within " + num(100 * fit.max_rel_err, "%.0f") + "% over " + integer(fit.points) +
+                   " sizes: alpha-beta fitted to this run's ours all_reduce (the preset's reduction rate); preset: "
+                   "alpha " + num(hw.alpha * 1e6, "%.3g") + " us, link " + num(hw.bytes_per_s / 1e9, "%.3g") + " GB/s"
+             : "fit: '-' (this run has fewer than two all_reduce sizes, or their times do not grow with size)");
   t.columns = {"size_B", "ours_us", "ours_busbw_GBps", "native_us", "native_busbw_GBps", "model_us",
-               "model_busbw_GBps"};
+               "model_busbw_GBps", "fit_us", "fit_busbw_GBps"};
   for (const auto& row : r.rows) {
     if (t.blocks.empty() || t.blocks.back().title != row.op) t.blocks.push_back({row.op, {}});
     const double f = bus_factor(row.op, r.group_size);
@@ -330,8 +348,10 @@ DatTable busbw_table(const BenchResult& r, const std::string& source) {
     auto us = [&](double s) { return s > 0 ? num(s * 1e6, "%.2f") : "-"; };
     const Algorithm algo = row.op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
     const double model = collective_seconds(row.op, algo, r.group_size, double(row.bytes), hw);
+    const double run_model = fitted ? collective_seconds(row.op, algo, r.group_size, double(row.bytes), run_hw) : -1;
     t.blocks.back().rows.push_back({integer(row.bytes), us(row.ours_seconds), bw(row.ours_seconds),
-                                    us(row.native_seconds), bw(row.native_seconds), us(model), bw(model)});
+                                    us(row.native_seconds), bw(row.native_seconds), us(model), bw(model),
+                                    us(run_model), bw(run_model)});
   }
   if (t.blocks.empty()) throw Error(ErrorKind::parse, "the benchmark gave no rows to plot");
   return t;

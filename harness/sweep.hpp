@@ -9,7 +9,8 @@
 //                          strategy (block), mesh (row) and hardware preset (columns)
 //   memory_per_device.dat  plan_ffn's peak and stored bytes per device, and the unsharded figure
 //   busbw.dat              measured bus bandwidth, ours against MPICH's, per collective (block),
-//                          beside the this-machine preset's modeled busbw
+//                          beside the this-machine preset's modeled busbw and an alpha-beta line
+//                          fitted to the same run's all_reduce (machines differ from the preset)
 //
 // Nothing here allocates the tensors it describes: bytes, FLOPs and memory come from plan_ffn.
 #pragma once

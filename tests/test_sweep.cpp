@@ -190,6 +190,40 @@ TEST_CASE("busbw: a bench CSV read back gives the run's rows, group size and the
   CHECK_THROWS_AS(parse_bench_csv("all_reduce,12,x\n", "bad.csv"), Error);
 }
 
+TEST_CASE("busbw: the fit column recovers the link a run was made on; too few sizes leave it empty") {
+  // A run timed on a made-up link (the preset's reduction rate, which the fit assumes): the fitted
+  // line must lie on that link's busbw for every collective, and differ from the preset's line.
+  Hardware truth = hardware_preset("this-machine");
+  truth.alpha = 3e-6;
+  truth.bytes_per_s = 2e9;
+  BenchResult r;
+  r.group_size = 2;
+  for (const std::string op : {"all_reduce", "all_gather"})
+    for (std::size_t n = 1024; n <= (4u << 20); n *= 4)
+      r.rows.push_back({op, n, n / 8, collective_seconds(op, Algorithm::ring, 2, double(n), truth), -1, 0, 0});
+  const DatTable t = busbw_table(r, "made up");
+  REQUIRE(t.blocks.size() == 2);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 0; i < t.blocks[b].rows.size(); ++i) {
+      CAPTURE(t.blocks[b].title);
+      CAPTURE(i);
+      // busbw of the truth at 2 devices: all_reduce bytes/t * 2(1/2) = bytes/t; all_gather bytes/t * 1/2
+      const double bytes = 1024.0 * (1 << (2 * i)), f = b == 0 ? 1.0 : 0.5;
+      const double expected = bytes / collective_seconds(t.blocks[b].title, Algorithm::ring, 2, bytes, truth) * f / 1e9;
+      CHECK(t.number(b, i, "fit_busbw_GBps") == doctest::Approx(expected).epsilon(2e-3));
+      CHECK(t.number(b, i, "ours_busbw_GBps") == doctest::Approx(expected).epsilon(2e-3));
+      CHECK(t.number(b, i, "model_busbw_GBps") > 1.5 * expected);  // the preset's 7.47 GB/s link
+    }
+  bool noted = false;
+  for (const auto& n : t.notes) noted = noted || n.rfind("fit: alpha 3 us, link 2 GB/s", 0) == 0;
+  CHECK(noted);
+
+  BenchResult one;
+  one.group_size = 2;
+  one.rows = {{"all_reduce", 1024, 128, 10e-6, -1, 0, 0}};
+  CHECK(std::isnan(busbw_table(one, "one size").number(0, 0, "fit_busbw_GBps")));
+}
+
 TEST_CASE("shardlab sweep: bad input exits 2 with one sentence and writes nothing") {
   using namespace shardlab::testing;
   const fs::path dir = fresh_dir("bad");
