@@ -136,7 +136,9 @@ test-mpi:
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it
 # is given on make's command line: the shell's own TERM (xterm ...) must not pick the terminal.
-# busbw: ours against MPICH's under mpiexec -n 2, 1K to 16M (a few seconds), or the sim backend.
+# First this machine (machine.dat: GEMM, reduction, alpha and link fitted under mpiexec -n 2) and busbw
+# (ours against MPICH's, 1K to 16M), a few seconds, or both on the sim backend; then the pure sweeps,
+# whose this-machine figures come from that machine.dat.
 # plots/bytes_per_device.png (the README's picture) is refreshed when it changed.
 # GNUPLOT=<program> picks another gnuplot (GNUPLOT=none shows what happens without one);
 # PLOT_README=no leaves the committed picture alone (make test renders into a directory of its own).
@@ -149,15 +151,15 @@ plots:
 	  *) echo "plots: TERM=$(PLOT_TERM) is not a plot terminal; give TERM=dumb, or leave TERM out for PNG files" >&2; exit 2;; esac
 	@$(MAKE) --no-print-directory deps || echo "plots: deps could not install every package; going on with what is here"
 	@$(MAKE) --no-print-directory $(SHARDLAB)
-	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory"
-	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory
-	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what busbw --min 1K --max 16M"; \
+	@busbw="$(SHARDLAB) sweep --out $(PLOT_DIR) --what machine,busbw --min 1K --max 16M"; \
 	if command -v mpiexec >/dev/null; then \
 	  echo "== mpiexec -n 2 $$busbw --backend mpi"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 2 $$busbw --backend mpi && exit 0; \
-	  echo "mpiexec failed: measuring busbw on the sim backend instead (ours only)"; \
-	else echo "mpiexec not found: measuring busbw on the sim backend (ours only)"; fi; \
+	  echo "mpiexec failed: measuring on the sim backend instead (busbw: ours only; machine: no link)"; \
+	else echo "mpiexec not found: measuring on the sim backend (busbw: ours only; machine: no link)"; fi; \
 	echo "== $$busbw --backend sim"; OPENBLAS_NUM_THREADS=1 $$busbw --backend sim
+	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory --machine $(PLOT_DIR)/machine.dat"
+	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory --machine $(PLOT_DIR)/machine.dat
 	@if ! command -v $(GNUPLOT) >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
 	term=$(PLOT_TERM); [ $$term = dumb ] || term=pngcairo; written=""; \
 	for g in plots/*.gp; do \

@@ -1,7 +1,6 @@
 #include "collectives/mpi_world.hpp"
 
 #include <dlfcn.h>
-#include <malloc.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/memory.hpp"
 
 namespace shardlab {
 
@@ -67,8 +67,7 @@ MpiProcess::MpiProcess() {
   // Tensors of several MiB are allocated per collective call. glibc would map each one afresh and
   // unmap it on free, and every first touch of a fresh page is a fault (and, with UCX, a memory
   // event): at 16 MiB that costs more than moving the data. Keep freed memory for reuse instead.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  keep_freed_memory();
   if (!initialized) MPI_Init(nullptr, nullptr);
   // Failures come back as return codes and become Errors: no abort, no stack spam.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -7,6 +7,7 @@
 #include "collectives/mpi.hpp"
 #include "collectives/sim.hpp"
 #include "core/blas.hpp"
+#include "core/memory.hpp"
 #include "core/error.hpp"
 
 namespace shardlab {
@@ -35,6 +36,7 @@ int launched_processes() {
 
 Runtime::Runtime(Backend backend, bool native) : backend_(backend), native_(native) {
   use_one_blas_thread();
+  keep_freed_memory();  // core/memory.hpp: each step's tensors reuse memory instead of faulting in pages
   if (backend_ == Backend::mpi) mpi::start();
 }
 

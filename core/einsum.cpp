@@ -170,21 +170,28 @@ Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b) {
   const std::string bat = eq.batch(), con = eq.contracted(), fa = eq.a_free(), fb = eq.b_free();
   const std::size_t nb = product(bat, s), m = product(fa, s), k = product(con, s), n = product(fb, s);
 
-  // A as [batch, M, K] and B as [batch, K, N], row-major and contiguous.
-  const Tensor ta = permuted(a, positions(bat + fa + con, eq.a));
-  const Tensor tb = permuted(b, positions(bat + con + fb, eq.b));
+  // A as [batch, M, K] and B as [batch, K, N], row-major and contiguous: the inputs themselves when
+  // their dims are already in that order (no copy), else a transposed copy.
+  const auto pa = positions(bat + fa + con, eq.a), pb = positions(bat + con + fb, eq.b);
+  Tensor ta, tb;
+  if (!identity(pa)) ta = permuted(a, pa);
+  if (!identity(pb)) tb = permuted(b, pb);
+  const double* da = identity(pa) ? a.data() : ta.data();
+  const double* db = identity(pb) ? b.data() : tb.data();
   Tensor r = xt::empty<double>(Shape{nb * m * n});
   using Matrix = std::array<std::size_t, 2>;
   for (std::size_t t = 0; t < nb; ++t) {
-    auto ma = xt::adapt(ta.data() + t * m * k, m * k, xt::no_ownership(), Matrix{m, k});
-    auto mb = xt::adapt(tb.data() + t * k * n, k * n, xt::no_ownership(), Matrix{k, n});
+    auto ma = xt::adapt(da + t * m * k, m * k, xt::no_ownership(), Matrix{m, k});
+    auto mb = xt::adapt(db + t * k * n, k * n, xt::no_ownership(), Matrix{k, n});
     auto mr = xt::adapt(r.data() + t * m * n, m * n, xt::no_ownership(), Matrix{m, n});
     xt::blas::gemm(ma, mb, mr);  // mr = ma * mb, [M,K] x [K,N]
   }
   // r is [batch..., free_A..., free_B...]; move its dims into the output's order.
   const std::string have = bat + fa + fb;
   r.reshape(shape_for(have, s));
-  return permuted(r, positions(eq.out, have));
+  const auto po = positions(eq.out, have);
+  if (identity(po)) return r;
+  return permuted(r, po);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -12,6 +12,7 @@
 #include "core/text.hpp"
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
+#include "harness/machine.hpp"
 #include "harness/table.hpp"
 
 namespace shardlab {
@@ -24,6 +25,7 @@ struct CostOptions {
   int devices = 8;
   std::string presets = "all";
   bool sources = false, json = false;
+  std::string machine;  // a machine.dat for the this-machine preset
 };
 
 const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
@@ -60,10 +62,11 @@ int run(const CostOptions& o) {
   if (o.devices < 1 || o.devices > 65536)
     throw Error(ErrorKind::parse, "--devices is " + std::to_string(o.devices) + "; use 1 to 65536");
   const std::vector<std::string> ops = pick(o.ops, kOps, "--op");
+  const std::vector<Hardware> known = presets_with_machine(o.machine);
   std::vector<std::string> preset_names;
-  for (const auto& h : hardware_presets()) preset_names.push_back(h.name);
+  for (const auto& h : known) preset_names.push_back(h.name);
   std::vector<const Hardware*> presets;
-  for (const auto& n : pick(o.presets, preset_names, "--preset")) presets.push_back(&hardware_preset(n));
+  for (const auto& n : pick(o.presets, preset_names, "--preset")) presets.push_back(&hardware_preset(n, known));
   std::vector<double> sizes;
   for (const auto& s : split(o.sizes, ',')) sizes.push_back(double(parse_bytes(trim(s), "--bytes")));
   const int p = o.devices;
@@ -168,6 +171,8 @@ Command add_cost_command(CLI::App& app) {
   c->add_option("--devices", o->devices, "devices in the group")->capture_default_str();
   c->add_option("--preset", o->presets, "hardware presets, comma separated, or all")->capture_default_str();
   c->add_flag("--sources", o->sources, "print where each preset's numbers come from");
+  c->add_option("--machine", o->machine,
+                "the this-machine preset's figures from this machine.dat (shardlab sweep --what machine writes it)");
   c->add_flag("--json", o->json, "print one JSON object instead of the tables");
   return {c, [o] { return run(*o); }};
 }

@@ -10,6 +10,7 @@
 #include "harness/cli.hpp"
 #include "harness/cost.hpp"
 #include "harness/ffn.hpp"
+#include "harness/machine.hpp"
 #include "harness/session.hpp"
 #include "harness/step_cost.hpp"
 
@@ -24,6 +25,7 @@ struct FfnOptions {
   bool backward = false;
   bool plan_only = false;
   std::string preset;  // a hardware preset: also print the step's modeled time on it
+  std::string machine;  // a machine.dat for the this-machine preset
 };
 
 nlohmann::ordered_json model_json(const StepCost& c, const Hardware& hw) {
@@ -116,7 +118,10 @@ int run(const FfnOptions& o) {
   config.backward = o.backward;
   config.seed = common.seed;
   config.perturb_expected = common.perturb_expected;
-  const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
+  // A bad name or machine file: exit 2 now. --machine alone models the step on this machine.
+  const std::vector<Hardware> presets = presets_with_machine(o.machine);
+  const std::string preset = o.preset.empty() && !o.machine.empty() ? "this-machine" : o.preset;
+  const Hardware* hw = preset.empty() ? nullptr : &hardware_preset(preset, presets);
 
   if (o.plan_only) {  // no devices: the planner's predictions alone
     const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
@@ -198,6 +203,9 @@ Command add_ffn_command(CLI::App& app) {
   c->add_option("--preset", o->preset,
                 "also model the step's time on a hardware preset (shardlab cost lists them): each collective, "
                 "communication against compute, and its share");
+  c->add_option("--machine", o->machine,
+                "the this-machine preset's figures from this machine.dat (shardlab sweep --what machine writes it); "
+                "without --preset, model the step on it");
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_option("--collectives", o->common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")

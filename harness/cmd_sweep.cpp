@@ -15,6 +15,7 @@
 #include "core/text.hpp"
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
+#include "harness/machine.hpp"
 #include "harness/sweep.hpp"
 
 namespace shardlab {
@@ -31,6 +32,7 @@ struct SweepOptions {
   std::string min = "1K", max = "4M";
   int iters = -1;
   std::string bench_csv;
+  std::string machine;  // a machine.dat for the this-machine preset
 };
 
 const std::vector<std::string> kWhat = {"bytes", "share", "memory", "busbw", "machine"};
@@ -45,8 +47,7 @@ std::string read_text(const std::string& path) {
 
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
-void print_busbw_fit(const BenchResult& r, Backend backend) {
-  const Hardware& hw = hardware_preset("this-machine");
+void print_busbw_fit(const BenchResult& r, Backend backend, const Hardware& hw) {
   try {
     const LinkFit f = fit_bench_link(r, hw.reduce_bytes_per_s);
     std::printf("sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu sizes); "
@@ -69,13 +70,16 @@ int run_sweep(const SweepOptions& o) {
   }
   auto wants = [&](const std::string& w) { return std::find(what.begin(), what.end(), w) != what.end(); };
   // Everything that can fail on bad input runs before anything is written.
+  const std::vector<Hardware> presets = presets_with_machine(o.machine);
+  const Hardware& machine = hardware_preset("this-machine", presets);
   std::vector<DatTable> tables;
   if (wants("bytes")) tables.push_back(bytes_sweep(o.dims, o.max_devices));
-  if (wants("share")) tables.push_back(share_sweep(o.share_dims, o.max_devices));
+  if (wants("share")) tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
   if (wants("memory")) tables.push_back(memory_sweep(o.dims, o.max_devices));
   if (wants("busbw")) {
     if (!o.bench_csv.empty()) {
-      tables.push_back(busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv));
+      tables.push_back(
+          busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv, &machine));
     } else {
       BenchOptions b;
       b.backend = o.backend;
@@ -85,8 +89,8 @@ int run_sweep(const SweepOptions& o) {
       const BenchResult r = run_collectives_bench(b);
       if (process_is_root()) {
         tables.push_back(busbw_table(r, "measured in-process (" + o.backend + " backend, sizes " + o.min + " to " +
-                                            o.max + ")"));
-        print_busbw_fit(r, backend);
+                                            o.max + ")", &machine));
+        print_busbw_fit(r, backend, machine);
       }
     }
   }
@@ -149,6 +153,8 @@ Command add_sweep_command(CLI::App& app) {
   c->add_option("--min", o->min, "busbw: smallest message (K, M, G suffixes)")->capture_default_str();
   c->add_option("--max", o->max, "busbw: largest message")->capture_default_str();
   c->add_option("--iters", o->iters, "busbw: timed calls per size (default as bench collectives)");
+  c->add_option("--machine", o->machine,
+                "share and busbw: the this-machine preset's figures from this machine.dat (written by --what machine)");
   c->add_option("--bench-csv", o->bench_csv, "busbw: read this `shardlab bench collectives --csv` file instead of running");
   return {c, [o] { return run_sweep(*o); }};
 }

@@ -30,21 +30,24 @@ const std::vector<Hardware>& hardware_presets() {
        "reduction at 300 GB/s assumed",
        20e-6, 12.5e9, 300e9, 312e12, 4},
       {"this-machine", "2 MPICH processes on this 2-core machine (one host, ch4:ucx), float64",
-       "measured 2026-11-22 15:40 UTC on this 2-core AMD EPYC VM, idle (load average 0.4): MPICH 4.0.2 ch4:ucx, "
-       "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process. `mpiexec -n 2 build/bin/shardlab sweep "
-       "--what machine --backend mpi`, three runs, the middle one: alpha 0.96 us and link 7.47 GB/s fitted to our "
-       "ring all_reduce from 8 B to 32 MiB (runs gave 0.94-0.96 us, 7.19-7.47 GB/s); the ring's reduction loop "
-       "23.5 GB/s; 512x512 float64 GEMM 34.4 GFLOP/s. The fit misses by up to 57-59%: at 8 KiB, where MPICH "
-       "changes protocol, and at 8-32 MiB, where all_reduce busbw falls from ~6.2 to ~3.9 GB/s as the buffers "
-       "leave the cache, so the model is optimistic for large messages",
-       0.96e-6, 7.47e9, 23.5e9, 34.4e9, 8},
+       "measured 2026-11-23 03:25 UTC on this 2-core AMD EPYC VM (load average 1.0): MPICH 4.0.2 ch4:ucx, "
+       "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process, freed memory kept (core/memory.hpp). "
+       "`mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi`, three runs, the middle one: alpha "
+       "1.98 us and link 4.46 GB/s fitted to our ring all_reduce from 8 B to 32 MiB (runs gave 1.97-2.00 us, "
+       "4.44-4.83 GB/s); the ring's reduction loop 26.2 GB/s; 512x512 float64 GEMM 51.7 GFLOP/s. The fit misses "
+       "by up to 81-82%: small messages cost more than one alpha, MPICH changes protocol at 8 KiB, and busbw "
+       "falls as buffers leave the cache. Machines of this kind differ: on 2026-11-22 another gave 0.96 us and "
+       "7.47 GB/s. Measure yours and pass it with --machine (harness/machine.hpp)",
+       1.98e-6, 4.46e9, 26.2e9, 51.7e9, 8},
   };
   return presets;
 }
 
-const Hardware& hardware_preset(const std::string& name) {
+const Hardware& hardware_preset(const std::string& name) { return hardware_preset(name, hardware_presets()); }
+
+const Hardware& hardware_preset(const std::string& name, const std::vector<Hardware>& presets) {
   std::string known;
-  for (const auto& h : hardware_presets()) {
+  for (const auto& h : presets) {
     if (h.name == name) return h;
     known += (known.empty() ? "" : ", ") + h.name;
   }

@@ -38,6 +38,8 @@ struct Hardware {
 
 const std::vector<Hardware>& hardware_presets();
 const Hardware& hardware_preset(const std::string& name);  // Error(parse) naming the presets
+// The same lookup in another list (presets_with_machine's, harness/machine.hpp).
+const Hardware& hardware_preset(const std::string& name, const std::vector<Hardware>& presets);
 
 enum class Algorithm { ring, recursive_doubling, pairwise };
 std::string algorithm_name(Algorithm a);

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "core/blas.hpp"
+#include "core/memory.hpp"
 #include "core/einsum.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
 #include "harness/ffn.hpp"
+#include "harness/machine.hpp"
 #include "harness/step_cost.hpp"
 
 namespace shardlab {
@@ -225,9 +227,9 @@ DatTable memory_sweep(const std::string& dims_text, int max_devices) {
 namespace {
 
 // mesh, devices, then per preset: forward comm, compute, share; training comm, compute, share.
-std::vector<std::string> share_row(const FfnPlan& p, int devices) {
+std::vector<std::string> share_row(const FfnPlan& p, int devices, const std::vector<Hardware>& presets) {
   std::vector<std::string> row = {short_mesh(p.mesh), std::to_string(devices)};
-  for (const auto& h : hardware_presets())
+  for (const auto& h : presets)
     for (bool backward : {false, true}) {
       const StepCost c = ffn_step_cost(p, backward, h);
       row.insert(row.end(), {num(c.comm_seconds * 1e3), num(c.compute_seconds * 1e3), num(100 * c.share(), "%.2f")});
@@ -245,9 +247,9 @@ FfnPlan plan_step(const std::string& strategy, const Mesh& mesh, const FfnDims& 
 
 }  // namespace
 
-DatTable share_sweep(const std::string& dims_text, int max_devices) {
+DatTable share_sweep(const std::string& dims_text, int max_devices, const std::vector<Hardware>* preset_list) {
   const FfnDims dims = parse_ffn_dims(dims_text);
-  const auto& presets = hardware_presets();
+  const auto& presets = preset_list ? *preset_list : hardware_presets();
   DatTable t;
   t.name = "comm_share";
   t.notes = {"shardlab sweep: modeled communication share of one FFN step, " + ffn_dims_text(dims) +
@@ -281,7 +283,7 @@ DatTable share_sweep(const std::string& dims_text, int max_devices) {
         skipped.add(s.name, short_mesh(mesh));
         continue;
       }
-      block.rows.push_back(share_row(p, n));
+      block.rows.push_back(share_row(p, n, presets));
     }
     t.blocks.push_back(block);
   }
@@ -300,7 +302,7 @@ DatTable share_sweep(const std::string& dims_text, int max_devices) {
         skipped.add("gspmd_shapes_" + std::to_string(n), short_mesh(mesh));
         continue;
       }
-      block.rows.push_back(share_row(p, n));
+      block.rows.push_back(share_row(p, n, presets));
     }
     t.blocks.push_back(block);
   }
@@ -311,8 +313,8 @@ DatTable share_sweep(const std::string& dims_text, int max_devices) {
 
 // ---- busbw ----
 
-DatTable busbw_table(const BenchResult& r, const std::string& source) {
-  const Hardware& hw = hardware_preset("this-machine");
+DatTable busbw_table(const BenchResult& r, const std::string& source, const Hardware* machine) {
+  const Hardware& hw = machine ? *machine : hardware_preset("this-machine");
   DatTable t;
   t.name = "busbw";
   t.notes = {"shardlab sweep: bus bandwidth of each collective, " + source};
@@ -408,6 +410,7 @@ BenchResult parse_bench_csv(const std::string& text, const std::string& path) {
 
 MachineRates measure_machine_rates(std::size_t n, std::size_t reduce_bytes, int reps) {
   use_one_blas_thread();  // one device = one core
+  keep_freed_memory();    // as a Runtime's devices run: no page faults in the timed matmuls
   MachineRates m;
   m.gemm_n = n;
   m.reduce_bytes = reduce_bytes / sizeof(double) * sizeof(double);
@@ -457,6 +460,7 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
                  " matmul (core/einsum.hpp, OpenBLAS), 2n^3 FLOPs; reduce: best of repeated acc[i] += in[i] over " +
                  integer(r.reduce_bytes) + " B (the ring's reduction loop), bytes of `in` per second",
              "BLAS: " + blas_description(),
+             "measured: " + machine_identity(),
              link ? "alpha, link: " + link_source + "; fitted to 2(p-1) alpha + 2n(p-1)/p / link + n(p-1)/p / reduce "
                         "(least squares on relative error); fit_err_pct = the largest |model - measured| / measured"
                   : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};

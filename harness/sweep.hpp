@@ -52,10 +52,13 @@ DatTable bytes_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_
 DatTable memory_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64);
 
 // Strategies x meshes (2 ... max_devices devices) x presets at `dims` (default the article's).
-DatTable share_sweep(const std::string& dims = "article", int max_devices = 64);
+// `presets`: hardware_presets(), or presets_with_machine's (harness/machine.hpp).
+DatTable share_sweep(const std::string& dims = "article", int max_devices = 64,
+                     const std::vector<Hardware>* presets = nullptr);
 
 // busbw per collective from a benchmark run, or from its CSV (bench_csv's format).
-DatTable busbw_table(const BenchResult& result, const std::string& source);
+// The model line is `machine`'s (default: the stored this-machine preset).
+DatTable busbw_table(const BenchResult& result, const std::string& source, const Hardware* machine = nullptr);
 BenchResult parse_bench_csv(const std::string& text, const std::string& path);
 
 // Rates of this machine's float64 arithmetic, for the this-machine preset: the best of `reps`

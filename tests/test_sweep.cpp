@@ -194,8 +194,8 @@ TEST_CASE("busbw: the fit column recovers the link a run was made on; too few si
   // A run timed on a made-up link (the preset's reduction rate, which the fit assumes): the fitted
   // line must lie on that link's busbw for every collective, and differ from the preset's line.
   Hardware truth = hardware_preset("this-machine");
-  truth.alpha = 3e-6;
-  truth.bytes_per_s = 2e9;
+  truth.alpha = 6e-6;
+  truth.bytes_per_s = 1e9;
   BenchResult r;
   r.group_size = 2;
   for (const std::string op : {"all_reduce", "all_gather"})
@@ -212,10 +212,10 @@ TEST_CASE("busbw: the fit column recovers the link a run was made on; too few si
       const double expected = bytes / collective_seconds(t.blocks[b].title, Algorithm::ring, 2, bytes, truth) * f / 1e9;
       CHECK(t.number(b, i, "fit_busbw_GBps") == doctest::Approx(expected).epsilon(2e-3));
       CHECK(t.number(b, i, "ours_busbw_GBps") == doctest::Approx(expected).epsilon(2e-3));
-      CHECK(t.number(b, i, "model_busbw_GBps") > 1.5 * expected);  // the preset's 7.47 GB/s link
+      CHECK(t.number(b, i, "model_busbw_GBps") > 1.5 * expected);  // the preset's faster alpha and link
     }
   bool noted = false;
-  for (const auto& n : t.notes) noted = noted || n.rfind("fit: alpha 3 us, link 2 GB/s", 0) == 0;
+  for (const auto& n : t.notes) noted = noted || n.rfind("fit: alpha 6 us, link 1 GB/s", 0) == 0;
   CHECK(noted);
 
   BenchResult one;
@@ -228,7 +228,8 @@ TEST_CASE("shardlab sweep: bad input exits 2 with one sentence and writes nothin
   using namespace shardlab::testing;
   const fs::path dir = fresh_dir("bad");
   for (const std::string args : {"--what bytes,pictures", "--what bytes,share --share-dims Q=3",
-                                 "--what bytes --dims B=8,S=oops", "--what busbw --bench-csv /nonexistent.csv"}) {
+                                 "--what bytes --dims B=8,S=oops", "--what busbw --bench-csv /nonexistent.csv",
+                                 "--what bytes,share --machine /nonexistent.dat"}) {
     CAPTURE(args);
     const Ran r = run_binary("shardlab sweep --out " + dir.string() + " " + args);
     CHECK(r.status == 2);
