@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/bench.hpp"
+#include "harness/bench_memory.hpp"
 
 namespace shardlab {
 
@@ -29,7 +30,17 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_flag("--perturb-expected", o->perturb_expected,
               "testing: every expected value off by one; #wrong must count every element and the exit be 1");
-  return {bench, [o] { return bench_collectives(*o); }};
+  auto mo = std::make_shared<MemoryBenchOptions>();
+  auto* m = bench->add_subcommand(
+      "memory",
+      "time one FFN training step per strategy on the sim backend with freed memory handed back to the kernel "
+      "(glibc's defaults) against kept for reuse (what every Runtime does), side by side");
+  m->add_option("--dims", mo->dims, "FFN sizes B=..,S=..,M=..,H=..")->capture_default_str();
+  m->add_option("--strategies", mo->strategies, "FFN strategies, comma separated (each on shardlab ffn's default mesh)")
+      ->capture_default_str();
+  m->add_option("--iters", mo->iters, "timed steps per strategy and mode")->capture_default_str();
+  m->add_flag("--json", mo->json, "print one JSON object instead of the table");
+  return {bench, [o, mo, m] { return *m ? bench_memory(*mo) : bench_collectives(*o); }};
 }
 
 }  // namespace shardlab
