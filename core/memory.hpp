@@ -8,9 +8,10 @@
 
 namespace shardlab {
 
-// keep = true: blocks up to 256 MiB come from the heap and freed memory stays mapped (up to 1 GiB
-// of slack) for the next tensor. keep = false: glibc's documented defaults (128 KiB thresholds),
-// for measuring the difference. Process-wide; call it before devices start.
+// keep = true: blocks up to 256 MiB (32 MiB where glibc caps it) come from the heap and freed memory
+// stays mapped (up to 1 GiB of slack per process) for the next tensor. keep = false: glibc's default
+// 128 KiB thresholds, but fixed (any mallopt turns off glibc's sliding threshold), for measuring
+// the difference. Process-wide; call it before devices start.
 void keep_freed_memory(bool keep = true);
 
 }  // namespace shardlab

@@ -47,18 +47,28 @@ std::string read_text(const std::string& path) {
 
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
-void print_busbw_fit(const BenchResult& r, Backend backend, const Hardware& hw) {
+std::string busbw_fit_line(const BenchResult& r, Backend backend, const Hardware& hw) {
+  char line[512];
   try {
     const LinkFit f = fit_bench_link(r, hw.reduce_bytes_per_s);
-    std::printf("sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu sizes); "
-                "the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 build/bin/shardlab sweep "
-                "--what machine --backend mpi)\n",
-                backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f.alpha * 1e6,
-                f.bytes_per_s / 1e9, 100 * f.max_rel_err, f.points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
+    std::snprintf(line, sizeof line,
+                  "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu "
+                  "sizes); the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 "
+                  "build/bin/shardlab sweep --what machine --backend mpi)",
+                  backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f.alpha * 1e6,
+                  f.bytes_per_s / 1e9, 100 * f.max_rel_err, f.points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
   } catch (const Error&) {
-    std::printf("sweep: busbw: too few all_reduce sizes to fit alpha and the link rate\n");
+    return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
   }
+  return line;
 }
+
+// The tables that only the root computes from measurements every rank took part in, and the lines
+// it prints once the files are written.
+struct RootWork {
+  std::vector<DatTable> tables;
+  std::vector<std::string> lines;
+};
 
 int run_sweep(const SweepOptions& o) {
   const Backend backend = parse_backend(o.backend);
@@ -72,58 +82,75 @@ int run_sweep(const SweepOptions& o) {
   // Everything that can fail on bad input runs before anything is written.
   const std::vector<Hardware> presets = presets_with_machine(o.machine);
   const Hardware& machine = hardware_preset("this-machine", presets);
-  std::vector<DatTable> tables;
-  if (wants("bytes")) tables.push_back(bytes_sweep(o.dims, o.max_devices));
-  if (wants("share")) tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
-  if (wants("memory")) tables.push_back(memory_sweep(o.dims, o.max_devices));
-  if (wants("busbw")) {
-    if (!o.bench_csv.empty()) {
-      tables.push_back(
-          busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv, &machine));
-    } else {
-      BenchOptions b;
-      b.backend = o.backend;
-      b.min = o.min;
-      b.max = o.max;
-      b.iters = o.iters;
-      const BenchResult r = run_collectives_bench(b);
-      if (process_is_root()) {
-        tables.push_back(busbw_table(r, "measured in-process (" + o.backend + " backend, sizes " + o.min + " to " +
-                                            o.max + ")", &machine));
-        print_busbw_fit(r, backend, machine);
-      }
-    }
+  RootWork root;
+  if (wants("bytes")) root.tables.push_back(bytes_sweep(o.dims, o.max_devices));
+  if (wants("share")) root.tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
+  if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices));
+  if (wants("busbw") && !o.bench_csv.empty())
+    root.tables.push_back(
+        busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv, &machine));
+  // Measurements: every rank takes part; then only the root fits, tabulates and writes. An error
+  // there (a fit that fails, an unwritable --out) must reach the other ranks through agree() below
+  // rather than leave them waiting: the root says it in one sentence and the status is 2 everywhere.
+  BenchResult busbw_run, link_run;
+  MachineRates rates;
+  if (wants("busbw") && o.bench_csv.empty()) {
+    BenchOptions b;
+    b.backend = o.backend;
+    b.min = o.min;
+    b.max = o.max;
+    b.iters = o.iters;
+    busbw_run = run_collectives_bench(b);
   }
   if (wants("machine")) {
-    const MachineRates rates = measure_machine_rates();
+    rates = measure_machine_rates();
     if (backend == Backend::mpi) {  // the link: our ring all_reduce from 8 B to 32 MiB, fitted
       BenchOptions b;
       b.backend = "mpi";
       b.ops = "all_reduce";
       b.min = "8";
       b.max = "32M";
-      const BenchResult r = run_collectives_bench(b);
-      if (process_is_root()) {
-        const LinkFit link = fit_bench_link(r, rates.reduce_bytes_per_s);
-        const std::string source = "ring all_reduce on " + std::to_string(r.group_size) + " processes, " +
-                                   std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of " +
-                                   std::to_string(b.iters > 0 ? b.iters : 20) + " calls each";
-        tables.push_back(machine_table(rates, &link, source));
-        std::printf("sweep: this machine: alpha %.2f us, link %.2f GB/s (fit within %.0f%% over %zu sizes), "
-                    "reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s\n",
-                    link.alpha * 1e6, link.bytes_per_s / 1e9, 100 * link.max_rel_err, link.points,
-                    rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
-      }
-    } else {
-      tables.push_back(machine_table(rates));
-      std::printf("sweep: this machine: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s (the link needs mpiexec -n 2 "
-                  "... --backend mpi)\n",
-                  rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+      link_run = run_collectives_bench(b);
     }
   }
   int status = 0;
   if (process_is_root()) {
-    for (const auto& path : write_dat_files(o.out, tables)) std::cout << "sweep: wrote " << path << "\n";
+    try {
+      if (wants("busbw") && o.bench_csv.empty()) {
+        root.tables.push_back(busbw_table(busbw_run, "measured in-process (" + o.backend + " backend, sizes " + o.min +
+                                                         " to " + o.max + ")", &machine));
+        root.lines.push_back(busbw_fit_line(busbw_run, backend, machine));
+      }
+      if (wants("machine") && backend == Backend::mpi) {
+        const LinkFit link = fit_bench_link(link_run, rates.reduce_bytes_per_s);
+        const std::string source = "ring all_reduce on " + std::to_string(link_run.group_size) + " processes, " +
+                                   std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of 20 calls each (2 when "
+                                   "processes outnumber cores)";
+        root.tables.push_back(machine_table(rates, &link, source));
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "sweep: this machine: alpha %.2f us, link %.2f GB/s (fit within %.0f%% over %zu sizes), "
+                      "reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s",
+                      link.alpha * 1e6, link.bytes_per_s / 1e9, 100 * link.max_rel_err, link.points,
+                      rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+        root.lines.push_back(line);
+      } else if (wants("machine")) {
+        root.tables.push_back(machine_table(rates));
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "sweep: this machine: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s (the link needs mpiexec -n "
+                      "2 ... --backend mpi)",
+                      rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+        root.lines.push_back(line);
+      }
+      const std::vector<std::string> written = write_dat_files(o.out, root.tables);
+      for (const auto& l : root.lines) std::cout << l << "\n";
+      for (const auto& path : written) std::cout << "sweep: wrote " << path << "\n";
+    } catch (const Error& e) {
+      if (backend != Backend::mpi) throw;
+      std::cerr << "error: " << e.what() << "\n";
+      status = 2;
+    }
   }
   return backend == Backend::mpi ? mpi::agree(status) : status;
 }

@@ -62,15 +62,19 @@ Row read_row(const std::string& text, const std::string& path) {
   return r;
 }
 
-// The cell as a positive number; -1 for "-" when `optional`.
-double figure(const Row& r, const std::string& name, const std::string& path, bool optional) {
+// The cell as a number above `low` (or, `or_equal`, at least `low`) whose value times `scale` is
+// finite; -1 for "-" when `optional`.
+double figure(const Row& r, const std::string& name, const std::string& path, double scale, bool optional,
+              bool or_equal = false) {
   for (std::size_t i = 0; i < r.names.size(); ++i) {
     if (r.names[i] != name) continue;
     if (optional && r.cells[i] == "-") return -1;
     char* end = nullptr;
     const double v = std::strtod(r.cells[i].c_str(), &end);
-    if (end == r.cells[i].c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
-      throw Error(ErrorKind::parse, path + ": " + name + " is '" + r.cells[i] + "', not a positive number");
+    const bool ok = end != r.cells[i].c_str() && *end == '\0' && std::isfinite(v * scale) && (or_equal ? v >= 0 : v > 0);
+    if (!ok)
+      throw Error(ErrorKind::parse, path + ": " + name + " is '" + r.cells[i] + "', not a " +
+                                        (or_equal ? "non-negative" : "positive") + " number");
     return v;
   }
   throw Error(ErrorKind::parse, path + " has no column " + name + " (write it with: shardlab sweep --what machine)");
@@ -87,11 +91,15 @@ std::string fixed(double v, const char* format) {
 Hardware machine_from_dat(const std::string& text, const std::string& path) {
   const Row r = read_row(text, path);
   Hardware h = hardware_preset("this-machine");
-  const double gemm = figure(r, "gemm_GFLOPs", path, false), reduce = figure(r, "reduce_GBps", path, false);
-  const double alpha = figure(r, "alpha_us", path, true), link = figure(r, "link_GBps", path, true);
+  const double gemm = figure(r, "gemm_GFLOPs", path, 1e9, false), reduce = figure(r, "reduce_GBps", path, 1e9, false);
+  // alpha may be 0: the fit clamps a negative intercept there
+  const double alpha = figure(r, "alpha_us", path, 1e-6, true, true), link = figure(r, "link_GBps", path, 1e9, true);
+  if ((alpha < 0) != (link < 0))
+    throw Error(ErrorKind::parse, path + " has alpha_us or link_GBps but not both; write it again with: shardlab "
+                                         "sweep --what machine");
   h.flops_per_s = gemm * 1e9;
   h.reduce_bytes_per_s = reduce * 1e9;
-  const bool has_link = alpha > 0 && link > 0;
+  const bool has_link = alpha >= 0 && link > 0;
   if (has_link) {
     h.alpha = alpha * 1e-6;
     h.bytes_per_s = link * 1e9;

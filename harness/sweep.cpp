@@ -338,9 +338,10 @@ DatTable busbw_table(const BenchResult& r, const std::string& source, const Hard
   t.notes.push_back(
       fitted ? "fit: alpha " + num(fit.alpha * 1e6, "%.3g") + " us, link " + num(fit.bytes_per_s / 1e9, "%.3g") +
                    " GB/s, within " + num(100 * fit.max_rel_err, "%.0f") + "% over " + integer(fit.points) +
-                   " sizes: alpha-beta fitted to this run's ours all_reduce (the preset's reduction rate); preset: "
-                   "alpha " + num(hw.alpha * 1e6, "%.3g") + " us, link " + num(hw.bytes_per_s / 1e9, "%.3g") + " GB/s"
+                   " sizes: alpha-beta fitted to this run's ours all_reduce (the preset's reduction rate)"
              : "fit: '-' (this run has fewer than two all_reduce sizes, or their times do not grow with size)");
+  t.notes.push_back("preset: alpha " + num(hw.alpha * 1e6, "%.3g") + " us, link " + num(hw.bytes_per_s / 1e9, "%.3g") +
+                    " GB/s (this-machine: " + hw.description + ")");
   t.columns = {"size_B", "ours_us", "ours_busbw_GBps", "native_us", "native_busbw_GBps", "model_us",
                "model_busbw_GBps", "fit_us", "fit_busbw_GBps"};
   for (const auto& row : r.rows) {
@@ -466,7 +467,7 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
                   : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
   t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),
-                            num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.3f") : "-",
+                            num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.4g") : "-",
                             link ? num(link->bytes_per_s / 1e9, "%.3f") : "-", link ? integer(link->points) : "-",
                             link ? num(100 * link->max_rel_err, "%.1f") : "-"}}});
   return t;

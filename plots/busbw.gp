@@ -14,7 +14,7 @@ ops = system("sed -n 's/^# block [0-9]* (gnuplot index [0-9]*): //p' ".file)
 native = int(system("awk '!/^#/ && NF && $4 != \"-\" {n++} END {print n+0}' ".file)) > 0
 setup = system("sed -n 's/^# bench: \\(shardlab bench collectives: \\)\\{0,1\\}//p' ".file." | head -1")
 fitted = system("sed -n 's/^# fit: alpha \\([^,]*\\), link \\([^,]*\\),.*/\\1, \\2/p' ".file)
-preset = system("sed -n 's/^# fit: .*preset: alpha \\(.*\\), link \\(.*\\)/\\1, \\2/p' ".file)
+preset = system("sed -n 's/^# preset: alpha \\([^,]*\\), link \\([^ ]* GB\\/s\\).*/\\1, \\2/p' ".file)
 
 set datafile missing "-"
 set title "Bus bandwidth against message size: ".setup."\n". \

@@ -78,10 +78,29 @@ TEST_CASE("machine.dat written by the sweep reads back the same figures") {
   CHECK(h.source.find("measured 20") != std::string::npos);  // the sweep stamps when and where
 }
 
+TEST_CASE("machine.dat: alpha may be 0 (the fit clamps a negative intercept there)") {
+  MachineRates m;
+  m.gemm_n = 64;
+  m.gemm_flops_per_s = 1e9;
+  m.reduce_bytes = 1024;
+  m.reduce_bytes_per_s = 1e9;
+  LinkFit f;
+  f.alpha = 0;
+  f.bytes_per_s = 2e9;
+  const Hardware h = machine_from_dat(machine_table(m, &f, "test").text(), "zero.dat");
+  CHECK(h.alpha == 0);
+  CHECK(h.bytes_per_s == doctest::Approx(2e9));
+  f.alpha = 3e-10;  // 0.0003 us: written with enough digits to read back
+  CHECK(machine_from_dat(machine_table(m, &f, "test").text(), "tiny.dat").alpha == doctest::Approx(3e-10));
+}
+
 TEST_CASE("machine.dat: anything else is a parse error naming the file") {
   std::string bad_number = kMachineDat;
   bad_number.replace(bad_number.find("20.000"), 6, "-3.000");
-  for (const std::string& text : {std::string("# nothing here\n"), std::string("not a table\n"), bad_number,
+  std::string half_link = kMachineDat, huge = kMachineDat;
+  half_link.replace(half_link.find("4.000"), 5, "    -");
+  huge.replace(huge.find("20.000"), 6, "1e+307");
+  for (const std::string& text : {std::string("# nothing here\n"), std::string("not a table\n"), bad_number, half_link, huge,
                                   std::string(kMachineDat).substr(0, std::string(kMachineDat).size() - 20)}) {
     CAPTURE(text);
     try {
@@ -132,7 +151,9 @@ TEST_CASE("shardlab cost and ffn --machine: times from the file's figures, by ha
   REQUIRE(ffn.status == 0);
   const auto f = nlohmann::json::parse(ffn.out);
   CHECK(f["model"]["preset"] == "this-machine");
-  CHECK(f["model"]["compute_seconds"].get<double>() == doctest::Approx(f["flops_per_device"].get<double>() / 20e9));
+  // gspmd on 2x4 at the default B=8,S=4,M=16,H=64: each device multiplies x [4,4,16] by W_in [16,16]
+  // and h [4,4,16] by W_out [16,16]: 2 * 2*4*4*16*16 = 16384 FLOPs.
+  CHECK(f["model"]["compute_seconds"].get<double>() == doctest::Approx(16384 / 20e9));
 
   for (const std::string cmd : {"shardlab cost --machine /nonexistent.dat", "shardlab ffn --plan-only --machine /etc/hostname"}) {
     CAPTURE(cmd);
