@@ -36,8 +36,9 @@ const std::vector<Hardware>& hardware_presets() {
        "1.98 us and link 4.46 GB/s fitted to our ring all_reduce from 8 B to 32 MiB (runs gave 1.97-2.00 us, "
        "4.44-4.83 GB/s); the ring's reduction loop 26.2 GB/s; 512x512 float64 GEMM 51.7 GFLOP/s. The fit misses "
        "by up to 81-82%: small messages cost more than one alpha, MPICH changes protocol at 8 KiB, and busbw "
-       "falls as buffers leave the cache. Machines of this kind differ: on 2026-11-22 another gave 0.96 us and "
-       "7.47 GB/s. Measure yours and pass it with --machine (harness/machine.hpp)",
+       "falls as buffers leave the cache. Runs differ more than three runs suggest: 25 minutes later the same "
+       "command here fitted 0.94 us and 6.76 GB/s, and on 2026-11-22 (maybe on another VM) 0.96 us and 7.47 "
+       "GB/s. Measure yours and pass it with --machine (harness/machine.hpp)",
        1.98e-6, 4.46e9, 26.2e9, 51.7e9, 8},
   };
   return presets;

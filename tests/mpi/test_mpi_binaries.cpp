@@ -46,7 +46,7 @@ TEST_SUITE("mpi binaries") {
 
   TEST_CASE("--plan-only runs on no devices, so any process count will do") {
     if (!runs_here()) return;
-    for (const std::string launch : {kClean, kClean + "mpiexec -n 2 "}) {  // clean: not this job's PMI
+    for (const std::string& launch : {kClean, kClean + "mpiexec -n 2 "}) {  // clean: not this job's PMI
       CAPTURE(launch);
       auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --plan-only --backend mpi", launch);
       CHECK(r.status == 0);
