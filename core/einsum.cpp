@@ -173,11 +173,10 @@ Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b) {
   // A as [batch, M, K] and B as [batch, K, N], row-major and contiguous: the inputs themselves when
   // their dims are already in that order (no copy), else a transposed copy.
   const auto pa = positions(bat + fa + con, eq.a), pb = positions(bat + con + fb, eq.b);
-  Tensor ta, tb;
-  if (!identity(pa)) ta = permuted(a, pa);
-  if (!identity(pb)) tb = permuted(b, pb);
-  const double* da = identity(pa) ? a.data() : ta.data();
-  const double* db = identity(pb) ? b.data() : tb.data();
+  const bool a_in_order = identity(pa), b_in_order = identity(pb);
+  const Tensor ta = a_in_order ? Tensor() : permuted(a, pa), tb = b_in_order ? Tensor() : permuted(b, pb);
+  const double* da = a_in_order ? a.data() : ta.data();
+  const double* db = b_in_order ? b.data() : tb.data();
   Tensor r = xt::empty<double>(Shape{nb * m * n});
   using Matrix = std::array<std::size_t, 2>;
   for (std::size_t t = 0; t < nb; ++t) {

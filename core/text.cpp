@@ -1,6 +1,9 @@
 #include "core/text.hpp"
 
 #include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -66,6 +69,20 @@ bool is_identifier(const std::string& text) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   }
   return true;
+}
+
+std::string format_number(double v, const char* printf_format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, printf_format, v);
+  return buf;
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::io, "cannot read " + what + " " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 }  // namespace shardlab

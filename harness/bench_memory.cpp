@@ -20,21 +20,10 @@ namespace shardlab {
 
 namespace {
 
-// The mesh `shardlab ffn` gives the strategy by default.
-std::string default_mesh(const FfnStrategy& s) {
-  return s.mesh_axes == 2 ? "X=2,Y=4" : s.mesh_axes == 1 ? "Y=4" : "X=4";
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string fixed(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 }  // namespace
@@ -50,7 +39,7 @@ std::vector<MemoryBenchRow> run_memory_bench(const MemoryBenchOptions& o) {
   for (const auto& name : split(o.strategies, ',')) strategies.push_back(&ffn_strategy(trim(name)));
   std::vector<Mesh> meshes;
   for (const FfnStrategy* s : strategies) {
-    meshes.push_back(Mesh::parse(default_mesh(*s)));
+    meshes.push_back(Mesh::parse(ffn_default_mesh(*s)));
     config.strategy = s->name;
     plan_ffn(meshes.back(), config);  // the dims must divide: exit 2 before any timing
   }
@@ -88,7 +77,7 @@ int bench_memory(const MemoryBenchOptions& o) {
   const std::vector<MemoryBenchRow> rows = run_memory_bench(o);
   const bool pass = std::all_of(rows.begin(), rows.end(), [](const MemoryBenchRow& r) { return r.pass; });
   std::vector<std::string> ratios;
-  for (const auto& r : rows) ratios.push_back(fixed(r.released_seconds / r.kept_seconds, "%.2f") + " " + r.strategy);
+  for (const auto& r : rows) ratios.push_back(format_number(r.released_seconds / r.kept_seconds, "%.2f") + " " + r.strategy);
   if (o.json) {
     nlohmann::ordered_json j;
     j["bench"] = "memory";
@@ -116,8 +105,8 @@ int bench_memory(const MemoryBenchOptions& o) {
                "the machine is busy\n";
   Table t({"strategy", "mesh", "released_s", "kept_s", "released/kept", "verified"});
   for (const auto& r : rows)
-    t.add({r.strategy, r.mesh, fixed(r.released_seconds, "%.4f"), fixed(r.kept_seconds, "%.4f"),
-           fixed(r.released_seconds / r.kept_seconds, "%.2f"), r.pass ? "yes" : "NO"});
+    t.add({r.strategy, r.mesh, format_number(r.released_seconds, "%.4f"), format_number(r.kept_seconds, "%.4f"),
+           format_number(r.released_seconds / r.kept_seconds, "%.2f"), r.pass ? "yes" : "NO"});
   std::cout << t.text();
   std::cout << (pass ? "bench memory: released/kept " : "FAIL bench memory: a step did not verify; released/kept ")
             << join(ratios, ", ") << "\n";

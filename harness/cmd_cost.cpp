@@ -30,12 +30,6 @@ struct CostOptions {
 
 const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
 
-std::string fixed(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // The algorithm that sends the least (ring; pairwise for all_to_all) and the one with the fewest
 // steps, where the model has it.
 Algorithm bandwidth_algorithm(const std::string& op) {
@@ -96,9 +90,9 @@ int run(const CostOptions& o) {
   text += o.sources ? ":\n" : " (--sources says where each number comes from):\n";
   Table pt({"preset", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/element", "what"});
   for (const Hardware* h : presets)
-    pt.add({h->name, fixed(h->alpha * 1e6, "%.2f"), fixed(h->bytes_per_s / 1e9, "%.2f"),
-            fixed(h->reduce_bytes_per_s / 1e9, "%.1f"), fixed(h->flops_per_s / 1e12, "%.4g"),
-            fixed(h->element_bytes, "%.0f"), h->description});
+    pt.add({h->name, format_number(h->alpha * 1e6, "%.2f"), format_number(h->bytes_per_s / 1e9, "%.2f"),
+            format_number(h->reduce_bytes_per_s / 1e9, "%.1f"), format_number(h->flops_per_s / 1e12, "%.4g"),
+            format_number(h->element_bytes, "%.0f"), h->description});
   text += pt.text();
   if (o.sources)
     for (const Hardware* h : presets) text += "  " + h->name + ": " + h->source + "\n";
@@ -121,9 +115,9 @@ int run(const CostOptions& o) {
         }
         const std::string faster = p == 1 ? "-" : !doubling || rs <= ds ? first : "doubling";
         const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
-        t.add({h->name, human_bytes(n), fixed(rs * 1e6, "%.2f"), doubling ? fixed(ds * 1e6, "%.2f") : "-", faster,
+        t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), doubling ? format_number(ds * 1e6, "%.2f") : "-", faster,
                human_bytes(rt.link_bytes), doubling ? human_bytes(dt.link_bytes) : "-",
-               std::isnan(busbw) ? "-" : fixed(busbw, "%.2f")});
+               std::isnan(busbw) ? "-" : format_number(busbw, "%.2f")});
         for (Algorithm a : {bw, Algorithm::recursive_doubling}) {
           if (a == Algorithm::recursive_doubling && !doubling) continue;
           const CollectiveTerms k = a == bw ? rt : dt;

@@ -54,8 +54,7 @@ std::string model_text(const StepCost& c, const Hardware& hw) {
 
 // One-axis strategies under mpiexec get a line of one device per process.
 std::string default_mesh(const FfnStrategy& s, const CommonOptions& common) {
-  if (s.mesh_axes == 2) return "X=2,Y=4";
-  return (s.mesh_axes == 1 ? "Y=" : "X=") + std::to_string(line_devices(common, 4));
+  return ffn_default_mesh(s, line_devices(common, 4));
 }
 
 std::string specs_line(const FfnSpecs& f) {

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -37,29 +36,17 @@ struct SweepOptions {
 
 const std::vector<std::string> kWhat = {"bytes", "share", "memory", "busbw", "machine"};
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::io, "cannot read --bench-csv " + path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
-std::string busbw_fit_line(const BenchResult& r, Backend backend, const Hardware& hw) {
+std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, const Hardware& hw) {
+  if (!f) return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
   char line[512];
-  try {
-    const LinkFit f = fit_bench_link(r, hw.reduce_bytes_per_s);
-    std::snprintf(line, sizeof line,
-                  "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu "
-                  "sizes); the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 "
-                  "build/bin/shardlab sweep --what machine --backend mpi)",
-                  backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f.alpha * 1e6,
-                  f.bytes_per_s / 1e9, 100 * f.max_rel_err, f.points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
-  } catch (const Error&) {
-    return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
-  }
+  std::snprintf(line, sizeof line,
+                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu "
+                "sizes); the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 "
+                "build/bin/shardlab sweep --what machine --backend mpi)",
+                backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f->alpha * 1e6,
+                f->bytes_per_s / 1e9, 100 * f->max_rel_err, f->points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
   return line;
 }
 
@@ -88,7 +75,7 @@ int run_sweep(const SweepOptions& o) {
   if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices));
   if (wants("busbw") && !o.bench_csv.empty())
     root.tables.push_back(
-        busbw_table(parse_bench_csv(read_text(o.bench_csv), o.bench_csv), "read from " + o.bench_csv, &machine));
+        busbw_table(parse_bench_csv(read_text_file(o.bench_csv, "--bench-csv"), o.bench_csv), "read from " + o.bench_csv, &machine));
   // Measurements: every rank takes part; then only the root fits, tabulates and writes. An error
   // there (a fit that fails, an unwritable --out) must reach the other ranks through agree() below
   // rather than leave them waiting: the root says it in one sentence and the status is 2 everywhere.
@@ -117,9 +104,10 @@ int run_sweep(const SweepOptions& o) {
   if (process_is_root()) {
     try {
       if (wants("busbw") && o.bench_csv.empty()) {
+        std::optional<LinkFit> fit;
         root.tables.push_back(busbw_table(busbw_run, "measured in-process (" + o.backend + " backend, sizes " + o.min +
-                                                         " to " + o.max + ")", &machine));
-        root.lines.push_back(busbw_fit_line(busbw_run, backend, machine));
+                                                         " to " + o.max + ")", &machine, &fit));
+        root.lines.push_back(busbw_fit_line(fit, backend, machine));
       }
       if (wants("machine") && backend == Backend::mpi) {
         const LinkFit link = fit_bench_link(link_run, rates.reduce_bytes_per_s);

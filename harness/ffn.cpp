@@ -33,6 +33,11 @@ const std::vector<FfnStrategy>& ffn_strategies() {
   return all;
 }
 
+std::string ffn_default_mesh(const FfnStrategy& s, int line) {
+  if (s.mesh_axes == 2) return "X=2,Y=4";
+  return (s.mesh_axes == 1 ? "Y=" : "X=") + std::to_string(line);
+}
+
 std::string ffn_strategy_names() {
   std::vector<std::string> names;
   for (const auto& s : ffn_strategies()) names.push_back(s.name);

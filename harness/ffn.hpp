@@ -65,6 +65,9 @@ struct FfnStrategy {
 const std::vector<FfnStrategy>& ffn_strategies();  // gspmd, column, row, pairwise, row_column, data
 const FfnStrategy& ffn_strategy(const std::string& name);  // Error(parse) listing the names
 std::string ffn_strategy_names();                          // "gspmd|column|..."
+// The mesh a strategy runs on by default: X=2,Y=4 for two axes (the article's), else a line of
+// `line` devices, Y for the one-axis Megatron cuts and X for data parallelism.
+std::string ffn_default_mesh(const FfnStrategy& s, int line = 4);
 
 // Logical dim names of x, W_in, h, W_out, y: (batch, seq, embed), (embed_kernel, hidden), ...
 struct FfnLogical {

@@ -80,12 +80,6 @@ double figure(const Row& r, const std::string& name, const std::string& path, do
   throw Error(ErrorKind::parse, path + " has no column " + name + " (write it with: shardlab sweep --what machine)");
 }
 
-std::string fixed(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 }  // namespace
 
 Hardware machine_from_dat(const std::string& text, const std::string& path) {
@@ -106,9 +100,9 @@ Hardware machine_from_dat(const std::string& text, const std::string& path) {
   }
   const std::string when = r.measured.empty() ? "" : ", measured " + r.measured;
   h.description = "this machine as measured in " + path + " (float64)";
-  h.source = "read from " + path + when + " by shardlab sweep --what machine: float64 GEMM " + fixed(gemm, "%.3g") +
-             " GFLOP/s, reduction " + fixed(reduce, "%.3g") + " GB/s" +
-             (has_link ? ", alpha " + fixed(alpha, "%.3g") + " us and link " + fixed(link, "%.3g") +
+  h.source = "read from " + path + when + " by shardlab sweep --what machine: float64 GEMM " + format_number(gemm, "%.3g") +
+             " GFLOP/s, reduction " + format_number(reduce, "%.3g") + " GB/s" +
+             (has_link ? ", alpha " + format_number(alpha, "%.3g") + " us and link " + format_number(link, "%.3g") +
                              " GB/s fitted to our ring all_reduce under MPI"
                        : "; the file has no link (a sim run), so alpha and the link rate are the stored preset's "
                          "(measure them: mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi)");
@@ -118,11 +112,7 @@ Hardware machine_from_dat(const std::string& text, const std::string& path) {
 std::vector<Hardware> presets_with_machine(const std::string& path) {
   std::vector<Hardware> presets = hardware_presets();
   if (path.empty()) return presets;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::io, "cannot read --machine " + path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  const Hardware measured = machine_from_dat(s.str(), path);
+  const Hardware measured = machine_from_dat(read_text_file(path, "--machine"), path);
   for (auto& h : presets)
     if (h.name == measured.name) h = measured;
   return presets;

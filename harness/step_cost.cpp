@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/text.hpp"
 #include "harness/cost.hpp"
 #include "harness/table.hpp"
 
@@ -19,12 +20,6 @@ namespace {
 double modeled_bytes(const PlanStep& s, const Hardware& hw) {
   const Shape& whole = s.kind == StepKind::all_gather ? s.local_after : s.local_before;
   return double(element_count(whole)) * hw.element_bytes;
-}
-
-std::string fixed(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 }  // namespace
@@ -64,12 +59,12 @@ std::string step_cost_text(const StepCost& cost, const Hardware& hw) {
   Table t({"phase", "collective", "tensor", "over", "devices", "size", "modeled_us"});
   for (const auto& k : cost.collectives)
     t.add({phase_name(k.phase), k.op, k.tensor, k.axes, std::to_string(k.group), human_bytes(k.n_bytes),
-           fixed(k.seconds * 1e6, "%.1f")});
+           format_number(k.seconds * 1e6, "%.1f")});
   std::string out = cost.collectives.empty() ? "  (no collectives)\n" : t.text();
-  out += "  communication " + fixed(cost.comm_seconds * 1e3, "%.3f") + " ms + compute " +
-         fixed(cost.compute_seconds * 1e3, "%.3f") + " ms (matmul FLOPs at " + fixed(hw.flops_per_s / 1e12, "%.4g") +
-         " TFLOP/s): communication is " + fixed(100 * cost.share(), "%.1f") + "% of the step (ring collectives, " +
-         fixed(hw.element_bytes, "%.0f") + " B per element, nothing overlapped)\n";
+  out += "  communication " + format_number(cost.comm_seconds * 1e3, "%.3f") + " ms + compute " +
+         format_number(cost.compute_seconds * 1e3, "%.3f") + " ms (matmul FLOPs at " + format_number(hw.flops_per_s / 1e12, "%.4g") +
+         " TFLOP/s): communication is " + format_number(100 * cost.share(), "%.1f") + "% of the step (ring collectives, " +
+         format_number(hw.element_bytes, "%.0f") + " B per element, nothing overlapped)\n";
   return out;
 }
 

@@ -26,12 +26,7 @@ namespace shardlab {
 
 namespace {
 
-std::string num(double v, const char* format = "%.6g") {
-  if (std::isnan(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
+std::string num(double v, const char* format = "%.6g") { return std::isnan(v) ? "-" : format_number(v, format); }
 std::string integer(std::size_t v) { return std::to_string(v); }
 
 // "X=2,Y=4" -> "2x4"; "D=8" -> "8".
@@ -313,7 +308,8 @@ DatTable share_sweep(const std::string& dims_text, int max_devices, const std::v
 
 // ---- busbw ----
 
-DatTable busbw_table(const BenchResult& r, const std::string& source, const Hardware* machine) {
+DatTable busbw_table(const BenchResult& r, const std::string& source, const Hardware* machine,
+                     std::optional<LinkFit>* fit_out) {
   const Hardware& hw = machine ? *machine : hardware_preset("this-machine");
   DatTable t;
   t.name = "busbw";
@@ -332,6 +328,7 @@ DatTable busbw_table(const BenchResult& r, const std::string& source, const Hard
     fitted = true;
   } catch (const Error&) {
   }
+  if (fit_out) *fit_out = fitted ? std::optional<LinkFit>(fit) : std::nullopt;
   Hardware run_hw = hw;
   run_hw.alpha = fit.alpha;
   run_hw.bytes_per_s = fit.bytes_per_s;

@@ -15,6 +15,7 @@
 // Nothing here allocates the tensors it describes: bytes, FLOPs and memory come from plan_ffn.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,11 @@ DatTable share_sweep(const std::string& dims = "article", int max_devices = 64,
                      const std::vector<Hardware>* presets = nullptr);
 
 // busbw per collective from a benchmark run, or from its CSV (bench_csv's format).
-// The model line is `machine`'s (default: the stored this-machine preset).
-DatTable busbw_table(const BenchResult& result, const std::string& source, const Hardware* machine = nullptr);
+// The model line is `machine`'s (default: the stored this-machine preset). The fit line is alpha
+// and the link rate fitted to the run's own all_reduce (fit_bench_link); `fit`, when given, gets it
+// (empty when the run cannot be fitted).
+DatTable busbw_table(const BenchResult& result, const std::string& source, const Hardware* machine = nullptr,
+                     std::optional<LinkFit>* fit = nullptr);
 BenchResult parse_bench_csv(const std::string& text, const std::string& path);
 
 // Rates of this machine's float64 arithmetic, for the this-machine preset: the best of `reps`

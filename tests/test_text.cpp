@@ -1,7 +1,11 @@
-// core/text.cpp: split, split_top, trim, join, parse_positive, is_identifier.
+// core/text.cpp: split, split_top, trim, join, parse_positive, is_identifier, format_number,
+// read_text_file.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "core/error.hpp"
@@ -78,4 +82,26 @@ TEST_CASE("is_identifier: letters, digits, underscore, not leading digit") {
   CHECK_FALSE(is_identifier("a b"));
   CHECK_FALSE(is_identifier("(X)"));
   CHECK_FALSE(is_identifier("X;Y"));
+}
+
+TEST_CASE("format_number: one double through a printf format") {
+  CHECK(format_number(0.5, "%.2f") == "0.50");
+  CHECK(format_number(1234.5678, "%.4g") == "1235");
+  CHECK(format_number(3e-10 * 1e6, "%.4g") == "0.0003");
+}
+
+TEST_CASE("read_text_file: the whole file, or an io error naming what and where") {
+  const std::string path = "/tmp/shardlab_text_" + std::to_string(::getpid());
+  std::ofstream(path, std::ios::binary) << "a\nb\0c";
+  CHECK(read_text_file(path, "--x") == std::string("a\nb"));  // the literal stops at \0
+  std::ofstream(path, std::ios::binary).write("a\0b", 3);
+  CHECK(read_text_file(path, "--x") == std::string("a\0b", 3));
+  std::remove(path.c_str());
+  try {
+    read_text_file("/nonexistent/f.csv", "--bench-csv");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::io);
+    CHECK(std::string(e.what()) == "cannot read --bench-csv /nonexistent/f.csv");
+  }
 }
