@@ -5,6 +5,10 @@
 namespace shardlab {
 
 void use_one_blas_thread();      // many devices share 2 cores: one BLAS thread each
-std::string blas_description();  // "OpenBLAS 0.3.21 ... (core Haswell)" for benchmark headers
+// "OpenBLAS 0.3.21 ... (kernels: SkylakeX, chosen by shardlab for this AVX-512 CPU)", or
+// "(kernels: Haswell, OPENBLAS_CORETYPE=Haswell set by the user)", for benchmark headers.
+// On an AVX-512 CPU every program that links this file runs with SkylakeX kernels unless the user
+// set OPENBLAS_CORETYPE (blas.cpp says how and why).
+std::string blas_description();
 
 }  // namespace shardlab
