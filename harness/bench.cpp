@@ -1,12 +1,19 @@
 #include "harness/bench.hpp"
 
+#include <mpi.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -38,36 +45,142 @@ std::string fixed(double v, int digits) {
 //                   out[q*c + j] = q + j%13
 //   reduce_scatter  in[i] = p + i%13 (count)      out[j] = n(n-1)/2 + n*((p*c + j)%13)
 //   all_to_all      in[i] = 100p + i%97           out[q*c + j] = 100q + (p*c + j)%97
-Tensor bench_input(const std::string& op, int p, int n, std::size_t count) {
+// MPICH's calls alternate between two inputs: variant v adds v to every input value, so v to every
+// output value of all_gather and all_to_all and n*v to those of all_reduce and reduce_scatter
+// (shift_of). A call that leaves its preallocated output untouched then shows the previous call's
+// values, off by that shift: wrong, without refilling the output before each call. Ours returns a
+// new, zero-filled tensor from every call and keeps variant 0: a second input of up to 16 MiB in a
+// sim device thread's malloc arena would push our 16 MiB all_reduce past the arena's 64 MiB heap,
+// and glibc would then map and fault in a new heap on every call (measured here: 6.5 ms -> 70-77 ms per call).
+Tensor bench_input(const std::string& op, int p, int n, std::size_t count, int variant) {
   const std::size_t len = op == "all_gather" ? count / n : count;
   Tensor t = xt::zeros<double>({len});
   double* d = t.data();
-  for (std::size_t i = 0; i < len; ++i) d[i] = op == "all_to_all" ? 100.0 * p + i % 97 : p + double(i % 13);
+  for (std::size_t i = 0; i < len; ++i)
+    d[i] = (op == "all_to_all" ? 100.0 * p + i % 97 : p + double(i % 13)) + variant;
   return t;
 }
 
-std::size_t count_wrong(const std::string& op, int p, int n, std::size_t count, const Tensor& out, double perturb) {
+double shift_of(const std::string& op, int n, int variant) {
+  return (op == "all_reduce" || op == "reduce_scatter" ? n : 1) * double(variant);
+}
+
+// Wrong elements among the `got` doubles at `d` (a wrong length: every expected element is wrong);
+// `perturb` is added to every expected value (the input variant's shift, and 1 for --perturb-expected).
+// It runs after every timed call, so it walks the blocks with running remainders: no string compare,
+// division or modulo per element. `!(a == b)`: NaN (a call that wrote nothing) counts as wrong.
+std::size_t count_wrong(const std::string& op, int p, int n, std::size_t count, const double* d, std::size_t got,
+                        double perturb) {
   const std::size_t c = count / n, len = op == "reduce_scatter" ? c : count;
-  if (out.size() != len) return len;
+  if (got != len) return len;
   const double tri = n * (n - 1) / 2.0;
-  const double* d = out.data();
   std::size_t wrong = 0;
-  for (std::size_t k = 0; k < len; ++k) {
-    double want;
-    if (op == "all_reduce") want = tri + n * double(k % 13);
-    else if (op == "all_gather") want = double(k / c) + double(k % c % 13);
-    else if (op == "reduce_scatter") want = tri + n * double((p * c + k) % 13);
-    else want = 100.0 * double(k / c) + double((p * c + k % c) % 97);
-    wrong += d[k] != want + perturb;
+  if (op == "all_reduce" || op == "reduce_scatter") {  // tri + n * ((start + k) % 13)
+    std::size_t r = op == "all_reduce" ? 0 : (std::size_t(p) * c) % 13;
+    for (std::size_t k = 0; k < len; ++k) {
+      wrong += !(d[k] == tri + n * double(r) + perturb);
+      if (++r == 13) r = 0;
+    }
+    return wrong;
+  }
+  const bool gather = op == "all_gather";  // block q: q + j%13, or 100q + (p*c + j)%97
+  for (std::size_t q = 0, k = 0; q < std::size_t(n); ++q) {
+    const double base = (gather ? double(q) : 100.0 * double(q)) + perturb;
+    const std::size_t m = gather ? 13 : 97;
+    std::size_t r = gather ? 0 : (std::size_t(p) * c) % 97;
+    for (std::size_t j = 0; j < c; ++j, ++k) {
+      wrong += !(d[k] == base + double(r));
+      if (++r == m) r = 0;
+    }
   }
   return wrong;
 }
 
+// The one place the benchmark calls our collectives.
 Tensor call(const std::string& op, Device& dev, const Tensor& in, const std::vector<std::string>& axes) {
   if (op == "all_reduce") return all_reduce(dev, in, axes, "bench");
   if (op == "all_gather") return all_gather(dev, in, axes, 0, "bench");
   if (op == "reduce_scatter") return reduce_scatter(dev, in, axes, 0, "bench");
   return all_to_all(dev, in, axes, 0, 0, "bench");
+}
+
+// MPICH's own collectives, called directly on a communicator of the group (its rank = the
+// member's position in the group, so inputs and expected values are ours) with buffers the caller
+// preallocated: native_us is the MPI_* call alone. shardlab's --collectives native path
+// (collectives/ring.cpp) adds a signature exchange, an MPI_Ibarrier and staging copies per call;
+// none of that is timed here. A rank enters MPICH only after the untimed meeting (meet below), so a
+// failure elsewhere stops the run in that meeting instead of leaving ranks inside MPICH.
+class Mpich {
+ public:
+  explicit Mpich(const Group& g) : n_(g.size()) {
+    check(MPI_Comm_split(MPI_COMM_WORLD, g.members[0], g.me, &comm_), "MPI_Comm_split");
+  }
+  ~Mpich() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  Mpich(const Mpich&) = delete;
+  Mpich& operator=(const Mpich&) = delete;
+
+  // `in` holds the op's input (count/n doubles for all_gather, count otherwise); `out` its output
+  // (count/n doubles for reduce_scatter, count otherwise).
+  void call(const std::string& op, const double* in, std::size_t count, double* out) const {
+    const std::size_t each = count / n_;
+    if (count > static_cast<std::size_t>(INT_MAX))
+      throw Error(ErrorKind::unsupported, op + " of " + std::to_string(count) +
+                                              " doubles is more than one MPI call can carry here (int counts)");
+    const int c = static_cast<int>(count), e = static_cast<int>(each);
+    if (op == "all_reduce") check(MPI_Allreduce(in, out, c, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+    else if (op == "all_gather") check(MPI_Allgather(in, e, MPI_DOUBLE, out, e, MPI_DOUBLE, comm_), "MPI_Allgather");
+    else if (op == "reduce_scatter")
+      check(MPI_Reduce_scatter_block(in, out, e, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
+    else check(MPI_Alltoall(in, e, MPI_DOUBLE, out, e, MPI_DOUBLE, comm_), "MPI_Alltoall");
+  }
+
+ private:
+  static void check(int rc, const char* what) {
+    if (rc != MPI_SUCCESS) throw Error(ErrorKind::device, std::string("shardlab bench collectives: ") + what + " failed");
+  }
+  int n_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// The group meets before every timed call: n-1 ring steps of an 8-byte control message (after
+// step s a member knows the s members before it have arrived). It waits like any exchange of the
+// transport, so a failed or missing device stops it instead of hanging. Untimed in the calls'
+// figures; returns its own seconds (the `sync` header line).
+double meet(Device& dev, const Group& g) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t token = 0, got = 0;
+  for (int s = 0; s + 1 < g.size(); ++s)
+    dev.transport().control_sendrecv(g, g.next(), &token, sizeof token, g.prev(), &got, sizeof got);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// memcpy's buffers: mapped apart from malloc and touched once. Taken from a device thread's malloc
+// arena, two blocks of up to 2 x 16 MiB would crowd that arena's 64 MiB heap, and our
+// collectives' own buffers would then be mapped and faulted in afresh on every call.
+class Pages {
+ public:
+  explicit Pages(std::size_t bytes, unsigned char fill) : bytes_(std::max<std::size_t>(bytes, 1)) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<unsigned char*>(p);
+    std::memset(data_, fill, bytes_);
+  }
+  ~Pages() { munmap(data_, bytes_); }
+  Pages(const Pages&) = delete;
+  Pages& operator=(const Pages&) = delete;
+  unsigned char* data() { return data_; }
+
+ private:
+  std::size_t bytes_;
+  unsigned char* data_ = nullptr;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 std::vector<std::size_t> sizes(const BenchOptions& o) {
@@ -121,6 +234,11 @@ double bus_factor(const std::string& op, int n) {
   return (op == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n;
 }
 
+std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count) {
+  if (n <= 1) return 0;
+  return (op == "all_reduce" ? 2 : 1) * std::size_t(n - 1) * (count / n) * sizeof(double);
+}
+
 BenchResult run_collectives_bench(const BenchOptions& o) {
   const Backend backend = parse_backend(o.backend);
   Runtime rt(backend);
@@ -137,90 +255,166 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const bool crowded = here > cores();
   const int iters = o.iters >= 1 ? o.iters : crowded ? 2 : 20, warmup = o.warmup >= 0 ? o.warmup : crowded ? 1 : 5;
   const bool native = backend == Backend::mpi;
+  auto count_of = [&](std::size_t b) { return std::max<std::size_t>(n, b / sizeof(double) / n * n); };
 
   BenchResult result;
   result.group_size = n;
   result.native = native;
+  result.iters = iters;
   auto& h = result.header;
   h.push_back("shardlab bench collectives: backend " + o.backend + ", mesh " + mesh.text() + ", group over " +
               axes_text(axes) + " (" + std::to_string(n) + " devices)");
   h.push_back(std::to_string(here) + (backend == Backend::mpi ? " ranks (processes)" : " devices (threads)") +
               " on this host's " + std::to_string(cores()) + " cores; " + std::to_string(iters) +
               " timed calls per size after " + std::to_string(warmup) + " warm-up" +
-              (native ? ", ours and native interleaved call by call" : ""));
+              (native ? ", ours and native alternating which runs first" : ""));
   h.push_back("BLAS (kernel set): " + blas_description() + "; reductions: a plain C++ loop");
   h.push_back(std::string("ours: ring all_reduce/all_gather/reduce_scatter, pairwise all_to_all over ") +
               (native ? "MPI_Isend/MPI_Irecv" : "in-process mailboxes") +
               (native ? "; native: " + mpi::library_version() +
-                            " MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall"
+                            " MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall called directly"
+                            " on the group's communicator, preallocated buffers (shardlab's --collectives native adds"
+                            " a signature exchange, an MPI_Ibarrier and staging copies per call: not timed here)"
                       : "; native: none on the sim backend"));
   h.push_back("time: median us per call (robust on a shared machine; nccl-tests prints the mean), slowest device; algbw = size/time, busbw = algbw*" +
-              std::string("2(n-1)/n (all_reduce) or (n-1)/n, in GB/s (1e9 B/s); #wrong: elements != formula"));
+              std::string("2(n-1)/n (all_reduce) or (n-1)/n, in GB/s (1e9 B/s); #wrong: elements != formula, "
+                          "summed over every timed call of every device"));
+  h.push_back("memcpy_us: median us of one std::memcpy of the bytes a device sends in that collective (2(n-1)/n x size "
+              "for all_reduce, (n-1)/n x size for the others) between two preallocated, pre-touched buffers, on every "
+              "device beside each timed call, slowest device; ours/memcpy = ours_us / memcpy_us" +
+              std::string(native ? " (under MPI in the CSV only)" : ""));
   if (crowded)
     h.push_back("warning: " + std::to_string(here) + (backend == Backend::mpi ? " ranks" : " devices") + " share " +
                 std::to_string(cores()) +
                 " cores: these timings are not meaningful (byte counts would be); time with at most one per core");
 
+  std::size_t memcpy_max = 0;
+  for (const auto b : bytes)
+    for (const auto& op : ops) memcpy_max = std::max(memcpy_max, bytes_sent_per_device(op, n, count_of(b)));
+
   const Program program = [&](Device& dev) -> Outputs {
     const Group g = dev.group(axes);
-    std::unique_ptr<Device> theirs;
-    if (native) theirs = std::make_unique<Device>(dev.id(), dev.mesh(), dev.transport(), true);
+    std::unique_ptr<Mpich> theirs;
+    if (native) theirs = std::make_unique<Mpich>(g);
+    // memcpy's two buffers, mapped and touched once: no page faults in its timed copies.
+    Pages from(memcpy_max, 1), to(memcpy_max, 0);
     const std::size_t S = bytes.size(), O = ops.size();
-    Tensor seconds = xt::zeros<double>({S, O, std::size_t{2}}), wrong = xt::zeros<double>({S, O, std::size_t{2}});
+    // seconds(s, k, i) and wrong(s, k, i): i = 0 ours, 1 native, 2 memcpy (seconds only)
+    Tensor seconds = xt::zeros<double>({S, O, std::size_t{3}}), wrong = xt::zeros<double>({S, O, std::size_t{2}});
+    Tensor first = xt::zeros<double>({S, O});  // iterations in which ours ran before native
+    std::vector<double> syncs;
+    syncs.reserve(S * O * iters * 2);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (std::size_t s = 0; s < S; ++s) {
-      const std::size_t count = std::max<std::size_t>(n, bytes[s] / sizeof(double) / n * n);
+      const std::size_t count = count_of(bytes[s]);
       for (std::size_t k = 0; k < O; ++k) {
         const std::string& op = ops[k];
-        const Tensor in = bench_input(op, g.me, n, count);
+        const Tensor in[2] = {bench_input(op, g.me, n, count, 0),
+                              theirs ? bench_input(op, g.me, n, count, 1) : Tensor()};
+        const std::size_t out_len = op == "reduce_scatter" ? count / n : count;
+        std::vector<double> out(theirs ? out_len : 0, nan);  // MPICH's output, touched before timing
+        int calls = 0;  // MPICH's calls so far: its input variant is calls % 2
+        const double perturb = o.perturb_expected ? 1.0 : 0.0;
+        const std::size_t copy = bytes_sent_per_device(op, n, count);
+        auto run_ours = [&](bool check) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const Tensor got = call(op, dev, in[0], axes);
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (check) wrong(s, k, 0) += double(count_wrong(op, g.me, n, count, got.data(), got.size(), perturb));
+          return sec;
+        };
+        auto run_native = [&](bool check) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const int v = calls++ % 2;
+          theirs->call(op, in[v].data(), count, out.data());
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (check)
+            wrong(s, k, 1) += double(count_wrong(op, g.me, n, count, out.data(), out.size(), shift_of(op, n, v) + perturb));
+          return sec;
+        };
+        auto run_memcpy = [&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          std::memcpy(to.data(), from.data(), copy);
+          asm volatile("" : : "r"(to.data()) : "memory");  // the copy is done and may be read: not optimised away
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        };
         for (int w = 0; w < warmup; ++w) {
-          call(op, dev, in, axes);
-          if (theirs) call(op, *theirs, in, axes);
-        }
-        std::vector<double> took[2] = {std::vector<double>(iters, 0.0), std::vector<double>(iters, 0.0)};
-        for (int it = 0; it < iters; ++it) {
-          for (int impl = 0; impl < (theirs ? 2 : 1); ++impl) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const Tensor out = call(op, impl ? *theirs : dev, in, axes);
-            took[impl][it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (it == iters - 1) wrong(s, k, impl) = double(count_wrong(op, g.me, n, count, out, o.perturb_expected));
+          meet(dev, g);
+          run_ours(false);
+          if (theirs) {
+            meet(dev, g);
+            run_native(false);
           }
+          run_memcpy();
         }
-        for (int impl = 0; impl < 2; ++impl) {
-          std::nth_element(took[impl].begin(), took[impl].begin() + iters / 2, took[impl].end());
-          seconds(s, k, impl) = took[impl][iters / 2];
+        std::vector<double> took[3] = {std::vector<double>(iters), std::vector<double>(iters), std::vector<double>(iters)};
+        for (int it = 0; it < iters; ++it) {
+          // Which implementation goes first alternates: ours, native; native, ours; ... The order is
+          // counted from what ran, not from the parity.
+          int step = 0, ours_at = -1, native_at = -1;
+          for (int impl : {it % 2, 1 - it % 2}) {
+            if (impl == 1 && !theirs) continue;
+            syncs.push_back(meet(dev, g));
+            (impl ? native_at : ours_at) = step++;
+            took[impl][it] = impl ? run_native(true) : run_ours(true);
+          }
+          if (theirs && ours_at < native_at) first(s, k) += 1;
+          took[2][it] = run_memcpy();
         }
+        seconds(s, k, 0) = median(took[0]);
+        seconds(s, k, 1) = theirs ? median(took[1]) : -1;
+        seconds(s, k, 2) = copy ? median(took[2]) : -1;
       }
     }
     dev.ledger().clear();  // thousands of rows nobody reads
-    return {{"seconds", seconds}, {"wrong", wrong}};
+    Tensor sync = xt::zeros<double>({std::size_t{1}});
+    sync(0) = median(syncs);
+    return {{"seconds", seconds}, {"wrong", wrong}, {"first", first}, {"sync", sync}};
   };
   const RunResult run = rt.run(mesh, program);
   if (!rt.is_root()) return result;
+  for (const auto& out : run.outputs) result.sync_seconds = std::max(result.sync_seconds, out.at("sync")(0));
   for (std::size_t k = 0; k < ops.size(); ++k) {
     for (std::size_t s = 0; s < bytes.size(); ++s) {
       BenchRow row;
       row.op = ops[k];
-      row.count = std::max<std::size_t>(n, bytes[s] / sizeof(double) / n * n);
+      row.count = count_of(bytes[s]);
       row.bytes = row.count * sizeof(double);
+      row.memcpy_bytes = bytes_sent_per_device(row.op, n, row.count);
       for (const auto& out : run.outputs) {
         const Tensor& sec = out.at("seconds");
         const Tensor& wr = out.at("wrong");
         row.ours_seconds = std::max(row.ours_seconds, sec(s, k, 0));
         row.ours_wrong += static_cast<std::size_t>(wr(s, k, 0));
+        row.memcpy_seconds = std::max(row.memcpy_seconds, sec(s, k, 2));
         if (native) {
           row.native_seconds = std::max(row.native_seconds, sec(s, k, 1));
           row.native_wrong += static_cast<std::size_t>(wr(s, k, 1));
         }
       }
+      // Every device runs the same order; device 0's count stands for all.
+      if (native) row.ours_first = static_cast<int>(run.outputs.front().at("first")(s, k));
       result.rows.push_back(row);
     }
+  }
+  h.push_back("sync: each timed call starts after an untimed meeting of the group (n-1 ring steps of an 8-byte "
+              "control message): median " + fixed(result.sync_seconds * 1e6, 1) + " us, slowest device, in no time above");
+  if (native && !result.rows.empty()) {
+    int lo = iters, hi = 0;
+    for (const auto& r : result.rows) {
+      lo = std::min(lo, r.ours_first);
+      hi = std::max(hi, r.ours_first);
+    }
+    h.push_back("order: ours ran first in " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) +
+                " of " + std::to_string(iters) + " timed iterations per size, native first in the others (ours_first)");
   }
   return result;
 }
 
 namespace {
-// One row's cells: collective, size, count, then time, algbw, busbw, #wrong for ours and native,
-// then ours/native. Missing values are "-".
+// One row's cells, in the CSV's order: collective, size, count, then time, algbw, busbw, #wrong
+// for ours and for native, ours/native, then memcpy's bytes and time, ours/memcpy, and how often
+// ours ran first. Missing values are "-".
 std::vector<std::string> cells(const BenchRow& r, int n, bool native) {
   auto timing = [&](double sec, std::size_t wrong, std::vector<std::string>& out) {
     if (sec < 0) {
@@ -235,26 +429,62 @@ std::vector<std::string> cells(const BenchRow& r, int n, bool native) {
   timing(r.ours_seconds, r.ours_wrong, c);
   timing(native ? r.native_seconds : -1, r.native_wrong, c);
   c.push_back(native && r.native_seconds > 0 ? fixed(r.ours_seconds / r.native_seconds, 2) : "-");
+  const bool copied = r.memcpy_seconds > 0;
+  c.push_back(r.memcpy_bytes ? std::to_string(r.memcpy_bytes) : "-");
+  c.push_back(r.memcpy_seconds >= 0 ? fixed(r.memcpy_seconds * 1e6, 2) : "-");
+  c.push_back(copied ? fixed(r.ours_seconds / r.memcpy_seconds, 2) : "-");
+  c.push_back(native && r.ours_first >= 0 ? std::to_string(r.ours_first) : "-");
   return c;
 }
-const std::vector<std::string> kColumns = {"collective", "size(B)",   "count",   "ours_us",     "algbw",
-                                           "busbw",      "#wrong",    "native_us", "algbw",     "busbw",
-                                           "#wrong",     "ours/native"};
+const std::vector<std::string> kCsvColumns = {
+    "collective",   "size_bytes",   "count",        "ours_us",          "ours_algbw",   "ours_busbw",
+    "ours_wrong",   "native_us",    "native_algbw", "native_busbw",     "native_wrong", "ours_over_native",
+    "memcpy_bytes", "memcpy_us",    "ours_over_memcpy", "ours_first"};
+// The printed table keeps within 100 columns (at the default sizes, with every element wrong): on
+// the sim backend ours beside memcpy, under MPI ours beside native without count and algbw. The CSV
+// has every column. Indices into cells().
+struct Column {
+  const char* title;
+  std::size_t cell;
+};
+const std::vector<Column> kSimTable = {{"collective", 0}, {"size(B)", 1}, {"count", 2},      {"ours_us", 3},
+                                       {"algbw", 4},      {"busbw", 5},   {"#wrong", 6},     {"memcpy_us", 13},
+                                       {"ours/memcpy", 14}};
+const std::vector<Column> kMpiTable = {{"collective", 0}, {"size(B)", 1},   {"ours_us", 3},
+                                       {"busbw", 5},      {"#wrong", 6},    {"native_us", 7},
+                                       {"busbw", 9},      {"#wrong", 10},   {"ours/native", 11}};
+
+// "# " + line, cut at spaces into lines of at most 100 characters (continuations indented).
+std::string comment_lines(const std::string& line) {
+  constexpr std::size_t kWidth = 100;
+  std::string out, prefix = "# ", rest = line;
+  while (prefix.size() + rest.size() > kWidth) {
+    std::size_t cut = rest.rfind(' ', kWidth - prefix.size());
+    if (cut == std::string::npos || cut == 0) cut = rest.find(' ');
+    if (cut == std::string::npos) break;
+    out += prefix + rest.substr(0, cut) + "\n";
+    rest = rest.substr(cut + 1);
+    prefix = "#     ";
+  }
+  return out + prefix + rest + "\n";
+}
 }  // namespace
 
 std::string bench_table(const BenchResult& result) {
   std::string out;
-  for (const auto& line : result.header) out += "# " + line + "\n";
-  // Without a native side (sim) its columns are left out here; the CSV keeps them as "-".
-  const std::size_t columns = result.native ? kColumns.size() : 7;
-  Table t(std::vector<std::string>(kColumns.begin(), kColumns.begin() + columns));
+  for (const auto& line : result.header) out += comment_lines(line);
+  const auto& columns = result.native ? kMpiTable : kSimTable;
+  std::vector<std::string> titles;
+  for (const auto& c : columns) titles.push_back(c.title);
+  Table t(titles);
   std::string last;
   for (const auto& r : result.rows) {
     if (!last.empty() && r.op != last) t.add({});
     last = r.op;
-    auto c = cells(r, result.group_size, result.native);
-    c.resize(columns);
-    t.add(c);
+    const auto all = cells(r, result.group_size, result.native);
+    std::vector<std::string> row;
+    for (const auto& c : columns) row.push_back(all[c.cell]);
+    t.add(row);
   }
   out += t.text("");
   out += "# total #wrong: " + std::to_string(result.wrong()) + "\n";
@@ -264,11 +494,7 @@ std::string bench_table(const BenchResult& result) {
 std::string bench_csv(const BenchResult& result) {
   std::string out;
   for (const auto& line : result.header) out += "# " + line + "\n";
-  out += "# missing values are '-'; columns:\n# ";
-  const std::vector<std::string> names = {"collective", "size_bytes",  "count",       "ours_us",
-                                          "ours_algbw",  "ours_busbw", "ours_wrong",  "native_us",
-                                          "native_algbw", "native_busbw", "native_wrong", "ours_over_native"};
-  out += join(names, ",") + "\n";
+  out += "# missing values are '-'; columns:\n# " + join(kCsvColumns, ",") + "\n";
   for (const auto& r : result.rows) out += join(cells(r, result.group_size, result.native), ",") + "\n";
   return out;
 }

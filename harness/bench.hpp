@@ -1,8 +1,13 @@
 // shardlab bench collectives: an nccl-tests style table for AllReduce, AllGather, ReduceScatter
 // and AllToAll over one group of the mesh. Ours (the ring/pairwise algorithms over Transport) and
-// MPICH's own (--collectives native, mpi backend only) run interleaved in one program, call by call
-// (ours, native, ours, native ...), so both see the same machine state. Every size is checked
-// against values from a formula (#wrong).
+// MPICH's own (mpi backend only: MPI_Allreduce etc. called directly on a communicator of the group,
+// preallocated buffers) run interleaved in one program, and which runs first alternates from one
+// iteration to the next (ours then native, native then ours ...), so both see the same machine
+// state. Every timed call starts after an untimed meeting of the group (timed apart: `sync`).
+// Beside each call, on every device, std::memcpy copies the bytes one device sends in that
+// collective between two preallocated, pre-touched buffers: the floor of an in-process transport.
+// The result of every timed call is checked against values from a formula (#wrong counts the wrong
+// elements of all of them).
 //
 // Sizes follow nccl-tests: `size` is the largest buffer of the call (the gathered output for
 // AllGather, the full input for the others), `count` its doubles; algbw = size / time and
@@ -30,7 +35,10 @@ struct BenchRow {
   std::string op;
   std::size_t bytes = 0, count = 0;
   double ours_seconds = 0, native_seconds = -1;  // median per call, slowest device; -1: not run
-  std::size_t ours_wrong = 0, native_wrong = 0;  // elements that differ from the formula
+  std::size_t ours_wrong = 0, native_wrong = 0;  // elements that differ from the formula, all timed calls
+  double memcpy_seconds = -1;    // median std::memcpy of memcpy_bytes, slowest device; -1: not measured
+  std::size_t memcpy_bytes = 0;  // bytes one device sends in this collective: size * bus_factor
+  int ours_first = -1;           // timed iterations in which ours ran before native; -1: no native
 };
 
 struct BenchResult {
@@ -38,11 +46,16 @@ struct BenchResult {
   std::vector<BenchRow> rows;       // root only
   int group_size = 1;
   bool native = false;
+  int iters = 0;              // timed calls per size and implementation
+  double sync_seconds = -1;   // median untimed meeting before each timed call, slowest device
   std::size_t wrong() const;
 };
 
 std::size_t parse_bytes(const std::string& text, const std::string& what);  // "64K" -> 65536
 double bus_factor(const std::string& op, int n);                          // 2(n-1)/n or (n-1)/n
+// Bytes one member of a group of n sends in `op` on `count` doubles (count divisible by n): what the
+// memcpy column copies. 2(n-1) chunks of count/n for all_reduce, n-1 for the others.
+std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count);
 BenchResult run_collectives_bench(const BenchOptions& options);           // every rank takes part
 std::string bench_table(const BenchResult& result);
 std::string bench_csv(const BenchResult& result);

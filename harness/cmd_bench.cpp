@@ -15,8 +15,9 @@ Command add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   auto* c = bench->add_subcommand(
       "collectives",
-      "time AllReduce, AllGather, ReduceScatter and AllToAll over a message-size sweep; with --backend mpi ours "
-      "and MPICH's run interleaved, side by side (mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi)");
+      "time AllReduce, AllGather, ReduceScatter and AllToAll over a message-size sweep, each beside std::memcpy of "
+      "the bytes a device sends; with --backend mpi ours and MPICH's side by side, alternating which runs first "
+      "(mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi)");
   c->add_option("--backend", o->backend, "sim (threads in this process) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_option("--mesh", o->mesh, "device mesh (default: X=<ranks> under mpi, X=2 under sim)");
@@ -29,7 +30,8 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_flag("--perturb-expected", o->perturb_expected,
-              "testing: every expected value off by one; #wrong must count every element and the exit be 1");
+              "testing: every expected value off by one; #wrong must count every element of every timed call and "
+              "the exit be 1");
   auto mo = std::make_shared<MemoryBenchOptions>();
   auto* m = bench->add_subcommand(
       "memory",
