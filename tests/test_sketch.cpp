@@ -1,0 +1,241 @@
+// harness/sketch.cpp: sketch_product (Freivalds check of C = op(A) op(B)), sum_gamma, false_pass_line.
+// References are plain triple loops here; integer inputs make them exact.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "harness/sketch.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A matrix op(X) of op_rows x op_cols, stored row-major transposed or not, as MatRef reads it.
+template <class T>
+struct Mat {
+  std::size_t rows, cols;  // of op(X)
+  bool transposed = false;
+  std::vector<T> data = std::vector<T>(rows * cols);
+  T& at(std::size_t i, std::size_t j) { return data[transposed ? j * rows + i : i * cols + j]; }
+  T at(std::size_t i, std::size_t j) const { return data[transposed ? j * rows + i : i * cols + j]; }
+  MatRef<T> ref() const { return transposed ? MatRef<T>{data.data(), cols, rows, true} : MatRef<T>{data.data(), rows, cols}; }
+};
+
+template <class T>
+Mat<T> random_mat(std::size_t rows, std::size_t cols, bool transposed, std::uint64_t seed, double lo, double hi,
+                  bool integers) {
+  std::mt19937_64 rng(seed);
+  Mat<T> m{rows, cols, transposed};
+  for (auto& x : m.data)
+    x = static_cast<T>(integers ? lo + static_cast<double>(rng() % static_cast<std::uint64_t>(hi - lo + 1))
+                                : lo + (hi - lo) * (static_cast<double>(rng() >> 11) * 0x1.0p-53));
+  return m;
+}
+
+// C = op(A) op(B), summed left to right in T: exact for small integers, float-rounded for floats.
+template <class T>
+Mat<T> product(const Mat<T>& a, const Mat<T>& b, bool transposed = false) {
+  Mat<T> c{a.rows, b.cols, transposed};
+  for (std::size_t i = 0; i < a.rows; ++i)
+    for (std::size_t j = 0; j < b.cols; ++j) {
+      T acc = 0;
+      for (std::size_t l = 0; l < a.cols; ++l) acc += a.at(i, l) * b.at(l, j);
+      c.at(i, j) = acc;
+    }
+  return c;
+}
+
+// (|op(A)| |op(B)|)_ij in double: each element's allowance is gamma times this.
+template <class T>
+double abs_product(const Mat<T>& a, const Mat<T>& b, std::size_t i, std::size_t j) {
+  double acc = 0;
+  for (std::size_t l = 0; l < a.cols; ++l) acc += std::fabs(double(a.at(i, l))) * std::fabs(double(b.at(l, j)));
+  return acc;
+}
+
+// max_i sum_j (|op(A)| |op(B)|)_ij: the largest row tolerance for gamma = 1.
+template <class T>
+double largest_row(const Mat<T>& a, const Mat<T>& b) {
+  double largest = 0;
+  for (std::size_t i = 0; i < a.rows; ++i) {
+    double row = 0;
+    for (std::size_t j = 0; j < b.cols; ++j) row += abs_product(a, b, i, j);
+    largest = std::max(largest, row);
+  }
+  return largest;
+}
+
+template <class T>
+Verdict check(const Mat<T>& c, const Mat<T>& a, const Mat<T>& b, double gamma, std::size_t vectors, std::uint64_t seed) {
+  return sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, vectors, seed);
+}
+
+template <class T>
+int passes(const Mat<T>& c, const Mat<T>& a, const Mat<T>& b, double gamma, std::size_t vectors, int seeds) {
+  int n = 0;
+  for (int s = 0; s < seeds; ++s) n += check(c, a, b, gamma, vectors, s).pass;
+  return n;
+}
+
+const auto A = random_mat<double>(5, 7, false, 1, -9, 9, true);
+const auto B = random_mat<double>(7, 6, false, 2, -9, 9, true);
+
+}  // namespace
+
+TEST_CASE("sum_gamma and false_pass_line (sketch)") {
+  CHECK(sum_gamma(0, float_unit_roundoff) == 0.0);
+  CHECK(sum_gamma(4, 0.125) == 1.0);  // 0.5 / (1 - 0.5)
+  CHECK(sum_gamma(8, 0.125) == INFINITY);
+  CHECK(false_pass_line(20, 3.1e-3, 1.2e-12) ==
+        "sketch: 20 random +-1 vectors, false-pass probability <= 2^-20 = 9.5e-07 for any element off by more "
+        "than its row's tolerance (largest 0.0031) plus the check's own rounding (largest 1.2e-12)");
+  CHECK(has(false_pass_line(1, 0, 0), "1 random +-1 vector, false-pass probability <= 2^-1 = 0.5 "));
+  CHECK(has(false_pass_line(2000, 0, 0), "<= 2^-2000 for any"));  // too small for a double
+}
+
+TEST_CASE("sketch_product: an exact integer product passes; the tolerance is gamma times the largest row sum") {
+  const auto C = product(A, B);
+  const Verdict v = check(C, A, B, 0.0, 20, 7);
+  CHECK(v.pass);
+  CHECK(v.max_abs_error == 0.0);
+  CHECK(v.tolerance > 0.0);  // only the check's own double rounding
+  CHECK(v.tolerance < 1e-10);
+  CHECK(v.detail.rfind("sketch: 20 random +-1 vectors, false-pass probability <= 2^-20 = 9.5e-07 for any", 0) == 0);
+  CHECK(v.line().rfind("PASS max_abs_err=0 (tol ", 0) == 0);
+  const Verdict g = check(C, A, B, 0.5, 20, 7);
+  CHECK(g.pass);
+  CHECK(g.tolerance >= 0.5 * largest_row(A, B));
+  CHECK(g.tolerance <= 0.5 * largest_row(A, B) * (1 + 1e-12));
+}
+
+TEST_CASE("sketch_product: one wrong element fails for every seed, even with one vector") {
+  auto C = product(A, B);
+  C.at(2, 3) += 1;  // (E V)_2 = +-1 whatever the signs
+  CHECK(passes(C, A, B, 0.0, 1, 200) == 0);
+  const Verdict v = check(C, A, B, 0.0, 3, 0);
+  CHECK_FALSE(v.pass);
+  CHECK(v.max_abs_error == 1.0);
+  CHECK(has(v.detail, "first failing row 2, vector 0: |(C V - A (B V))_ic| = 1 > row tolerance "));
+  CHECK(has(v.line(), "FAIL C: max_abs_err=1 (tol "));
+}
+
+TEST_CASE("sketch_product: two errors that cancel pass half the vectors, so 2^-k is attained") {
+  auto C = product(A, B);
+  C.at(2, 1) += 1;
+  C.at(2, 4) -= 1;  // (E V)_2 = v_1 - v_4: zero for half the sign choices
+  const int one = passes(C, A, B, 0.0, 1, 200), two = passes(C, A, B, 0.0, 2, 200);
+  MESSAGE("passes out of 200 seeds: " << one << " with 1 vector, " << two << " with 2");
+  CHECK(one >= 70);  // binomial(200, 1/2): mean 100, sd 7
+  CHECK(one <= 130);
+  CHECK(two >= 25);  // binomial(200, 1/4): mean 50, sd 6
+  CHECK(two <= 75);
+  CHECK(passes(C, A, B, 0.0, 20, 200) == 0);
+}
+
+TEST_CASE("sketch_product: transposed operands and result agree with the triple loop") {
+  for (int flags = 0; flags < 8; ++flags) {
+    CAPTURE(flags);
+    const auto a = random_mat<double>(4, 5, flags & 1, 3, -9, 9, true);
+    const auto b = random_mat<double>(5, 3, flags & 2, 4, -9, 9, true);
+    const auto c = product(a, b, flags & 4);
+    CHECK(check(c, a, b, 0.0, 20, 5).pass);
+  }
+  // Square, so the same storage read the other way round is a valid but different operand.
+  auto a = random_mat<double>(6, 6, false, 5, -9, 9, true), b = random_mat<double>(6, 6, true, 6, -9, 9, true);
+  const auto c = product(a, b);
+  CHECK(check(c, a, b, 0.0, 20, 1).pass);
+  a.transposed = true;
+  CHECK_FALSE(check(c, a, b, 0.0, 20, 1).pass);
+  a.transposed = false, b.transposed = false;
+  CHECK_FALSE(check(c, a, b, 0.0, 20, 1).pass);
+}
+
+TEST_CASE("sketch_product: operands read in several blocks agree with the triple loop") {
+  // K = half the buffer + 1: a [3, K] operand is 3 blocks of one row, a [K, 2] one is 2 blocks.
+  const std::size_t k = sketch_buffer_doubles / 2 + 1;
+  for (int flags = 0; flags < 4; ++flags) {
+    CAPTURE(flags);
+    const auto a = random_mat<double>(3, k, flags & 1, 7, -9, 9, true);
+    const auto b = random_mat<double>(k, 2, flags & 2, 8, -9, 9, true);
+    auto c = product(a, b);
+    CHECK(check(c, a, b, 0.0, 20, 9).pass);
+    const double tol = check(c, a, b, 1.0, 1, 9).tolerance;
+    CHECK(tol >= largest_row(a, b));
+    CHECK(tol <= largest_row(a, b) * (1 + 1e-9));
+    c.at(2, 1) += 1;
+    CHECK_FALSE(check(c, a, b, 0.0, 20, 9).pass);
+  }
+}
+
+TEST_CASE("sketch_product: shapes, vector count and gamma are checked") {
+  const auto C = product(A, B);
+  Mat<double> wrong{6, 5};
+  const Verdict v = check(wrong, A, B, 0.0, 20, 0);
+  CHECK_FALSE(v.pass);
+  CHECK(v.max_abs_error == INFINITY);
+  CHECK(v.detail == "C is [6, 5], expected [5, 6] = op(A) op(B)");
+  CHECK_THROWS_AS(check(C, A, A, 0.0, 20, 0), Error);  // [5, 7] times [5, 7]
+  CHECK_THROWS_AS(check(C, A, B, 0.0, 0, 0), Error);
+  CHECK_THROWS_AS(check(C, A, B, -1.0, 20, 0), Error);
+  auto nan = C;
+  nan.at(4, 5) = NAN;
+  CHECK_FALSE(check(nan, A, B, 0.0, 20, 0).pass);
+}
+
+TEST_CASE("sketch_product: float products pass under Higham's gamma; 10 gamma off everywhere fails") {
+  const std::size_t m = 33, k = 257, n = 19;  // n odd: a sum of n signs is never 0
+  const double gamma = sum_gamma(k, float_unit_roundoff);
+  for (std::uint64_t seed = 0; seed < 6; ++seed) {
+    CAPTURE(seed);
+    const double lo = seed % 2 ? 0.0 : -1.0;  // all-positive inputs: rounding errors do not cancel
+    const auto a = random_mat<float>(m, k, seed % 3 == 0, 10 + seed, lo, 1, false);
+    const auto b = random_mat<float>(k, n, seed % 3 == 1, 20 + seed, lo, 1, false);
+    const auto c = product(a, b);
+    const Verdict ok = check(c, a, b, gamma, 20, seed);
+    CHECK(ok.pass);
+    CHECK(ok.max_abs_error < ok.tolerance);
+    if (lo == 0.0) {  // then P = |A| |B|: 10 gamma relative is 10 times each element's allowance
+      Mat<float> up = c, down = c;
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          const double p = abs_product(a, b, i, j);
+          up.at(i, j) = static_cast<float>(p * (1 + 10 * gamma));
+          down.at(i, j) = static_cast<float>(p * (1 - 10 * gamma));
+        }
+      CHECK_FALSE(check(up, a, b, gamma, 20, seed).pass);
+      CHECK_FALSE(check(down, a, b, gamma, 20, seed).pass);
+    }
+  }
+}
+
+TEST_CASE("sketch_product: float, one element just over its row's tolerance: at most about half pass one vector") {
+  const auto a = random_mat<float>(8, 64, false, 30, -1, 1, false), b = random_mat<float>(64, 16, false, 31, -1, 1, false);
+  const double gamma = sum_gamma(64, float_unit_roundoff);
+  auto c = product(a, b);
+  const Verdict ok = check(c, a, b, gamma, 20, 0);
+  REQUIRE(ok.pass);
+  c.at(5, 9) += static_cast<float>(1.01 * ok.tolerance);
+  const int one = passes(c, a, b, gamma, 1, 200);
+  MESSAGE(one << " of 200 seeds pass with 1 vector");
+  CHECK(one <= 130);
+  CHECK(passes(c, a, b, gamma, 20, 200) == 0);
+}
+
+TEST_CASE("sketch_product: the bound is per row: 4 times every element's allowance on a 2000-wide row passes") {
+  // E_ij = 4 gamma P_ij > 0 with P = |A| |B|: (E V)_i = 4 gamma sum_j P_ij v_ij grows like sqrt(N),
+  // the row tolerance gamma sum_j P_ij like N. Only an elementwise comparison sees this error.
+  const auto a = random_mat<float>(3, 32, false, 40, 0, 1, false), b = random_mat<float>(32, 2000, false, 41, 0, 1, false);
+  const double gamma = sum_gamma(32, float_unit_roundoff);
+  auto c = product(a, b);
+  for (std::size_t i = 0; i < c.rows; ++i)
+    for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 4 * gamma));
+  CHECK(check(c, a, b, gamma, 20, 0).pass);
+}
