@@ -1,5 +1,6 @@
 // AllToAll by pairwise exchange: at step s (1..n-1) member r sends its slice for member r+s and
-// receives member r-s's slice for r. Each member sends n-1 of its n slices.
+// receives member r-s's slice for r. Each member sends n-1 of its n slices, in the device's
+// element type (packed into scratch space, converted when the program holds another type).
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -10,8 +11,9 @@
 
 namespace shardlab {
 
-Tensor all_to_all(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t split_dim,
-                  std::size_t concat_dim, const std::string& tensor) {
+template <class T>
+xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         std::size_t split_dim, std::size_t concat_dim, const std::string& tensor) {
   const Shape in_shape = shape_of(local);
   if (split_dim >= in_shape.size() || concat_dim >= in_shape.size())
     throw Error(ErrorKind::rank_mismatch, "all_to_all of " + tensor + " splits dim " + std::to_string(split_dim) +
@@ -26,35 +28,45 @@ Tensor all_to_all(Device& dev, const Tensor& local, const std::vector<std::strin
                                               ") is not divisible by the group over " + axes_text(axes) + " (size " +
                                               std::to_string(n) + ")");
   const bool native = dev.native();
-  CallRecord rec(dev, g, "all_to_all", tensor, native ? "native" : "pairwise", local.size() * sizeof(double),
+  const DType w = dev.dtype();
+  const std::size_t eb = dev.element_bytes(), in_bytes = local.size() * eb;
+  CallRecord rec(dev, g, "all_to_all", tensor, native ? "native" : "pairwise", in_bytes,
                  "all_to_all over " + axes_text(axes) + " of " + tensor + shape_text(in_shape) + " split dim " +
                      std::to_string(split_dim) + " concat dim " + std::to_string(concat_dim));
-  const std::size_t b = in_shape[split_dim] / n, chunk = local.size() / n;
-  std::vector<double> send(local.size()), recv(local.size());
-  for (int i = 0; i < n; ++i) copy_out(local.data(), in_shape, split_dim, i * b, b, send.data() + i * chunk);
-  bool modeled = native && dev.transport().native_all_to_all(g, send.data(), chunk, recv.data());
+  const std::size_t b = in_shape[split_dim] / n, chunk = local.size() / n, cb = chunk * eb;
+  unsigned char* send = dev.scratch(0, in_bytes);
+  unsigned char* recv = dev.scratch(1, in_bytes);
+  for (int i = 0; i < n; ++i) copy_out(local.data(), dtype_of<T>(), in_shape, split_dim, i * b, b, send + i * cb, w);
+  const bool modeled = native && dev.transport().native_all_to_all(g, w, send, chunk, recv);
   if (!modeled) {
-    std::copy(send.begin() + g.me * chunk, send.begin() + (g.me + 1) * chunk, recv.begin() + g.me * chunk);
+    std::copy(send + g.me * cb, send + (g.me + 1) * cb, recv + g.me * cb);
     for (int s = 1; s < n; ++s) {
       const int to = (g.me + s) % n, from = (g.me + n - s) % n;
-      dev.transport().sendrecv(g, to, send.data() + to * chunk, chunk * sizeof(double), from,
-                               recv.data() + from * chunk, chunk * sizeof(double));
+      dev.transport().sendrecv(g, to, send + to * cb, cb, from, recv + from * cb, cb);
     }
   }
   Shape piece = in_shape;
   piece[split_dim] = b;
   Shape out_shape = piece;
   out_shape[concat_dim] *= n;
-  Tensor out = xt::zeros<double>(out_shape);
+  xt::xarray<T> out = xt::empty<T>(out_shape);
   for (int i = 0; i < n; ++i)
-    copy_in(out.data(), out_shape, concat_dim, i * piece[concat_dim], piece[concat_dim], recv.data() + i * chunk);
+    copy_in(out.data(), dtype_of<T>(), out_shape, concat_dim, i * piece[concat_dim], piece[concat_dim], recv + i * cb, w);
   if (modeled) {
-    const std::size_t bytes = predicted_bytes_sent("all_to_all", n, local.size() * sizeof(double));
-    rec.done_modeled(out.size() * sizeof(double), bytes, bytes, predicted_messages("all_to_all", n));
+    const std::size_t bytes = predicted_bytes_sent("all_to_all", n, in_bytes, eb);
+    rec.done_modeled(out.size() * eb, bytes, bytes, predicted_messages("all_to_all", n));
   } else {
-    rec.done(out.size() * sizeof(double));
+    rec.done(out.size() * eb);
   }
   return out;
 }
+
+template xt::xarray<double> all_to_all<double>(Device&, const xt::xarray<double>&, const std::vector<std::string>&,
+                                               std::size_t, std::size_t, const std::string&);
+template xt::xarray<float> all_to_all<float>(Device&, const xt::xarray<float>&, const std::vector<std::string>&,
+                                             std::size_t, std::size_t, const std::string&);
+template xt::xarray<bfloat16> all_to_all<bfloat16>(Device&, const xt::xarray<bfloat16>&,
+                                                   const std::vector<std::string>&, std::size_t, std::size_t,
+                                                   const std::string&);
 
 }  // namespace shardlab

@@ -34,6 +34,7 @@ CallRecord::CallRecord(Device& dev, const Group& group, const std::string& op, c
   row_.tensor = tensor;
   row_.algorithm = algorithm;
   row_.group_size = group.size();
+  row_.element_bytes = dev.element_bytes();
   row_.input_bytes = input_bytes;
   dev.transport().set_activity(signature);
   check_group_agrees(dev, group, signature);

@@ -18,12 +18,20 @@
 
 namespace shardlab {
 
-Tensor all_gather(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t dim,
-                  const std::string& tensor);
-Tensor reduce_scatter(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t dim,
-                      const std::string& tensor);
-Tensor all_reduce(Device& dev, const Tensor& local, const std::vector<std::string>& axes, const std::string& tensor);
-Tensor all_to_all(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t split_dim,
-                  std::size_t concat_dim, const std::string& tensor);
+// T is what the program holds (double, float, bfloat16); the wire carries dev.dtype(), converting
+// on the way in and out when the two differ (float64 lesson blocks moved as bfloat16, say), and the
+// ledger counts wire bytes. Instantiated for double, float and bfloat16.
+template <class T>
+xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         std::size_t dim, const std::string& tensor);
+template <class T>
+xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                             std::size_t dim, const std::string& tensor);
+template <class T>
+xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         const std::string& tensor);
+template <class T>
+xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         std::size_t split_dim, std::size_t concat_dim, const std::string& tensor);
 
 }  // namespace shardlab

@@ -12,4 +12,14 @@ Group Device::group(const std::vector<std::string>& axes) const {
   return g;
 }
 
+unsigned char* Device::scratch(int slot, std::size_t bytes) {
+  Scratch& s = scratch_[slot];
+  if (s.size < bytes) {
+    s.data.reset();  // free first: the old and new buffers need not both be mapped
+    s.data.reset(new unsigned char[bytes]);
+    s.size = bytes;
+  }
+  return s.data.get();
+}
+
 }  // namespace shardlab

@@ -1,19 +1,22 @@
 // Device: the handle a sharded program gets. Every device runs the same function with its own
 // handle (SPMD); there is no global "current rank".
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/ledger.hpp"
 #include "collectives/transport.hpp"
+#include "core/dtype.hpp"
 #include "core/mesh.hpp"
 
 namespace shardlab {
 
 class Device {
  public:
-  Device(int id, const Mesh& mesh, Transport& transport, bool native = false)
-      : id_(id), mesh_(mesh), transport_(transport), native_(native) {}
+  // `dtype`: the element type this device's collectives move (and their ledger rows count).
+  Device(int id, const Mesh& mesh, Transport& transport, bool native = false, DType dtype = DType::float64)
+      : id_(id), mesh_(mesh), transport_(transport), native_(native), dtype_(dtype) {}
 
   int id() const { return id_; }
   const Mesh& mesh() const { return mesh_; }
@@ -26,6 +29,11 @@ class Device {
   const Ledger& ledger() const { return ledger_; }
   // --collectives native: use the transport's library collectives (MPI) where it has them.
   bool native() const { return native_; }
+  DType dtype() const { return dtype_; }
+  std::size_t element_bytes() const { return shardlab::element_bytes(dtype_); }
+  // Scratch space of at least `bytes`, kept for the device's next call (slot 0 or 1): collectives
+  // stage through it instead of mapping fresh pages each call. Not zero-filled.
+  unsigned char* scratch(int slot, std::size_t bytes);
 
  private:
   int id_;
@@ -33,6 +41,12 @@ class Device {
   Transport& transport_;
   Ledger ledger_;
   bool native_;
+  DType dtype_;
+  struct Scratch {
+    std::unique_ptr<unsigned char[]> data;
+    std::size_t size = 0;
+  };
+  Scratch scratch_[2];
 };
 
 }  // namespace shardlab

@@ -22,7 +22,7 @@ std::string serialize(const std::vector<LedgerRow>& rows) {
   out.precision(17);
   for (const auto& r : rows) {
     out << r.device << ' ' << r.call << ' ' << field(r.op) << ' ' << field(r.axes) << ' ' << field(r.tensor) << ' '
-        << field(r.algorithm) << ' ' << r.group_size << ' ' << r.input_bytes << ' ' << r.output_bytes << ' '
+        << field(r.algorithm) << ' ' << r.group_size << ' ' << r.element_bytes << ' ' << r.input_bytes << ' ' << r.output_bytes << ' '
         << r.messages << ' ' << r.bytes_sent << ' ' << r.bytes_received << ' ' << r.seconds << ' ' << r.modeled
         << '\n';
   }
@@ -38,7 +38,7 @@ std::vector<LedgerRow> deserialize(const std::string& text) {
     std::istringstream ls(line);
     LedgerRow r;
     std::string op, axes, tensor, algo;
-    if (!(ls >> r.device >> r.call >> op >> axes >> tensor >> algo >> r.group_size >> r.input_bytes >>
+    if (!(ls >> r.device >> r.call >> op >> axes >> tensor >> algo >> r.group_size >> r.element_bytes >> r.input_bytes >>
           r.output_bytes >> r.messages >> r.bytes_sent >> r.bytes_received >> r.seconds >> r.modeled))
       throw Error(ErrorKind::parse, "ledger line is malformed: " + line);
     r.op = unfield(op);

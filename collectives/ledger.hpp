@@ -15,6 +15,7 @@ struct LedgerRow {
   std::string tensor;         // label given by the program, e.g. "A"
   std::string algorithm;      // ring | pairwise | native
   int group_size = 1;
+  std::size_t element_bytes = 8; // of the element type on the wire (core/dtype.hpp)
   std::size_t input_bytes = 0;   // the local buffer handed to the collective
   std::size_t output_bytes = 0;  // the local buffer it returned
   std::size_t messages = 0;      // payload messages sent

@@ -195,7 +195,7 @@ void check_world(const Mesh& mesh) {
                                          std::to_string(p.size()) + fix);
 }
 
-RunResult run(const Mesh& mesh, const Program& program, bool native) {
+RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype) {
   MpiProcess& p = MpiProcess::get();
   check_world(mesh);
   MpiRun run(p, p.next_epoch());
@@ -203,7 +203,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native) {
   MpiTransport transport(run, mesh, p.comms(mesh), p.rank());
   Outcome mine;
   {
-    Device dev(p.rank(), mesh, transport, native);
+    Device dev(p.rank(), mesh, transport, native, dtype);
     auto fail = [&](ErrorKind kind, const std::string& message) {
       mine.status = failed;
       mine.kind = kind;

@@ -17,12 +17,36 @@ int mpi_count(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// Block i of `from` goes to block perm[i] of `to` (blocks of `each` doubles).
-void permute_blocks(const double* from, double* to, const std::vector<int>& perm, std::size_t each) {
+// Block i of `from` goes to block perm[i] of `to` (blocks of `each` bytes).
+void permute_blocks(const void* from_, void* to_, const std::vector<int>& perm, std::size_t each) {
+  auto from = static_cast<const unsigned char*>(from_);
+  auto to = static_cast<unsigned char*>(to_);
   for (std::size_t i = 0; i < perm.size(); ++i) std::copy(from + i * each, from + (i + 1) * each, to + perm[i] * each);
 }
-void unpermute_blocks(const double* from, double* to, const std::vector<int>& perm, std::size_t each) {
+void unpermute_blocks(const void* from_, void* to_, const std::vector<int>& perm, std::size_t each) {
+  auto from = static_cast<const unsigned char*>(from_);
+  auto to = static_cast<unsigned char*>(to_);
   for (std::size_t i = 0; i < perm.size(); ++i) std::copy(from + perm[i] * each, from + (perm[i] + 1) * each, to + i * each);
+}
+
+// MPICH 4.0 has no bfloat16 type: its elements move as MPI_UINT16_T and sum through a user op
+// that adds in float32 and rounds back, as the ring's own reduction does.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) { add_into(DType::bfloat16, inout, in, *len); }
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::float32: return MPI_FLOAT;
+    case DType::float64: return MPI_DOUBLE;
+    case DType::bfloat16: return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_sum(DType t) {
+  if (t != DType::bfloat16) return MPI_SUM;
+  static MPI_Op op = MPI_OP_NULL;  // created once, on the first bfloat16 reduction (after MPI_Init)
+  if (op == MPI_OP_NULL) mpi_check(MPI_Op_create(&bf16_sum, 1, &op), "MPI_Op_create");
+  return op;
 }
 }  // namespace
 
@@ -69,41 +93,39 @@ void MpiTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf
                                          std::to_string(got) + " bytes");
 }
 
-namespace {
-constexpr std::size_t kSegment = std::size_t{1} << 17;  // doubles: 1 MiB
-std::size_t segments(std::size_t count) { return std::max<std::size_t>(1, (count + kSegment - 1) / kSegment); }
-}  // namespace
-
-void MpiTransport::exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from,
-                                double* acc, std::size_t rcount) {
+void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::size_t scount, int from,
+                                void* acc_, std::size_t rcount, DType t) {
   const GroupComm& gc = comm_for(g);
   const int tag = run_.group_tag(static_cast<int>(Channel::data));
+  const std::size_t eb = element_bytes(t), kSegment = (std::size_t{1} << 20) / eb;  // elements: 1 MiB
+  auto segments = [&](std::size_t count) { return std::max<std::size_t>(1, (count + kSegment - 1) / kSegment); };
   const std::size_t rsegs = segments(rcount), ssegs = segments(scount);
-  incoming_.resize(rcount);
+  if (incoming_.size() * sizeof(double) < rcount * eb) incoming_.resize((rcount * eb + 7) / 8);
+  auto incoming = reinterpret_cast<unsigned char*>(incoming_.data());
+  auto sbuf = static_cast<const unsigned char*>(sbuf_);
+  auto acc = static_cast<unsigned char*>(acc_);
   // requests: [0, rsegs) receives, then the sends
   std::vector<MPI_Request> req(rsegs + ssegs, MPI_REQUEST_NULL);
   std::vector<MPI_Status> st(rsegs);
-  auto piece = [](std::size_t count, std::size_t k) { return std::min(kSegment, count - k * kSegment); };
+  auto piece = [kSegment](std::size_t count, std::size_t k) { return std::min(kSegment, count - k * kSegment); };
   try {
     for (std::size_t k = 0; k < rsegs; ++k)
-      mpi_check(MPI_Irecv(incoming_.data() + k * kSegment, mpi_count(piece(rcount, k), "a receive"), MPI_DOUBLE,
+      mpi_check(MPI_Irecv(incoming + k * kSegment * eb, mpi_count(piece(rcount, k), "a receive"), mpi_type(t),
                           gc.rank_of[from], tag, gc.comm, &req[k]),
                 "MPI_Irecv");
     for (std::size_t k = 0; k < ssegs; ++k)
-      mpi_check(MPI_Isend(sbuf + k * kSegment, mpi_count(piece(scount, k), "a send"), MPI_DOUBLE, gc.rank_of[to],
-                          tag, gc.comm, &req[rsegs + k]),
+      mpi_check(MPI_Isend(sbuf + k * kSegment * eb, mpi_count(piece(scount, k), "a send"), mpi_type(t),
+                          gc.rank_of[to], tag, gc.comm, &req[rsegs + k]),
                 "MPI_Isend");
     for (std::size_t k = 0; k < rsegs; ++k) {
       run_.wait(1, &req[k], &st[k], g.members[from], activity());
       int got = 0;
-      MPI_Get_count(&st[k], MPI_DOUBLE, &got);
+      MPI_Get_count(&st[k], mpi_type(t), &got);
       if (static_cast<std::size_t>(got) != piece(rcount, k))
         throw Error(ErrorKind::mismatch, "collectives do not match: device " + std::to_string(device_) + " is in " +
                                              activity() + " and got a message of the wrong size from device " +
                                              std::to_string(g.members[from]));
-      double* a = acc + k * kSegment;
-      const double* in = incoming_.data() + k * kSegment;
-      for (std::size_t i = 0, len = piece(rcount, k); i < len; ++i) a[i] += in[i];
+      add_into(t, acc + k * kSegment * eb, incoming + k * kSegment * eb, piece(rcount, k));
     }
     run_.wait(static_cast<int>(ssegs), &req[rsegs], MPI_STATUSES_IGNORE, g.members[to], activity());
   } catch (...) {
@@ -120,58 +142,61 @@ void MpiTransport::meet(const Group& g, const GroupComm& gc) {
   run_.wait(1, &r, MPI_STATUSES_IGNORE, g.members[g.prev()], activity());
 }
 
-bool MpiTransport::native_all_reduce(const Group& g, double* buf, std::size_t n) {
+bool MpiTransport::native_all_reduce(const Group& g, DType t, void* buf, std::size_t n) {
   const GroupComm& gc = comm_for(g);
   meet(g, gc);
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), MPI_DOUBLE, MPI_SUM, gc.comm),
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), mpi_type(t), mpi_sum(t), gc.comm),
             "MPI_Allreduce");
   return true;
 }
 
-bool MpiTransport::native_all_gather(const Group& g, const double* in, std::size_t n, double* out) {
+bool MpiTransport::native_all_gather(const Group& g, DType t, const void* in, std::size_t n, void* out) {
   const GroupComm& gc = comm_for(g);
   const int count = mpi_count(n, "MPI_Allgather");
   mpi_count(n * g.size(), "MPI_Allgather");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Allgather(in, count, MPI_DOUBLE, out, count, MPI_DOUBLE, gc.comm), "MPI_Allgather");
+    mpi_check(MPI_Allgather(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm), "MPI_Allgather");
     return true;
   }
-  std::vector<double> tmp(n * g.size());  // communicator order
-  mpi_check(MPI_Allgather(in, count, MPI_DOUBLE, tmp.data(), count, MPI_DOUBLE, gc.comm), "MPI_Allgather");
-  unpermute_blocks(tmp.data(), out, gc.rank_of, n);
+  const std::size_t each = n * element_bytes(t);
+  std::vector<unsigned char> tmp(each * g.size());  // communicator order
+  mpi_check(MPI_Allgather(in, count, mpi_type(t), tmp.data(), count, mpi_type(t), gc.comm), "MPI_Allgather");
+  unpermute_blocks(tmp.data(), out, gc.rank_of, each);
   return true;
 }
 
-bool MpiTransport::native_reduce_scatter(const Group& g, const double* in, std::size_t n_each, double* out) {
+bool MpiTransport::native_reduce_scatter(const Group& g, DType t, const void* in, std::size_t n_each, void* out) {
   const GroupComm& gc = comm_for(g);
   const int count = mpi_count(n_each, "MPI_Reduce_scatter_block");
   mpi_count(n_each * g.size(), "MPI_Reduce_scatter_block");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Reduce_scatter_block(in, out, count, MPI_DOUBLE, MPI_SUM, gc.comm), "MPI_Reduce_scatter_block");
+    mpi_check(MPI_Reduce_scatter_block(in, out, count, mpi_type(t), mpi_sum(t), gc.comm), "MPI_Reduce_scatter_block");
     return true;
   }
-  std::vector<double> tmp(n_each * g.size());
-  permute_blocks(in, tmp.data(), gc.rank_of, n_each);
-  mpi_check(MPI_Reduce_scatter_block(tmp.data(), out, count, MPI_DOUBLE, MPI_SUM, gc.comm),
+  const std::size_t each = n_each * element_bytes(t);
+  std::vector<unsigned char> tmp(each * g.size());
+  permute_blocks(in, tmp.data(), gc.rank_of, each);
+  mpi_check(MPI_Reduce_scatter_block(tmp.data(), out, count, mpi_type(t), mpi_sum(t), gc.comm),
             "MPI_Reduce_scatter_block");
   return true;
 }
 
-bool MpiTransport::native_all_to_all(const Group& g, const double* in, std::size_t n_each, double* out) {
+bool MpiTransport::native_all_to_all(const Group& g, DType t, const void* in, std::size_t n_each, void* out) {
   const GroupComm& gc = comm_for(g);
   const int count = mpi_count(n_each, "MPI_Alltoall");
   mpi_count(n_each * g.size(), "MPI_Alltoall");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Alltoall(in, count, MPI_DOUBLE, out, count, MPI_DOUBLE, gc.comm), "MPI_Alltoall");
+    mpi_check(MPI_Alltoall(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm), "MPI_Alltoall");
     return true;
   }
-  std::vector<double> send(n_each * g.size()), recv(n_each * g.size());
-  permute_blocks(in, send.data(), gc.rank_of, n_each);
-  mpi_check(MPI_Alltoall(send.data(), count, MPI_DOUBLE, recv.data(), count, MPI_DOUBLE, gc.comm), "MPI_Alltoall");
-  unpermute_blocks(recv.data(), out, gc.rank_of, n_each);
+  const std::size_t each = n_each * element_bytes(t);
+  std::vector<unsigned char> send(each * g.size()), recv(each * g.size());
+  permute_blocks(in, send.data(), gc.rank_of, each);
+  mpi_check(MPI_Alltoall(send.data(), count, mpi_type(t), recv.data(), count, mpi_type(t), gc.comm), "MPI_Alltoall");
+  unpermute_blocks(recv.data(), out, gc.rank_of, each);
   return true;
 }
 

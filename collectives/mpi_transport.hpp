@@ -23,18 +23,18 @@ class MpiTransport : public Transport {
   MpiTransport(MpiRun& run, const Mesh& mesh, const std::vector<MPI_Comm>& comms, int device)
       : run_(run), mesh_(mesh), comms_(comms), device_(device) {}
 
-  bool native_all_reduce(const Group& g, double* buf, std::size_t n) override;
-  bool native_all_gather(const Group& g, const double* in, std::size_t n, double* out) override;
-  bool native_reduce_scatter(const Group& g, const double* in, std::size_t n_each, double* out) override;
-  bool native_all_to_all(const Group& g, const double* in, std::size_t n_each, double* out) override;
+  bool native_all_reduce(const Group& g, DType t, void* buf, std::size_t n) override;
+  bool native_all_gather(const Group& g, DType t, const void* in, std::size_t n, void* out) override;
+  bool native_reduce_scatter(const Group& g, DType t, const void* in, std::size_t n_each, void* out) override;
+  bool native_all_to_all(const Group& g, DType t, const void* in, std::size_t n_each, void* out) override;
 
  protected:
   void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes) override;
-  // Large steps go as segments of kSegment doubles (both sides cut the same byte count the same
-  // way); each segment is added as soon as it is in, while the next ones are still moving.
-  void exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
-                    std::size_t rcount) override;
+  // Large steps go as segments of 1 MiB (both sides cut the same byte count the same way); each
+  // segment is added as soon as it is in, while the next ones are still moving.
+  void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
+                    std::size_t rcount, DType t) override;
 
  private:
   struct GroupComm {
@@ -50,7 +50,7 @@ class MpiTransport : public Transport {
   const std::vector<MPI_Comm>& comms_;
   int device_;
   std::map<std::vector<std::string>, GroupComm> cache_;
-  std::vector<double> incoming_;  // exchange_add's receive buffer, reused
+  std::vector<double> incoming_;  // exchange_add's receive buffer, reused (raw storage, any type)
 };
 
 }  // namespace shardlab

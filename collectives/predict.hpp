@@ -17,7 +17,7 @@
 namespace shardlab {
 
 std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::size_t input_bytes,
-                                 std::size_t element_bytes = sizeof(double));
+                                 std::size_t element_bytes);
 std::size_t predicted_messages(const std::string& op, int group_size);
 
 }  // namespace shardlab

@@ -1,6 +1,8 @@
 // Ring AllGather, ring ReduceScatter and AllReduce = ReduceScatter + AllGather.
-// All three run on a flat buffer cut into n chunks; for a tensor dim other than 0 the chunks are
-// first packed contiguously (copy_out) and unpacked afterwards (copy_in).
+// All three run on a flat buffer of the device's element type cut into n chunks: the local block
+// is packed into the device's scratch space (converted to the wire type when the program holds
+// another one, e.g. float64 lesson blocks moved as bfloat16), moved, and unpacked into the result.
+// For a tensor dim other than 0 packing and unpacking gather the blocks contiguously.
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -13,7 +15,7 @@ namespace shardlab {
 
 namespace {
 
-// Chunk i of a flat buffer: [offset[i], offset[i+1]).
+// Chunk i of a flat buffer: [offset[i], offset[i+1]) elements.
 std::vector<std::size_t> chunk_offsets(std::size_t elements, int n) {
   std::vector<std::size_t> off(n + 1, 0);
   for (int i = 0; i < n; ++i) off[i + 1] = off[i] + elements / n + (static_cast<std::size_t>(i) < elements % n ? 1 : 0);
@@ -24,71 +26,92 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // After n-1 steps member r holds the sum over the group of chunk r. At step s it sends its partial
 // sum of chunk r-s-1 to the next member and adds the previous member's chunk r-s-2 into its own.
-void ring_reduce_scatter(Device& dev, const Group& g, double* buf, const std::vector<std::size_t>& off) {
+void ring_reduce_scatter(Device& dev, const Group& g, unsigned char* buf, const std::vector<std::size_t>& off) {
   const int n = g.size(), r = g.me;
+  const std::size_t eb = dev.element_bytes();
   for (int s = 0; s < n - 1; ++s) {
     const int send = mod(r - s - 1, n), recv = mod(r - s - 2, n);
-    dev.transport().sendrecv_add(g, g.next(), buf + off[send], off[send + 1] - off[send], g.prev(), buf + off[recv],
-                                 off[recv + 1] - off[recv]);
+    dev.transport().sendrecv_add(g, g.next(), buf + off[send] * eb, off[send + 1] - off[send], g.prev(),
+                                 buf + off[recv] * eb, off[recv + 1] - off[recv], dev.dtype());
   }
 }
 
 // Member r starts with chunk r in place; at step s it passes chunk r-s on and receives r-s-1.
-void ring_all_gather(Device& dev, const Group& g, double* buf, const std::vector<std::size_t>& off) {
+void ring_all_gather(Device& dev, const Group& g, unsigned char* buf, const std::vector<std::size_t>& off) {
   const int n = g.size(), r = g.me;
+  const std::size_t eb = dev.element_bytes();
   for (int s = 0; s < n - 1; ++s) {
     const int send = mod(r - s, n), recv = mod(r - s - 1, n);
-    dev.transport().sendrecv(g, g.next(), buf + off[send], (off[send + 1] - off[send]) * sizeof(double), g.prev(),
-                             buf + off[recv], (off[recv + 1] - off[recv]) * sizeof(double));
+    dev.transport().sendrecv(g, g.next(), buf + off[send] * eb, (off[send + 1] - off[send]) * eb, g.prev(),
+                             buf + off[recv] * eb, (off[recv + 1] - off[recv]) * eb);
   }
 }
 
+template <class T>
 std::string describe(const std::string& op, const std::vector<std::string>& axes, const std::string& tensor,
-                     const Tensor& local, const std::string& extra) {
+                     const xt::xarray<T>& local, const std::string& extra) {
   return op + " over " + (axes.empty() ? std::string("no axes") : axes_text(axes)) + " of " + tensor +
          shape_text(shape_of(local)) + extra;
 }
 
-void check_dim(const Tensor& local, std::size_t dim, const std::string& op, const std::string& tensor) {
+template <class T>
+void check_dim(const xt::xarray<T>& local, std::size_t dim, const std::string& op, const std::string& tensor) {
   if (dim >= local.dimension())
     throw Error(ErrorKind::rank_mismatch, op + " of " + tensor + " along dim " + std::to_string(dim) +
                                               ", but its local block " + shape_text(shape_of(local)) + " has rank " +
                                               std::to_string(local.dimension()));
 }
 
+void finish(CallRecord& rec, bool modeled, const std::string& op, int n, std::size_t in_bytes,
+            std::size_t out_bytes, std::size_t eb) {
+  if (modeled) {
+    const std::size_t b = predicted_bytes_sent(op, n, in_bytes, eb);
+    rec.done_modeled(out_bytes, b, b, predicted_messages(op, n));
+  } else {
+    rec.done(out_bytes);
+  }
+}
+
 }  // namespace
 
-Tensor all_gather(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t dim,
-                  const std::string& tensor) {
+template <class T>
+xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         std::size_t dim, const std::string& tensor) {
   check_dim(local, dim, "all_gather", tensor);
   Group g = dev.group(axes);
   const int n = g.size();
   const bool native = dev.native();
-  CallRecord rec(dev, g, "all_gather", tensor, native ? "native" : "ring", local.size() * sizeof(double),
+  const DType w = dev.dtype();
+  const std::size_t eb = dev.element_bytes(), in_bytes = local.size() * eb;
+  CallRecord rec(dev, g, "all_gather", tensor, native ? "native" : "ring", in_bytes,
                  describe("all_gather", axes, tensor, local, " along dim " + std::to_string(dim)));
   const Shape in_shape = shape_of(local);
   Shape out_shape = in_shape;
   out_shape[dim] *= n;
-  // staging holds the n blocks back to back: [n][block]
-  std::vector<double> staging(local.size() * n);
-  const auto off = chunk_offsets(staging.size(), n);
-  std::copy(local.begin(), local.end(), staging.begin() + off[g.me]);
-  bool modeled = native && dev.transport().native_all_gather(g, local.data(), local.size(), staging.data());
-  if (!modeled) ring_all_gather(dev, g, staging.data(), off);
-  Tensor out = xt::zeros<double>(out_shape);
-  for (int i = 0; i < n; ++i)
-    copy_in(out.data(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging.data() + off[i]);
-  if (modeled) {
-    const std::size_t b = predicted_bytes_sent("all_gather", n, local.size() * sizeof(double));
-    rec.done_modeled(out.size() * sizeof(double), b, b, predicted_messages("all_gather", n));
-  } else {
-    rec.done(out.size() * sizeof(double));
+  // staging holds the n blocks back to back: [n][block], in the wire type
+  const std::size_t total = local.size() * n;
+  unsigned char* staging = dev.scratch(0, total * eb);
+  const auto off = chunk_offsets(total, n);
+  bool modeled = false;
+  if (native) {  // MPICH's all_gather reads the block from a buffer of its own
+    unsigned char* in = dev.scratch(1, in_bytes);
+    convert_elements(dtype_of<T>(), local.data(), w, in, local.size());
+    modeled = dev.transport().native_all_gather(g, w, in, local.size(), staging);
   }
+  if (!modeled) {
+    convert_elements(dtype_of<T>(), local.data(), w, staging + off[g.me] * eb, local.size());
+    ring_all_gather(dev, g, staging, off);
+  }
+  xt::xarray<T> out = xt::empty<T>(out_shape);
+  for (int i = 0; i < n; ++i)
+    copy_in(out.data(), dtype_of<T>(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging + off[i] * eb, w);
+  finish(rec, modeled, "all_gather", n, in_bytes, out.size() * eb, eb);
   return out;
 }
 
-Tensor reduce_scatter(Device& dev, const Tensor& local, const std::vector<std::string>& axes, std::size_t dim,
-                      const std::string& tensor) {
+template <class T>
+xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                             std::size_t dim, const std::string& tensor) {
   check_dim(local, dim, "reduce_scatter", tensor);
   Group g = dev.group(axes);
   const int n = g.size();
@@ -98,49 +121,67 @@ Tensor reduce_scatter(Device& dev, const Tensor& local, const std::vector<std::s
                                               std::to_string(in_shape[dim]) + ") is not divisible by the group over " +
                                               axes_text(axes) + " (size " + std::to_string(n) + ")");
   const bool native = dev.native();
-  CallRecord rec(dev, g, "reduce_scatter", tensor, native ? "native" : "ring", local.size() * sizeof(double),
+  const DType w = dev.dtype();
+  const std::size_t eb = dev.element_bytes(), in_bytes = local.size() * eb;
+  CallRecord rec(dev, g, "reduce_scatter", tensor, native ? "native" : "ring", in_bytes,
                  describe("reduce_scatter", axes, tensor, local, " along dim " + std::to_string(dim)));
   const std::size_t b = in_shape[dim] / n;
-  std::vector<double> staging(local.size());
-  const auto off = chunk_offsets(staging.size(), n);
-  for (int i = 0; i < n; ++i) copy_out(local.data(), in_shape, dim, i * b, b, staging.data() + off[i]);
+  unsigned char* staging = dev.scratch(0, local.size() * eb);
+  const auto off = chunk_offsets(local.size(), n);
+  for (int i = 0; i < n; ++i)
+    copy_out(local.data(), dtype_of<T>(), in_shape, dim, i * b, b, staging + off[i] * eb, w);
   Shape out_shape = in_shape;
   out_shape[dim] = b;
-  Tensor out = xt::zeros<double>(out_shape);
-  bool modeled = native && dev.transport().native_reduce_scatter(g, staging.data(), out.size(), out.data());
-  if (!modeled) {
-    ring_reduce_scatter(dev, g, staging.data(), off);
-    std::copy(staging.begin() + off[g.me], staging.begin() + off[g.me + 1], out.begin());
+  xt::xarray<T> out = xt::empty<T>(out_shape);
+  unsigned char* mine = staging + off[g.me] * eb;
+  bool modeled = false;
+  if (native) {
+    unsigned char* result = dev.scratch(1, out.size() * eb);
+    modeled = dev.transport().native_reduce_scatter(g, w, staging, out.size(), result);
+    if (modeled) mine = result;
   }
-  if (modeled) {
-    const std::size_t bytes = predicted_bytes_sent("reduce_scatter", n, local.size() * sizeof(double));
-    rec.done_modeled(out.size() * sizeof(double), bytes, bytes, predicted_messages("reduce_scatter", n));
-  } else {
-    rec.done(out.size() * sizeof(double));
-  }
+  if (!modeled) ring_reduce_scatter(dev, g, staging, off);
+  convert_elements(w, mine, dtype_of<T>(), out.data(), out.size());
+  finish(rec, modeled, "reduce_scatter", n, in_bytes, out.size() * eb, eb);
   return out;
 }
 
-Tensor all_reduce(Device& dev, const Tensor& local, const std::vector<std::string>& axes, const std::string& tensor) {
+template <class T>
+xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         const std::string& tensor) {
   Group g = dev.group(axes);
   const int n = g.size();
   const bool native = dev.native();
-  CallRecord rec(dev, g, "all_reduce", tensor, native ? "native" : "ring", local.size() * sizeof(double),
+  const DType w = dev.dtype();
+  const std::size_t eb = dev.element_bytes(), in_bytes = local.size() * eb;
+  CallRecord rec(dev, g, "all_reduce", tensor, native ? "native" : "ring", in_bytes,
                  describe("all_reduce", axes, tensor, local, ""));
-  Tensor out = local;
-  bool modeled = native && dev.transport().native_all_reduce(g, out.data(), out.size());
+  xt::xarray<T> out = xt::empty<T>(local.shape());
+  // In place in the result when the program holds the wire type; else through scratch.
+  const bool direct = dtype_of<T>() == w;
+  unsigned char* buf = direct ? reinterpret_cast<unsigned char*>(out.data()) : dev.scratch(0, in_bytes);
+  convert_elements(dtype_of<T>(), local.data(), w, buf, local.size());
+  const bool modeled = native && dev.transport().native_all_reduce(g, w, buf, local.size());
   if (!modeled) {
-    const auto off = chunk_offsets(out.size(), n);
-    ring_reduce_scatter(dev, g, out.data(), off);
-    ring_all_gather(dev, g, out.data(), off);
+    const auto off = chunk_offsets(local.size(), n);
+    ring_reduce_scatter(dev, g, buf, off);
+    ring_all_gather(dev, g, buf, off);
   }
-  if (modeled) {
-    const std::size_t bytes = predicted_bytes_sent("all_reduce", n, local.size() * sizeof(double));
-    rec.done_modeled(out.size() * sizeof(double), bytes, bytes, predicted_messages("all_reduce", n));
-  } else {
-    rec.done(out.size() * sizeof(double));
-  }
+  if (!direct) convert_elements(w, buf, dtype_of<T>(), out.data(), out.size());
+  finish(rec, modeled, "all_reduce", n, in_bytes, out.size() * eb, eb);
   return out;
 }
+
+#define SHARDLAB_RING(T)                                                                                         \
+  template xt::xarray<T> all_gather<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,         \
+                                       std::size_t, const std::string&);                                        \
+  template xt::xarray<T> reduce_scatter<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,     \
+                                           std::size_t, const std::string&);                                    \
+  template xt::xarray<T> all_reduce<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,         \
+                                       const std::string&);
+SHARDLAB_RING(double)
+SHARDLAB_RING(float)
+SHARDLAB_RING(bfloat16)
+#undef SHARDLAB_RING
 
 }  // namespace shardlab

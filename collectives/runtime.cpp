@@ -34,7 +34,7 @@ int launched_processes() {
   return 0;
 }
 
-Runtime::Runtime(Backend backend, bool native) : backend_(backend), native_(native) {
+Runtime::Runtime(Backend backend, bool native, DType dtype) : backend_(backend), native_(native), dtype_(dtype) {
   use_one_blas_thread();
   keep_freed_memory();  // core/memory.hpp: each step's tensors reuse memory instead of faulting in pages
   if (backend_ == Backend::mpi) mpi::start();
@@ -54,14 +54,14 @@ int Runtime::agree(int status) const { return backend_ == Backend::sim ? status 
 
 namespace {
 
-RunResult run_sim(const Mesh& mesh, const Program& program) {
+RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype) {
   const int n = mesh.devices();
   SimWorld world(n);
   std::vector<std::unique_ptr<SimTransport>> transports;
   std::vector<std::unique_ptr<Device>> devices;
   for (int d = 0; d < n; ++d) {
     transports.push_back(std::make_unique<SimTransport>(world, d));
-    devices.push_back(std::make_unique<Device>(d, mesh, *transports[d]));
+    devices.push_back(std::make_unique<Device>(d, mesh, *transports[d], false, dtype));
   }
   RunResult result;
   result.outputs.resize(n);
@@ -88,10 +88,10 @@ RunResult run_sim(const Mesh& mesh, const Program& program) {
 }  // namespace
 
 RunResult Runtime::run(const Mesh& mesh, const Program& program) {
-  if (backend_ == Backend::mpi) return mpi::run(mesh, program, native_);
+  if (backend_ == Backend::mpi) return mpi::run(mesh, program, native_, dtype_);
   if (native_)
     throw Error(ErrorKind::unsupported, "--collectives native needs the mpi backend (MPICH's own collectives)");
-  return run_sim(mesh, program);
+  return run_sim(mesh, program, dtype_);
 }
 
 }  // namespace shardlab

@@ -32,13 +32,15 @@ struct RunResult {
 class Runtime {
  public:
   // `native`: use the transport's library collectives where it has them (MPI).
-  explicit Runtime(Backend backend, bool native = false);
+  // `dtype`: the element type every device's collectives move.
+  explicit Runtime(Backend backend, bool native = false, DType dtype = DType::float64);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   Backend backend() const { return backend_; }
   bool native() const { return native_; }
+  DType dtype() const { return dtype_; }
   bool is_root() const;
   // Runs `program` on every device. Throws Error (same kind on every rank) for a bad setup, such
   // as a world size that differs from the mesh, or when any device fails.
@@ -52,6 +54,7 @@ class Runtime {
  private:
   Backend backend_;
   bool native_;
+  DType dtype_;
 };
 
 // True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime

@@ -1,5 +1,6 @@
 #include "collectives/sim.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -10,9 +11,36 @@ SimWorld::SimWorld(int devices)
     : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
       waiting_on_(devices, -1), finished_(devices, false) {}
 
+SimWorld::Buffer SimWorld::buffer_locked(std::size_t bytes) {
+  // The smallest spare that fits; failing that, drop the largest spare (it is too small) so the
+  // pool does not grow past what a run uses at once.
+  std::size_t best = spare_.size();
+  for (std::size_t i = 0; i < spare_.size(); ++i)
+    if (spare_[i].capacity >= bytes && (best == spare_.size() || spare_[i].capacity < spare_[best].capacity)) best = i;
+  Buffer b;
+  if (best < spare_.size()) {
+    b = std::move(spare_[best]);
+    spare_.erase(spare_.begin() + static_cast<long>(best));
+    return b;
+  }
+  if (!spare_.empty()) {  // every spare is too small: let the largest go, this one replaces it
+    auto largest = std::max_element(spare_.begin(), spare_.end(),
+                                    [](const Buffer& x, const Buffer& y) { return x.capacity < y.capacity; });
+    spare_.erase(largest);
+  }
+  b.data.reset(new unsigned char[bytes ? bytes : 1]);  // default-initialised: not zero-filled
+  b.capacity = bytes;
+  return b;
+}
+
 void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity) {
-  Message m{ch, std::vector<unsigned char>(bytes), activity};
-  if (bytes) std::memcpy(m.bytes.data(), data, bytes);
+  Message m{ch, {}, bytes, activity};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) throw Aborted{};
+    m.buffer = buffer_locked(bytes);
+  }
+  if (bytes) std::memcpy(m.buffer.data.get(), data, bytes);
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};
   box_[static_cast<std::size_t>(dst) * n_ + src].push_back(std::move(m));
@@ -48,14 +76,17 @@ void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes)
   waiting_on_[dst] = -1;
   Message m = std::move(box.front());
   box.pop_front();
-  if (m.channel != ch || m.bytes.size() != bytes) {
+  if (m.channel != ch || m.size != bytes) {
     std::string why = "collectives do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
                       " and expected " + std::to_string(bytes) + " bytes from device " + std::to_string(src) +
-                      ", which is in " + m.activity + " and sent " + std::to_string(m.bytes.size()) + " bytes";
+                      ", which is in " + m.activity + " and sent " + std::to_string(m.size) + " bytes";
     abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
     throw Aborted{};
   }
-  if (bytes) std::memcpy(data, m.bytes.data(), bytes);
+  lock.unlock();
+  if (bytes) std::memcpy(data, m.buffer.data.get(), bytes);
+  lock.lock();
+  spare_.push_back(std::move(m.buffer));
 }
 
 void SimWorld::set_activity(int device, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,11 +35,19 @@ class SimWorld {
   std::exception_ptr first_error() const { return first_error_; }
 
  private:
+  // Message payloads live in buffers recycled through spare_: a buffer is not zero-filled, and
+  // once the world has seen a run's sizes no post maps fresh pages.
+  struct Buffer {
+    std::unique_ptr<unsigned char[]> data;
+    std::size_t capacity = 0;
+  };
   struct Message {
     Channel channel;
-    std::vector<unsigned char> bytes;
+    Buffer buffer;
+    std::size_t size = 0;
     std::string activity;  // sender's activity when it posted
   };
+  Buffer buffer_locked(std::size_t bytes);  // a spare one that fits, or a new one
   void abort_locked(std::exception_ptr error);
   bool all_stuck_locked() const;
   std::string stuck_report_locked() const;
@@ -47,6 +56,7 @@ class SimWorld {
   mutable std::mutex mu_;
   std::vector<std::condition_variable> wake_;  // one per device
   std::vector<std::deque<Message>> box_;       // box_[dst * n + src]
+  std::vector<Buffer> spare_;                  // returned by take(), reused by post()
   std::vector<std::string> activity_;
   std::vector<int> waiting_on_;                // -1, or the src a device blocks on
   std::vector<bool> finished_;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace shardlab {
 
 // The devices taking part in one collective: those that differ only along `axes`.
@@ -31,10 +33,10 @@ class Transport {
   // Payload: counted in stats(), which is what the ledger reads.
   void sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes);
-  // sendrecv of doubles where what arrives is added into `acc` (rcount doubles) instead of stored:
-  // the reduction step of ring ReduceScatter. Counted as one message each way, like sendrecv.
-  void sendrecv_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
-                    std::size_t rcount);
+  // sendrecv of elements of type t where what arrives is added into `acc` (rcount elements) instead
+  // of stored: the reduction step of ring ReduceScatter. Counted as one message each way, like sendrecv.
+  void sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
+                    std::size_t rcount, DType t);
   // Call signatures exchanged before a collective: not payload, not counted.
   void control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                         std::size_t rbytes);
@@ -42,13 +44,16 @@ class Transport {
   const TransportStats& stats() const { return stats_; }
 
   // The transport library's own collectives (MPICH's, for --collectives native) on buffers of
-  // doubles over group g. The default transport has none and returns false.
-  virtual bool native_all_reduce(const Group&, double* /*buf*/, std::size_t /*n*/) { return false; }
-  virtual bool native_all_gather(const Group&, const double* /*in*/, std::size_t /*n*/, double* /*out*/) { return false; }
-  virtual bool native_reduce_scatter(const Group&, const double* /*in*/, std::size_t /*n_each*/, double* /*out*/) {
+  // elements of type t over group g (counts in elements). The default transport has none and
+  // returns false.
+  virtual bool native_all_reduce(const Group&, DType, void* /*buf*/, std::size_t /*n*/) { return false; }
+  virtual bool native_all_gather(const Group&, DType, const void* /*in*/, std::size_t /*n*/, void* /*out*/) {
     return false;
   }
-  virtual bool native_all_to_all(const Group&, const double* /*in*/, std::size_t /*n_each*/, double* /*out*/) {
+  virtual bool native_reduce_scatter(const Group&, DType, const void* /*in*/, std::size_t /*n_each*/, void* /*out*/) {
+    return false;
+  }
+  virtual bool native_all_to_all(const Group&, DType, const void* /*in*/, std::size_t /*n_each*/, void* /*out*/) {
     return false;
   }
   // What this device is doing, for error messages about mismatched or stuck collectives.
@@ -58,10 +63,10 @@ class Transport {
  protected:
   virtual void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                         void* rbuf, std::size_t rbytes) = 0;
-  // Data exchange whose received doubles are added into acc. Default: exchange into a scratch
+  // Data exchange whose received elements are added into acc. Default: exchange into a scratch
   // buffer, then add. A transport may overlap the adding with the receiving (MPI does).
-  virtual void exchange_add(const Group& g, int to, const double* sbuf, std::size_t scount, int from, double* acc,
-                            std::size_t rcount);
+  virtual void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
+                            std::size_t rcount, DType t);
 
  private:
   TransportStats stats_;

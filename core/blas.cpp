@@ -3,7 +3,9 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 
 namespace shardlab {
@@ -55,6 +57,8 @@ __attribute__((section(".preinit_array"), used)) void (*choose_blas_kernels_at_s
 }  // namespace
 
 void use_one_blas_thread() { openblas_set_num_threads(1); }
+
+void use_all_blas_threads() { openblas_set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))); }
 
 std::string blas_description() {
   const char* set = std::getenv("OPENBLAS_CORETYPE");

@@ -5,6 +5,7 @@
 namespace shardlab {
 
 void use_one_blas_thread();      // many devices share 2 cores: one BLAS thread each
+void use_all_blas_threads();     // one program alone (the unsharded reference): every core
 // "OpenBLAS 0.3.21 ... (kernels: SkylakeX, chosen by shardlab for this AVX-512 CPU)", or
 // "(kernels: Haswell, OPENBLAS_CORETYPE=Haswell set by the user)", for benchmark headers.
 // On an AVX-512 CPU every program that links this file runs with SkylakeX kernels unless the user

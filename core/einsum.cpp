@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include <xtensor-blas/xblas.hpp>
-#include <xtensor/xadapt.hpp>
 #include <xtensor/xmanipulation.hpp>
 
 #include "core/error.hpp"
+#include "core/gemm.hpp"
 #include "core/named.hpp"
 #include "core/text.hpp"
 
@@ -54,7 +53,8 @@ bool identity(const std::vector<std::size_t>& perm) {
 }
 
 // `t` with its dims in the order `perm`, as a contiguous row-major array.
-Tensor permuted(const Tensor& t, const std::vector<std::size_t>& perm) {
+template <class T>
+xt::xarray<T> permuted(const xt::xarray<T>& t, const std::vector<std::size_t>& perm) {
   if (identity(perm)) return t;
   return xt::transpose(t, perm);
 }
@@ -165,32 +165,73 @@ Shape shape_for(const std::string& letters, const DimSizes& sizes) {
   return shape;
 }
 
-Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b) {
+namespace {
+
+// An operand's dims as [batch, rows, cols] of a row-major buffer: the tensor itself when its dims
+// are already in that order, or in the order [batch, cols, rows] (then gemm's transpose flag reads
+// it), else a permuted copy in the first order.
+template <class T>
+struct GemmOperand {
+  xt::xarray<T> copy;
+  const T* data = nullptr;
+  bool trans = false;
+};
+
+template <class T>
+GemmOperand<T> gemm_operand(const xt::xarray<T>& x, const std::string& letters, const std::string& bat,
+                            const std::string& rows, const std::string& cols) {
+  GemmOperand<T> g;
+  if (identity(positions(bat + rows + cols, letters))) {
+    g.data = x.data();
+  } else if (identity(positions(bat + cols + rows, letters))) {
+    g.data = x.data();
+    g.trans = true;
+  } else {
+    g.copy = permuted(x, positions(bat + rows + cols, letters));
+    g.data = g.copy.data();
+  }
+  return g;
+}
+
+}  // namespace
+
+template <class T>
+xt::xarray<T> contract(const Einsum& eq, const xt::xarray<T>& a, const xt::xarray<T>& b) {
   const DimSizes s = eq.sizes(shape_of(a), shape_of(b));
   const std::string bat = eq.batch(), con = eq.contracted(), fa = eq.a_free(), fb = eq.b_free();
   const std::size_t nb = product(bat, s), m = product(fa, s), k = product(con, s), n = product(fb, s);
-
-  // A as [batch, M, K] and B as [batch, K, N], row-major and contiguous: the inputs themselves when
-  // their dims are already in that order (no copy), else a transposed copy.
-  const auto pa = positions(bat + fa + con, eq.a), pb = positions(bat + con + fb, eq.b);
-  const bool a_in_order = identity(pa), b_in_order = identity(pb);
-  const Tensor ta = a_in_order ? Tensor() : permuted(a, pa), tb = b_in_order ? Tensor() : permuted(b, pb);
-  const double* da = a_in_order ? a.data() : ta.data();
-  const double* db = b_in_order ? b.data() : tb.data();
-  Tensor r = xt::empty<double>(Shape{nb * m * n});
-  using Matrix = std::array<std::size_t, 2>;
-  for (std::size_t t = 0; t < nb; ++t) {
-    auto ma = xt::adapt(da + t * m * k, m * k, xt::no_ownership(), Matrix{m, k});
-    auto mb = xt::adapt(db + t * k * n, k * n, xt::no_ownership(), Matrix{k, n});
-    auto mr = xt::adapt(r.data() + t * m * n, m * n, xt::no_ownership(), Matrix{m, n});
-    xt::blas::gemm(ma, mb, mr);  // mr = ma * mb, [M,K] x [K,N]
-  }
+  // A as [batch, M, K] and B as [batch, K, N]: read in place (transposed by BLAS flag when stored
+  // [batch, K, M] or [batch, N, K]); only other orders are copied.
+  const GemmOperand<T> ga = gemm_operand(a, eq.a, bat, fa, con), gb = gemm_operand(b, eq.b, bat, con, fb);
+  xt::xarray<T> r = xt::empty<T>(Shape{nb * m * n});
+  batched_gemm(nb, m, n, k, ga.data, ga.trans, gb.data, gb.trans, r.data());
   // r is [batch..., free_A..., free_B...]; move its dims into the output's order.
   const std::string have = bat + fa + fb;
   r.reshape(shape_for(have, s));
   const auto po = positions(eq.out, have);
   if (identity(po)) return r;
   return permuted(r, po);
+}
+
+template xt::xarray<double> contract<double>(const Einsum&, const xt::xarray<double>&, const xt::xarray<double>&);
+template xt::xarray<float> contract<float>(const Einsum&, const xt::xarray<float>&, const xt::xarray<float>&);
+
+// bfloat16: operands widened to float32, products accumulated in float32 (sgemm), the result
+// rounded back to bfloat16 once, as mixed-precision hardware does.
+template <>
+xt::xarray<bfloat16> contract<bfloat16>(const Einsum& eq, const xt::xarray<bfloat16>& a,
+                                        const xt::xarray<bfloat16>& b) {
+  return converted<bfloat16>(contract(eq, converted<float>(a), converted<float>(b)));
+}
+
+Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b, DType as) {
+  switch (as) {
+    case DType::float64: return contract(eq, a, b);
+    case DType::float32: return converted<double>(contract(eq, converted<float>(a), converted<float>(b)));
+    case DType::bfloat16:
+      return converted<double>(contract(eq, converted<bfloat16>(a), converted<bfloat16>(b)));
+  }
+  return contract(eq, a, b);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -7,8 +7,9 @@
 // A letter in one operand only that is not in the output would be a reduction of that operand
 // alone; shardlab asks for it to be written separately.
 //
-// contract() runs on BLAS: it permutes A to [batch, free_A, contracted] and B to
-// [batch, contracted, free_B], so the einsum becomes `batch` matrix products [M,K] x [K,N].
+// contract() runs on BLAS: it reads A as [batch, free_A, contracted] and B as
+// [batch, contracted, free_B] (in place, or transposed by BLAS flag, else a permuted copy), so the
+// einsum becomes `batch` matrix products [M,K] x [K,N].
 // reference_einsum() is the check, written the Mesh-TensorFlow way (seed 000): multiply with
 // dims matched by name (broadcasting), then sum the contracted names. No BLAS involved.
 #pragma once
@@ -43,8 +44,14 @@ DimSizes parse_dim_sizes(const std::string& text);
 // The shape of a tensor with `letters`; Error(parse) naming a letter that has no size.
 Shape shape_for(const std::string& letters, const DimSizes& sizes);
 
-// The local contraction: one BLAS gemm per batch index (xt::blas::gemm).
-Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b);
+// The local contraction: one BLAS gemm per batch index (core/gemm.hpp), in the operands' own type:
+// double (dgemm), float (sgemm), bfloat16 (widened to float, sgemm, rounded back). Instantiated
+// for those three.
+template <class T>
+xt::xarray<T> contract(const Einsum& eq, const xt::xarray<T>& a, const xt::xarray<T>& b);
+// Operands held as double, computed as type `as` computes: rounded to `as`, multiplied in its
+// arithmetic, the result rounded to `as` and returned as double (lessons' double blocks).
+Tensor contract(const Einsum& eq, const Tensor& a, const Tensor& b, DType as);
 Tensor matmul(const Tensor& a, const Tensor& b);  // contract("ik,kj->ij")
 // Floating-point operations of contract() on operands of these shapes: 2 * product of every
 // letter's size (one multiply and one add per term of every sum).

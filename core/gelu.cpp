@@ -2,19 +2,63 @@
 
 #include <cmath>
 
+#include "core/error.hpp"
+
 namespace shardlab {
 
-Tensor gelu(const Tensor& x) {
-  Tensor y = x;
-  for (auto& v : y) v = 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
+namespace {
+// The arithmetic an element type computes in.
+template <class T> struct Compute { using type = float; };
+template <> struct Compute<double> { using type = double; };
+
+template <class T, class F>
+xt::xarray<T> map(const xt::xarray<T>& x, F f) {
+  using C = typename Compute<T>::type;
+  xt::xarray<T> y = xt::empty<T>(x.shape());
+  const T* in = x.data();
+  T* out = y.data();
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = element_cast<T>(f(element_cast<C>(in[i])));
+  return y;
+}
+}  // namespace
+
+template <class T>
+xt::xarray<T> gelu_as(const xt::xarray<T>& x) {
+  using C = typename Compute<T>::type;
+  return map(x, [](C v) { return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2))); });
+}
+
+template <class T>
+xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x) {
+  using C = typename Compute<T>::type;
+  const C inv_sqrt_2pi = C(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1/sqrt(2 pi)
+  return map(x, [inv_sqrt_2pi](C v) {
+    return C(0.5) * (C(1) + std::erf(v * C(M_SQRT1_2))) + v * inv_sqrt_2pi * std::exp(C(-0.5) * v * v);
+  });
+}
+
+template <class T>
+xt::xarray<T> multiply_as(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  using C = typename Compute<T>::type;
+  if (a.shape() != b.shape())
+    throw Error(ErrorKind::rank_mismatch, "elementwise product of " + shape_text(shape_of(a)) + " and " +
+                                              shape_text(shape_of(b)));
+  xt::xarray<T> y = xt::empty<T>(a.shape());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    y.data()[i] = element_cast<T>(element_cast<C>(a.data()[i]) * element_cast<C>(b.data()[i]));
   return y;
 }
 
-Tensor gelu_grad(const Tensor& x) {
-  Tensor y = x;
-  const double inv_sqrt_2pi = 0.5 * M_2_SQRTPI * M_SQRT1_2;  // 1/sqrt(2 pi)
-  for (auto& v : y) v = 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * inv_sqrt_2pi * std::exp(-0.5 * v * v);
-  return y;
-}
+#define SHARDLAB_GELU(T)                                                 \
+  template xt::xarray<T> gelu_as<T>(const xt::xarray<T>&);              \
+  template xt::xarray<T> gelu_grad_as<T>(const xt::xarray<T>&);         \
+  template xt::xarray<T> multiply_as<T>(const xt::xarray<T>&, const xt::xarray<T>&);
+SHARDLAB_GELU(double)
+SHARDLAB_GELU(float)
+SHARDLAB_GELU(bfloat16)
+#undef SHARDLAB_GELU
+
+Tensor gelu(const Tensor& x) { return gelu_as(x); }
+Tensor gelu_grad(const Tensor& x) { return gelu_grad_as(x); }
 
 }  // namespace shardlab

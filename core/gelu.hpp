@@ -1,6 +1,7 @@
-// GELU, exact (erf) form, and its derivative: the elementwise nonlinearity of the FFN lessons.
-//   gelu(x)  = x * Phi(x),            Phi(x) = (1 + erf(x / sqrt 2)) / 2
-//   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+// GELU, the erf form: gelu(x) = x/2 (1 + erf(x / sqrt 2)), and its derivative, elementwise.
+// Typed forms compute in the element type's arithmetic (double for float64, float for float32 and
+// bfloat16) and round each result to the type once, so a sharded run and the reference that share
+// an input get the same bits.
 #pragma once
 #include "core/tensor.hpp"
 
@@ -8,5 +9,14 @@ namespace shardlab {
 
 Tensor gelu(const Tensor& x);
 Tensor gelu_grad(const Tensor& x);  // d gelu / dx, elementwise
+
+// Instantiated for double, float and bfloat16.
+template <class T>
+xt::xarray<T> gelu_as(const xt::xarray<T>& x);
+template <class T>
+xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x);
+// a * b elementwise in T's arithmetic (same shapes).
+template <class T>
+xt::xarray<T> multiply_as(const xt::xarray<T>& a, const xt::xarray<T>& b);
 
 }  // namespace shardlab

@@ -49,10 +49,50 @@ xt::xstrided_slice_vector slices(const Block& b) {
 }
 }  // namespace
 
-Tensor local_block(const Tensor& global, const Mesh& mesh, const Spec& spec, int device) {
-  Block b = block_of(mesh, spec, shape_of(global), device);
-  return xt::strided_view(global, slices(b));
+template <class T>
+xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device) {
+  const Block b = block_of(mesh, spec, shape_of(global), device);
+  xt::xarray<T> out = xt::empty<T>(b.shape());
+  copy_block(global.data(), shape_of(global), b, out.data(), false);
+  return out;
 }
+
+template <class T>
+void copy_block(const T* from, const Shape& global, const Block& b, T* to, bool into_global) {
+  const std::size_t rank = global.size();
+  if (rank == 0) {
+    if (into_global) *const_cast<T*>(from) = *to;
+    else *to = *from;
+    return;
+  }
+  const Shape bs = b.shape();
+  if (element_count(bs) == 0) return;
+  // Row-major strides of the global tensor; the block's last dim is one contiguous run.
+  std::vector<std::size_t> stride(rank, 1);
+  for (std::size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * global[d + 1];
+  const std::size_t run = bs[rank - 1];
+  std::vector<std::size_t> idx(rank, 0);  // over the block's leading dims
+  std::size_t local = 0;
+  while (true) {
+    std::size_t off = b.start[rank - 1];
+    for (std::size_t d = 0; d + 1 < rank; ++d) off += (b.start[d] + idx[d]) * stride[d];
+    if (into_global) std::copy(to + local, to + local + run, const_cast<T*>(from) + off);
+    else std::copy(from + off, from + off + run, to + local);
+    local += run;
+    std::size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++idx[d] < bs[d]) break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1)) return;
+  }
+}
+template void copy_block<double>(const double*, const Shape&, const Block&, double*, bool);
+template void copy_block<float>(const float*, const Shape&, const Block&, float*, bool);
+template void copy_block<bfloat16>(const bfloat16*, const Shape&, const Block&, bfloat16*, bool);
+template Tensor local_block<double>(const Tensor&, const Mesh&, const Spec&, int);
+template TensorF local_block<float>(const TensorF&, const Mesh&, const Spec&, int);
+template TensorBF local_block<bfloat16>(const TensorBF&, const Mesh&, const Spec&, int);
 
 Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const std::vector<Tensor>& blocks,
                   const std::string& tensor) {
@@ -108,18 +148,28 @@ void outer_inner(const Shape& shape, std::size_t dim, std::size_t& outer, std::s
 }
 }  // namespace
 
-void copy_out(const double* src, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, double* dst) {
+void copy_out(const void* src, DType src_type, const Shape& shape, std::size_t dim, std::size_t begin,
+              std::size_t len, void* dst, DType dst_type) {
   std::size_t outer, inner;
   outer_inner(shape, dim, outer, inner);
+  const std::size_t sb = element_bytes(src_type), db = element_bytes(dst_type);
+  auto s = static_cast<const unsigned char*>(src);
+  auto d = static_cast<unsigned char*>(dst);
   for (std::size_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * len * inner, src + (o * shape[dim] + begin) * inner, len * inner * sizeof(double));
+    convert_elements(src_type, s + (o * shape[dim] + begin) * inner * sb, dst_type, d + o * len * inner * db,
+                     len * inner);
 }
 
-void copy_in(double* dst, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, const double* src) {
+void copy_in(void* dst, DType dst_type, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len,
+             const void* src, DType src_type) {
   std::size_t outer, inner;
   outer_inner(shape, dim, outer, inner);
+  const std::size_t sb = element_bytes(src_type), db = element_bytes(dst_type);
+  auto s = static_cast<const unsigned char*>(src);
+  auto d = static_cast<unsigned char*>(dst);
   for (std::size_t o = 0; o < outer; ++o)
-    std::memcpy(dst + (o * shape[dim] + begin) * inner, src + o * len * inner, len * inner * sizeof(double));
+    convert_elements(src_type, s + o * len * inner * sb, dst_type, d + (o * shape[dim] + begin) * inner * db,
+                     len * inner);
 }
 
 }  // namespace shardlab

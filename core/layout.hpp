@@ -18,7 +18,12 @@ struct Block {
 
 Block block_of(const Mesh& mesh, const Spec& spec, const Shape& global, int device);
 Shape local_shape(const Mesh& mesh, const Spec& spec, const Shape& global);
-Tensor local_block(const Tensor& global, const Mesh& mesh, const Spec& spec, int device);
+template <class T>
+xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device);
+// Block b of a row-major tensor of shape `global` at `global_data`, copied to or from the
+// contiguous `block` (into_global: block -> tensor). One std::copy per run along the last dim.
+template <class T>
+void copy_block(const T* global_data, const Shape& global, const Block& b, T* block, bool into_global);
 
 // The global tensor from one block per device (blocks[d] from device d). Replicas must agree bit
 // for bit; blocks that differ only along the spec's partial axes are summed.
@@ -30,9 +35,12 @@ struct Assembly {
 Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const std::vector<Tensor>& blocks,
                   const std::string& tensor);
 
-// Raw block copies along one dim of a row-major buffer of `shape`, for collectives.
+// Raw block copies along one dim of a row-major buffer of `shape`, for collectives, converting
+// between element types on the way (a plain memcpy when they are the same).
 // copy_out: elements [begin, begin+len) of `dim` into a contiguous buffer; copy_in: the reverse.
-void copy_out(const double* src, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, double* dst);
-void copy_in(double* dst, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len, const double* src);
+void copy_out(const void* src, DType src_type, const Shape& shape, std::size_t dim, std::size_t begin,
+              std::size_t len, void* dst, DType dst_type);
+void copy_in(void* dst, DType dst_type, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len,
+             const void* src, DType src_type);
 
 }  // namespace shardlab

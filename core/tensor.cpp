@@ -8,7 +8,26 @@
 
 namespace shardlab {
 
-Shape shape_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end()); }
+template <class To, class From>
+xt::xarray<To> converted(const xt::xarray<From>& t) {
+  xt::xarray<To> out = xt::empty<To>(t.shape());
+  convert_elements(dtype_of<From>(), t.data(), dtype_of<To>(), out.data(), t.size());
+  return out;
+}
+#define SHARDLAB_CONVERTED(TO)                                              \
+  template xt::xarray<TO> converted<TO, double>(const xt::xarray<double>&); \
+  template xt::xarray<TO> converted<TO, float>(const xt::xarray<float>&);   \
+  template xt::xarray<TO> converted<TO, bfloat16>(const xt::xarray<bfloat16>&);
+SHARDLAB_CONVERTED(double)
+SHARDLAB_CONVERTED(float)
+SHARDLAB_CONVERTED(bfloat16)
+#undef SHARDLAB_CONVERTED
+
+Tensor rounded(const Tensor& t, DType d) {
+  Tensor out = xt::empty<double>(t.shape());
+  for (std::size_t i = 0; i < t.size(); ++i) out.data()[i] = round_to(d, t.data()[i]);
+  return out;
+}
 
 std::size_t element_count(const Shape& shape) {
   std::size_t n = 1;
@@ -27,12 +46,20 @@ std::string shape_text(const Shape& shape) {
 // std::mt19937_64 is fully specified by the standard; the distributions are not, so we map
 // its output to values ourselves and every platform draws the same numbers.
 Tensor random_integers(const Shape& shape, std::uint64_t seed, int lo, int hi) {
+  return random_integers_as<double>(shape, seed, lo, hi);
+}
+
+template <class T>
+xt::xarray<T> random_integers_as(const Shape& shape, std::uint64_t seed, int lo, int hi, double scale) {
   std::mt19937_64 rng(seed);
-  Tensor t = xt::zeros<double>(shape);
+  xt::xarray<T> t = xt::empty<T>(shape);
   const std::uint64_t span = static_cast<std::uint64_t>(hi - lo + 1);
-  for (auto& v : t) v = static_cast<double>(lo + static_cast<int>(rng() % span));
+  for (auto& v : t) v = element_cast<T>(scale * (lo + static_cast<int>(rng() % span)));
   return t;
 }
+template xt::xarray<double> random_integers_as<double>(const Shape&, std::uint64_t, int, int, double);
+template xt::xarray<float> random_integers_as<float>(const Shape&, std::uint64_t, int, int, double);
+template xt::xarray<bfloat16> random_integers_as<bfloat16>(const Shape&, std::uint64_t, int, int, double);
 
 Tensor random_uniform(const Shape& shape, std::uint64_t seed, double lo, double hi) {
   std::mt19937_64 rng(seed);

@@ -1,5 +1,7 @@
-// Tensor type and small helpers shared by every layer.
-// Tensors are xtensor arrays of double, row-major. Lessons use small integers so sums stay exact.
+// Tensor types and small helpers shared by every layer.
+// Tensor is an xtensor array of double, row-major: the values lessons reason with and references
+// are computed in. Devices hold and move blocks in their element type (core/dtype.hpp): float64
+// as Tensor, float32 as TensorF, bfloat16 as TensorBF. Lessons use small integers so sums stay exact.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,17 +10,33 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "core/dtype.hpp"
+
 namespace shardlab {
 
 using Tensor = xt::xarray<double>;
+using TensorF = xt::xarray<float>;
+using TensorBF = xt::xarray<bfloat16>;
 using Shape = std::vector<std::size_t>;
 
-Shape shape_of(const Tensor& t);
+template <class T>
+Shape shape_of(const xt::xarray<T>& t) {
+  return Shape(t.shape().begin(), t.shape().end());
+}
+// Elementwise conversion, rounding to nearest (float64, float32 and bfloat16 each way).
+template <class To, class From>
+xt::xarray<To> converted(const xt::xarray<From>& t);
+// `t` with every value rounded to what type `d` stores, kept as double.
+Tensor rounded(const Tensor& t, DType d);
 std::size_t element_count(const Shape& shape);
 std::string shape_text(const Shape& shape);  // "[16, 64]"
 
 // Deterministic inputs: the same seed gives the same tensor on every backend and rank.
 Tensor random_integers(const Shape& shape, std::uint64_t seed, int lo, int hi);  // uniform in [lo, hi]
+// The same numbers straight into element type T (no float64 copy of a large tensor), scaled by
+// `scale` (a power of two keeps them exact).
+template <class T>
+xt::xarray<T> random_integers_as(const Shape& shape, std::uint64_t seed, int lo, int hi, double scale = 1.0);
 Tensor random_uniform(const Shape& shape, std::uint64_t seed, double lo, double hi);
 Tensor iota(const Shape& shape, double start = 0.0);  // 0, 1, 2, ... in row-major order
 

@@ -26,6 +26,8 @@ Cli::Cli(const std::string& name, const std::string& description, const std::str
   app.add_option("--collectives", common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")
       ->capture_default_str();
   app.add_option("--seed", common.seed, "seed for generated inputs")->capture_default_str();
+  app.add_option("--dtype", common.dtype, "element type stored and moved: float32, float64 or bfloat16")
+      ->capture_default_str();
   app.add_flag("--json", common.json, "print one JSON object instead of the text report");
   app.add_flag("--quiet", common.quiet, "print only the verdict line");
   app.add_flag("--perturb-expected", common.perturb_expected,

@@ -13,6 +13,7 @@ struct CommonOptions {
   std::string backend = "sim";       // sim | mpi
   std::string collectives = "ring";  // ring (ours) | native (MPICH's, mpi backend only)
   std::uint64_t seed = 0;
+  std::string dtype = "float32";     // float32 | float64 | bfloat16 (core/dtype.hpp)
   bool json = false;
   bool quiet = false;
   bool perturb_expected = false;     // testing: corrupt the reference so the verdict must FAIL

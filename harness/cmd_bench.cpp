@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/bench.hpp"
+#include "harness/bench_ffn.hpp"
 #include "harness/bench_memory.hpp"
+#include "harness/ffn.hpp"
 
 namespace shardlab {
 
@@ -42,7 +44,23 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   m->add_option("--iters", mo->iters, "timed steps per strategy and mode")->capture_default_str();
   m->add_flag("--json", mo->json, "print one JSON object instead of the table");
-  return {bench, [o, mo, m] { return *m ? bench_memory(*mo) : bench_collectives(*o); }};
+  auto fo = std::make_shared<FfnBenchOptions>();
+  auto* f = bench->add_subcommand(
+      "ffn",
+      "time one FFN run phase by phase (inputs, sharded run, verification) on the sim backend beside this "
+      "machine's one-core GEMM rate for the same element type, and print sharded / floor");
+  f->add_option("--dims", fo->dims, "FFN sizes B=..,S=..,M=..,H=.. or 'article'")->capture_default_str();
+  f->add_option("--strategy", fo->strategy, ffn_strategy_names())->capture_default_str();
+  f->add_option("--mesh", fo->mesh, "device mesh (default: the strategy's, as shardlab ffn)");
+  f->add_option("--dtype", fo->dtype, "float32, float64 or bfloat16")->capture_default_str();
+  f->add_option("--verify", fo->verify, "full, sketch or auto (full up to 2e11 unsharded FLOPs)")
+      ->capture_default_str();
+  f->add_flag("--backward", fo->backward, "also the backward pass");
+  f->add_flag("--json", fo->json, "print one JSON object instead of the table");
+  return {bench, [o, mo, m, fo, f] {
+            if (*f) return bench_ffn(*fo);
+            return *m ? bench_memory(*mo) : bench_collectives(*o);
+          }};
 }
 
 }  // namespace shardlab

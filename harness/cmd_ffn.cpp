@@ -9,6 +9,7 @@
 #include "collectives/runtime.hpp"
 #include "harness/cli.hpp"
 #include "harness/cost.hpp"
+#include "core/text.hpp"
 #include "harness/ffn.hpp"
 #include "harness/machine.hpp"
 #include "harness/session.hpp"
@@ -24,6 +25,7 @@ struct FfnOptions {
   std::string dims = "B=8,S=4,M=16,H=64";
   bool backward = false;
   bool plan_only = false;
+  std::string verify = "auto";  // full | sketch | auto
   std::string preset;  // a hardware preset: also print the step's modeled time on it
   std::string machine;  // a machine.dat for the this-machine preset
 };
@@ -117,6 +119,8 @@ int run(const FfnOptions& o) {
   config.backward = o.backward;
   config.seed = common.seed;
   config.perturb_expected = common.perturb_expected;
+  config.dtype = parse_dtype(common.dtype);
+  config.verify = parse_verify_mode(o.verify);
   // A bad name or machine file: exit 2 now. --machine alone models the step on this machine.
   const std::vector<Hardware> presets = presets_with_machine(o.machine);
   const std::string preset = o.preset.empty() && !o.machine.empty() ? "this-machine" : o.preset;
@@ -164,10 +168,12 @@ int run(const FfnOptions& o) {
         << r.plan.predicted_bytes_per_device(FfnPhase::backward) << " bytes/device";
   out << "\n\nMemory and work:\n" << ffn_memory_text(r);
   if (hw) out << model_text(ffn_step_cost(preview, config.backward, *hw), *hw);
-  out << "\nChecks:\n";
+  out << "\nChecks (" << r.verify << " verification):\n";
   for (const auto& v : r.checks) out << "  " << v.name << ": " << v.line() << "\n";
   bool differences = false;
   for (const auto& v : r.checks) differences = differences || v.name.find("central differences") != std::string::npos;
+  out << "  time: inputs " << format_number(r.seconds_inputs, "%.2f") << " s, sharded run " << format_number(r.seconds_run, "%.2f")
+      << " s, verification " << format_number(r.seconds_verify, "%.2f") << " s\n";
   if (config.backward && !differences)
     out << "  (central differences skipped: each runs the whole layer twice; use small --dims to check them)\n";
 
@@ -176,6 +182,10 @@ int run(const FfnOptions& o) {
   const int status = session.report().pass() ? 0 : 1;
   auto j = nlohmann::ordered_json::parse(report_json(session.report()));
   j["backward"] = config.backward;
+  j["verify"] = r.verify;
+  j["seconds_inputs"] = r.seconds_inputs;
+  j["seconds_run"] = r.seconds_run;
+  j["seconds_verify"] = r.seconds_verify;
   if (hw) j["model"] = model_json(ffn_step_cost(preview, config.backward, *hw), *hw);
   for (std::size_t i = 0; i < j["collectives"].size(); ++i)
     j["collectives"][i]["phase"] = i < r.forward_collectives ? "forward" : "backward";
@@ -195,7 +205,7 @@ Command add_ffn_command(CLI::App& app) {
                 "device mesh (default: X=2,Y=4 for gspmd, Y=4 for column|row|pairwise|row_column, X=4 for data; "
                 "a one-axis default under mpiexec takes one device per process)");
   c->add_option("--dims", o->dims, "B=..,S=..,M=..,H=.. (batch, sequence, embed, hidden; dims left out keep their defaults), or 'article' for "
-                                   "B=8,S=512,M=5120,H=20480 (a forward run takes ~5 minutes and ~10 GB here; --plan-only is instant)")
+                                   "B=8,S=512,M=5120,H=20480 (--plan-only is instant)")
       ->capture_default_str();
   c->add_flag("--backward", o->backward, "also the backward pass of L = sum(y * R): dx, dW_in, dW_out");
   c->add_flag("--plan-only", o->plan_only, "print the derived plan, bytes and memory per device without running");
@@ -210,6 +220,12 @@ Command add_ffn_command(CLI::App& app) {
   c->add_option("--collectives", o->common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")
       ->capture_default_str();
   c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();
+  c->add_option("--dtype", o->common.dtype, "element type stored and moved: float32, float64 or bfloat16")
+      ->capture_default_str();
+  c->add_option("--verify", o->verify,
+                "full (the unsharded layer, every element), sketch (each stage by random projections) or auto "
+                "(full up to 2e11 unsharded FLOPs)")
+      ->capture_default_str();
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_flag("--perturb-expected", o->common.perturb_expected,

@@ -91,7 +91,7 @@ namespace {
 
 using Axes = std::vector<std::string>;
 
-std::size_t bytes_of(const Shape& s) { return element_count(s) * sizeof(double); }
+std::size_t bytes_of(const Shape& s, std::size_t eb) { return element_count(s) * eb; }
 
 // The placeholder axes of a strategy, each mapped to the mesh axes it stands for.
 std::map<std::string, Axes> placeholders(const FfnStrategy& s, const Mesh& mesh) {
@@ -127,7 +127,7 @@ Shape shape_h(const FfnDims& d) { return {d.b, d.s, d.h}; }
 
 // The gathers, then the free slices, that take a tensor from `from` to `to` (no partial sums).
 std::vector<PlanStep> reshard_steps(const Mesh& mesh, const std::string& label, const Spec& from, const Spec& to,
-                                    const Shape& shape) {
+                                    const Shape& shape, std::size_t eb) {
   std::vector<PlanStep> steps;
   Spec cur = from;
   auto add = [&](StepKind kind, std::size_t d, const Axes& axes, const std::string& reason) {
@@ -143,7 +143,7 @@ std::vector<PlanStep> reshard_steps(const Mesh& mesh, const std::string& label, 
     s.after = cur;
     s.local_after = local_shape(mesh, cur, shape);
     if (s.communicates())
-      s.predicted_bytes = predicted_bytes_sent("all_gather", mesh.axes_size(axes), bytes_of(s.local_before));
+      s.predicted_bytes = predicted_bytes_sent("all_gather", mesh.axes_size(axes), bytes_of(s.local_before, eb), eb);
     s.reason = reason;
     steps.push_back(s);
   };
@@ -167,20 +167,21 @@ std::vector<PlanStep> reshard_steps(const Mesh& mesh, const std::string& label, 
 // Extra bytes a device holds while a plan runs, beyond the operands it already holds: execute_plan
 // keeps each gathered operand until it returns, and a result step holds its old and new buffers.
 std::size_t plan_extra_bytes(const Plan& plan) {
+  const std::size_t eb = plan.element_bytes;
   std::size_t temp[3] = {0, 0, 0}, peak = 0;
   for (const auto& s : plan.steps) {
     const int o = s.kind == StepKind::contract ? 2 : s.operand;
-    const std::size_t fresh = bytes_of(s.local_after);
+    const std::size_t fresh = bytes_of(s.local_after, eb);
     peak = std::max(peak, temp[0] + temp[1] + temp[2] + fresh);
     temp[o] = fresh;
   }
   return peak;
 }
 
-std::size_t reshard_extra_bytes(const std::vector<PlanStep>& steps) {
+std::size_t reshard_extra_bytes(const std::vector<PlanStep>& steps, std::size_t eb) {
   std::size_t peak = 0;
   for (std::size_t i = 0; i < steps.size(); ++i)
-    peak = std::max(peak, bytes_of(steps[i].local_after) + (i > 0 ? bytes_of(steps[i].local_before) : 0));
+    peak = std::max(peak, bytes_of(steps[i].local_after, eb) + (i > 0 ? bytes_of(steps[i].local_before, eb) : 0));
   return peak;
 }
 
@@ -192,6 +193,7 @@ struct Held {
 // Builds the stages in program order, tracking the spec each tensor is held in.
 struct StageBuilder {
   const Mesh& mesh;
+  std::size_t eb;  // bytes per element
   std::map<std::string, Held> held;
   std::vector<FfnStage> stages;
   FfnPhase phase = FfnPhase::forward;
@@ -205,10 +207,10 @@ struct StageBuilder {
     s.title = "reshard " + name + ": " + t.spec.text() + " -> " + to.text();
     s.in = {name};
     s.out = name;
-    s.steps = reshard_steps(mesh, name, t.spec, to, t.shape);
+    s.steps = reshard_steps(mesh, name, t.spec, to, t.shape, eb);
     s.out_spec = to;
     s.out_shape = t.shape;
-    s.extra_bytes = reshard_extra_bytes(s.steps);
+    s.extra_bytes = reshard_extra_bytes(s.steps, eb);
     t.spec = to;
     stages.push_back(s);
   }
@@ -218,9 +220,9 @@ struct StageBuilder {
                        const std::string& result, const Spec& out, bool cheapest) {
     const Einsum e = Einsum::parse(eq);
     const Operand oa{a, held.at(a).spec, held.at(a).shape}, ob{b, held.at(b).spec, held.at(b).shape};
-    Plan plan = plan_contraction(e, mesh, oa, ob, out, {false, result});
+    Plan plan = plan_contraction(e, mesh, oa, ob, out, {false, result, eb});
     if (cheapest) {
-      Plan other = plan_contraction(e, mesh, oa, ob, out, {true, result});
+      Plan other = plan_contraction(e, mesh, oa, ob, out, {true, result, eb});
       if (other.predicted_bytes_per_device() < plan.predicted_bytes_per_device()) plan = other;
     }
     FfnStage s;
@@ -249,7 +251,7 @@ struct StageBuilder {
     s.out_spec = held.at(in.back()).spec;
     s.out_shape = held.at(in.back()).shape;
     // gelu: the new tensor; gelu_backward also holds gelu'(h) before multiplying.
-    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape)) * (kind == FfnStage::Kind::gelu ? 1 : 2);
+    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb) * (kind == FfnStage::Kind::gelu ? 1 : 2);
     held[out] = {s.out_spec, s.out_shape};
     stages.push_back(s);
   }
@@ -270,6 +272,7 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
     if (std::find(outputs.begin(), outputs.end(), t) == outputs.end()) p.stages[i].frees.push_back(t);
 
   const Mesh& mesh = p.mesh;
+  const std::size_t eb = element_bytes(p.config.dtype);
   std::map<std::string, Held> held;
   const FfnDims& d = p.config.dims;
   held["x"] = {p.specs.x, shape_x(d)};
@@ -278,8 +281,8 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
   if (p.config.backward) held["dy"] = {p.specs.y, shape_x(d)};
   std::map<std::string, std::size_t> live, whole;
   for (const auto& t : inputs) {
-    live[t] = bytes_of(local_shape(mesh, held.at(t).spec, held.at(t).shape));
-    whole[t] = bytes_of(held.at(t).shape);
+    live[t] = bytes_of(local_shape(mesh, held.at(t).spec, held.at(t).shape), eb);
+    whole[t] = bytes_of(held.at(t).shape, eb);
   }
   auto total = [](const std::map<std::string, std::size_t>& m) {
     std::size_t n = 0;
@@ -291,12 +294,12 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
   for (const auto& s : p.stages) {
     p.peak_bytes_per_device = std::max(p.peak_bytes_per_device, total(live) + s.extra_bytes);
     if (s.kind != FfnStage::Kind::reshard) {
-      const std::size_t out = bytes_of(s.out_shape);
+      const std::size_t out = bytes_of(s.out_shape, eb);
       const std::size_t extra = s.kind == FfnStage::Kind::gelu_backward ? 2 * out : out;
       p.unsharded_peak_bytes = std::max(p.unsharded_peak_bytes, total(whole) + extra);
       whole[s.out] = out;
     }
-    live[s.out] = bytes_of(local_shape(mesh, s.out_spec, s.out_shape));
+    live[s.out] = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb);
     for (const auto& t : s.frees) {
       live.erase(t);
       whole.erase(t);
@@ -412,7 +415,7 @@ FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config) {
   const FfnDims& d = config.dims;
   const FfnSpecs& f = p.specs;
 
-  StageBuilder b{mesh, {}, {}, FfnPhase::forward};
+  StageBuilder b{mesh, element_bytes(config.dtype), {}, {}, FfnPhase::forward};
   b.held["x"] = {f.x, shape_x(d)};
   b.held["W_in"] = {f.w_in, {d.m, d.h}};
   b.held["W_out"] = {f.w_out, {d.h, d.m}};

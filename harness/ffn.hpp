@@ -90,9 +90,18 @@ struct FfnConfig {
   FfnDims dims;
   bool backward = false;
   std::uint64_t seed = 0;
+  DType dtype = DType::float32;    // element type stored and moved (core/dtype.hpp)
   bool perturb_expected = false;   // testing: one expected element off by 1, so the verdict must fail
   bool finite_differences = true;  // with backward: check the unsharded gradients numerically
+  // full: the unsharded layer on one device, every element compared; sketch: each stage checked
+  // on its own inputs with random projections (ffn_run.cpp); auto: full up to
+  // ffn_full_verify_flops unsharded FLOPs, sketch above.
+  std::string verify = "auto";
 };
+// Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches: about 2 s of float32
+// GEMM on this 2-core machine, where the reference starts to cost as much as the sharded run.
+constexpr double ffn_full_verify_flops = 2e11;
+std::string parse_verify_mode(const std::string& text);  // "full" | "sketch" | "auto"; else Error(parse)
 
 enum class FfnPhase { forward, backward };
 std::string phase_name(FfnPhase p);  // "forward" | "backward"
@@ -149,16 +158,25 @@ std::string ffn_collectives_summary(const FfnPlan& plan, FfnPhase phase);
 
 // Inputs from the seed: x and R small integers in [-2, 2]; W_in and W_out integers in [-2, 2]
 // divided by 8, exact binary fractions, so x W_in is exact in any summation order.
-struct FfnInputs {
-  Tensor x, w_in, w_out, r;
+// Generated straight in the element type T (the numbers are exact in all three types).
+template <class T>
+struct FfnInputsOf {
+  xt::xarray<T> x, w_in, w_out, r;  // r empty for a forward-only run
 };
+using FfnInputs = FfnInputsOf<double>;
 FfnInputs ffn_inputs(const FfnDims& dims, std::uint64_t seed);
+template <class T>
+FfnInputsOf<T> ffn_inputs_as(const FfnDims& dims, std::uint64_t seed, bool backward);
 
 // The unsharded layer on one device, forward and backward (analytic gradients), through BLAS.
-struct FfnReference {
-  Tensor h, g, y, dg, dh, dx, dw_in, dw_out;
+template <class T>
+struct FfnReferenceOf {
+  xt::xarray<T> h, g, y, dg, dh, dx, dw_in, dw_out;
 };
-FfnReference ffn_reference(const FfnInputs& in, bool backward);
+using FfnReference = FfnReferenceOf<double>;
+// In T's arithmetic (contract<T>, gelu_as<T>). Instantiated for double, float, bfloat16.
+template <class T>
+FfnReferenceOf<T> ffn_reference(const FfnInputsOf<T>& in, bool backward);
 double ffn_loss(const Tensor& x, const Tensor& w_in, const Tensor& w_out, const Tensor& r);
 
 // Central differences in float64 of ffn_loss against the analytic dx, dW_in, dW_out, for every
@@ -179,6 +197,9 @@ struct FfnResult {
   std::size_t peak_bytes_per_device = 0;        // measured: the largest over devices
   std::size_t stored_bytes_per_device = 0;
   std::vector<Verdict> checks;  // y (and dx, dW_in, dW_out, finite differences), planner agreement
+  std::string verify;           // "full" or "sketch": what was used
+  // Wall time of each phase (root): generating inputs, the sharded run, verification.
+  double seconds_inputs = 0, seconds_run = 0, seconds_verify = 0;
   bool pass() const;
 };
 

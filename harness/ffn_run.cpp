@@ -1,6 +1,9 @@
 // Running the FFN plan: inputs, the unsharded reference, finite differences, the SPMD program,
 // the checks, and the text and JSON pieces of a report.
 #include <algorithm>
+#include <chrono>
+#include <functional>
+#include <type_traits>
 #include <cfloat>
 #include <cmath>
 #include <map>
@@ -9,11 +12,13 @@
 #include <xtensor/xmath.hpp>
 
 #include "collectives/collectives.hpp"
+#include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
 #include "harness/ffn.hpp"
 #include "harness/session.hpp"
+#include "harness/sketch.hpp"
 #include "harness/table.hpp"
 
 namespace shardlab {
@@ -21,6 +26,13 @@ namespace shardlab {
 namespace {
 
 double max_abs(const Tensor& t) { return t.size() ? xt::amax(xt::abs(t))() : 0.0; }
+
+template <class T>
+double max_abs_of(const xt::xarray<T>& t) {
+  double m = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) m = std::max(m, std::fabs(element_cast<double>(t.data()[i])));
+  return m;
+}
 
 Tensor forward_y(const Tensor& x, const Tensor& w_in, const Tensor& w_out) {
   return contract(Einsum::parse("bsh,hm->bsm"), gelu(contract(Einsum::parse("bsm,mh->bsh"), x, w_in)), w_out);
@@ -34,31 +46,46 @@ std::string num(double v) {
 
 }  // namespace
 
-FfnInputs ffn_inputs(const FfnDims& d, std::uint64_t seed) {
-  FfnInputs in;
-  in.x = random_integers({d.b, d.s, d.m}, seed, -2, 2);
-  in.w_in = random_integers({d.m, d.h}, seed + 1, -2, 2) / 8.0;
-  in.w_out = random_integers({d.h, d.m}, seed + 2, -2, 2) / 8.0;
-  in.r = random_integers({d.b, d.s, d.m}, seed + 3, -2, 2);
+template <class T>
+FfnInputsOf<T> ffn_inputs_as(const FfnDims& d, std::uint64_t seed, bool backward) {
+  FfnInputsOf<T> in;
+  in.x = random_integers_as<T>({d.b, d.s, d.m}, seed, -2, 2);
+  in.w_in = random_integers_as<T>({d.m, d.h}, seed + 1, -2, 2, 1.0 / 8);
+  in.w_out = random_integers_as<T>({d.h, d.m}, seed + 2, -2, 2, 1.0 / 8);
+  if (backward) in.r = random_integers_as<T>({d.b, d.s, d.m}, seed + 3, -2, 2);
   return in;
 }
+template FfnInputsOf<double> ffn_inputs_as<double>(const FfnDims&, std::uint64_t, bool);
+template FfnInputsOf<float> ffn_inputs_as<float>(const FfnDims&, std::uint64_t, bool);
+template FfnInputsOf<bfloat16> ffn_inputs_as<bfloat16>(const FfnDims&, std::uint64_t, bool);
+
+FfnInputs ffn_inputs(const FfnDims& d, std::uint64_t seed) { return ffn_inputs_as<double>(d, seed, true); }
 
 double ffn_loss(const Tensor& x, const Tensor& w_in, const Tensor& w_out, const Tensor& r) {
   return xt::sum(forward_y(x, w_in, w_out) * r)();
 }
 
-FfnReference ffn_reference(const FfnInputs& in, bool backward) {
-  FfnReference ref;
+template <class T>
+FfnReferenceOf<T> ffn_reference(const FfnInputsOf<T>& in, bool backward) {
+  FfnReferenceOf<T> ref;
   ref.h = contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in);
-  ref.g = gelu(ref.h);
+  ref.g = gelu_as(ref.h);
   ref.y = contract(Einsum::parse("bsh,hm->bsm"), ref.g, in.w_out);
   if (!backward) return ref;
   ref.dg = contract(Einsum::parse("bsm,hm->bsh"), in.r, in.w_out);
   ref.dw_out = contract(Einsum::parse("bsh,bsm->hm"), ref.g, in.r);
-  ref.dh = ref.dg * gelu_grad(ref.h);
+  ref.dh = multiply_as(ref.dg, gelu_grad_as(ref.h));
   ref.dx = contract(Einsum::parse("bsh,mh->bsm"), ref.dh, in.w_in);
   ref.dw_in = contract(Einsum::parse("bsm,bsh->mh"), in.x, ref.dh);
   return ref;
+}
+template FfnReferenceOf<double> ffn_reference<double>(const FfnInputsOf<double>&, bool);
+template FfnReferenceOf<float> ffn_reference<float>(const FfnInputsOf<float>&, bool);
+template FfnReferenceOf<bfloat16> ffn_reference<bfloat16>(const FfnInputsOf<bfloat16>&, bool);
+
+std::string parse_verify_mode(const std::string& text) {
+  if (text == "full" || text == "sketch" || text == "auto") return text;
+  throw Error(ErrorKind::parse, "--verify '" + text + "' is not one of full|sketch|auto");
 }
 
 // Central differences D = (L(t + e) - L(t - e)) / 2e against the analytic gradient.
@@ -121,15 +148,31 @@ std::vector<Verdict> finite_difference_checks(const FfnInputs& in, const FfnRefe
   return out;
 }
 
-Program ffn_program(const FfnPlan& plan, const FfnInputs& in) {
-  return [&plan, &in](Device& dev) -> Outputs {
+namespace {
+
+// Each device's final blocks (and, for a sketch, the intermediates h, g, dg, dh as they were when
+// freed), by name. On sim the program moves its blocks here, in their own type, instead of
+// returning them as float64 Outputs.
+template <class T>
+using Blocks = std::vector<std::map<std::string, xt::xarray<T>>>;
+
+bool intermediate(const std::string& t) { return t == "h" || t == "g" || t == "dg" || t == "dh"; }
+
+template <class T>
+Program typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* sink, bool keep_intermediates) {
+  return [&plan, &in, sink, keep_intermediates](Device& dev) -> Outputs {
     const Mesh& mesh = dev.mesh();
     const int id = dev.id();
-    std::map<std::string, Tensor> held;  // this device's live blocks, by tensor name
+    std::map<std::string, xt::xarray<T>> held;  // this device's live blocks, by tensor name
     held["x"] = local_block(in.x, mesh, plan.specs.x, id);
     held["W_in"] = local_block(in.w_in, mesh, plan.specs.w_in, id);
     held["W_out"] = local_block(in.w_out, mesh, plan.specs.w_out, id);
     if (plan.config.backward) held["dy"] = local_block(in.r, mesh, plan.specs.y, id);
+    Outputs out;
+    auto hand_over = [&](const std::string& name, xt::xarray<T>&& t) {
+      if (sink) (*sink)[static_cast<std::size_t>(id)][name] = std::move(t);
+      else out[name] = converted<double>(t);
+    };
 
     // Memory: the bytes of every block this device holds, read from the tensors themselves at each
     // stage boundary; while a contraction or reshard runs, plus its transient buffers (gathered
@@ -137,7 +180,7 @@ Program ffn_program(const FfnPlan& plan, const FfnInputs& in) {
     // whose sizes the plan's steps give. Elementwise stages count their new tensors as measured.
     auto live = [&held] {
       std::size_t n = 0;
-      for (const auto& kv : held) n += kv.second.size() * sizeof(double);
+      for (const auto& kv : held) n += kv.second.size() * sizeof(T);
       return n;
     };
     std::size_t stored = live(), peak = stored;
@@ -146,7 +189,7 @@ Program ffn_program(const FfnPlan& plan, const FfnInputs& in) {
       switch (s.kind) {
         case FfnStage::Kind::reshard: {
           peak = std::max(peak, before + s.extra_bytes);
-          Tensor t = held.at(s.out);
+          xt::xarray<T> t = std::move(held.at(s.out));
           for (const auto& st : s.steps) {
             if (st.kind == StepKind::all_gather) {
               t = all_gather(dev, t, st.axes, static_cast<std::size_t>(st.dim), st.tensor);
@@ -164,27 +207,33 @@ Program ffn_program(const FfnPlan& plan, const FfnInputs& in) {
           held[s.out] = execute_plan(dev, s.plan, held.at(s.in[0]), held.at(s.in[1]));
           break;
         case FfnStage::Kind::gelu:
-          held[s.out] = gelu(held.at("h"));
+          held[s.out] = gelu_as(held.at("h"));
           peak = std::max(peak, live());
           break;
         case FfnStage::Kind::gelu_backward: {
-          const Tensor slope = gelu_grad(held.at("h"));
-          held[s.out] = held.at("dg") * slope;
-          peak = std::max(peak, live() + slope.size() * sizeof(double));
+          const xt::xarray<T> slope = gelu_grad_as(held.at("h"));
+          held[s.out] = multiply_as(held.at("dg"), slope);
+          peak = std::max(peak, live() + slope.size() * sizeof(T));
           break;
         }
       }
-      for (const auto& t : s.frees) held.erase(t);
+      for (const auto& t : s.frees) {
+        if (keep_intermediates && intermediate(t)) hand_over(t, std::move(held.at(t)));
+        held.erase(t);
+      }
       stored = std::max(stored, live());
     }
-    Outputs out;
     for (const char* name : {"y", "dx", "dW_in", "dW_out"})
-      if (held.count(name)) out[name] = held.at(name);
+      if (held.count(name)) hand_over(name, std::move(held.at(name)));
     out["peak_bytes"] = Tensor({static_cast<double>(peak)});
     out["stored_bytes"] = Tensor({static_cast<double>(stored)});
     return out;
   };
 }
+
+}  // namespace
+
+Program ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_program<double>(plan, in, nullptr, false); }
 
 bool FfnResult::pass() const {
   if (checks.empty()) return false;
@@ -197,32 +246,47 @@ bool FfnResult::pass() const {
 
 namespace {
 
-// Tolerances of the sharded results against the reference (see verify.hpp's reduction_tolerance):
-//  - h = x W_in is exact in any order (integers times multiples of 1/8, far below 2^53), so g is
-//    the same number on both sides, and y differs only by the order of its sum over H.
-//  - dg sums M products; dh = dg * gelu'(h) multiplies equal slopes by dg's that differ by at most
-//    tol_dg, so err_dh <= max|gelu'| tol_dg + DBL_EPSILON max|dh| (one rounding per side).
-//  - dx sums H terms dh W_in whose dh differ by err_dh: H max|W_in| err_dh + the reordering of the
-//    sum; dW_in likewise over B*S with x; dW_out sums B*S products of equal numbers g and R.
+// Tolerances of the sharded results against the reference, for element type t with unit roundoff
+// u (verify.hpp's reduction_tolerance bounds two orders of one sum; for float32 and bfloat16 it
+// also counts the rounding of partial sums moved in that type and of the stored result):
+//  - h = x W_in: integers times multiples of 1/8, so every partial sum is a multiple of 1/8 below
+//    M max|x| max|W_in|; while 8 M max|x| max|W_in| < 2^p (p = 53, 24, 8 significant bits) every
+//    order gives the same h exactly. Otherwise tol_h = reduction_tolerance(M, max|x W_in|, t, devices).
+//  - g = gelu(h): |gelu'| < 1.13, so err_g <= 1.13 tol_h (plus 0: both sides round alike).
+//  - y sums H terms g W_out: H max|W_out| err_g + the reordering of its own sum.
+//  - dg sums M products; dh = dg * gelu'(h): err_dh <= max|gelu'| (tol_dg + H-free err from h)
+//    + 2u max|dh| (one rounding per side); dx sums H terms dh W_in: H max|W_in| err_dh + its
+//    reordering; dW_in likewise over B*S with x; dW_out sums B*S products g R with g off by err_g.
 struct Tolerances {
-  double y = 0, dx = 0, dw_in = 0, dw_out = 0;
+  double h = 0, y = 0, dx = 0, dw_in = 0, dw_out = 0;
 };
-Tolerances tolerances(const FfnInputs& in, const FfnReference& ref, const FfnDims& d) {
-  Tolerances t;
-  const double g = max_abs(ref.g), wi = max_abs(in.w_in), wo = max_abs(in.w_out), r = max_abs(in.r);
-  t.y = reduction_tolerance(d.h, g * wo);
-  if (ref.dh.size() == 0) return t;
-  const double dh = max_abs(ref.dh), x = max_abs(in.x);
-  const double err_dh = max_abs(gelu_grad(ref.h)) * reduction_tolerance(d.m, r * wo) + DBL_EPSILON * dh;
-  t.dx = d.h * wi * err_dh + reduction_tolerance(d.h, dh * wi);
-  t.dw_in = d.b * d.s * x * err_dh + reduction_tolerance(d.b * d.s, x * dh);
-  t.dw_out = reduction_tolerance(d.b * d.s, g * r);
-  return t;
+constexpr double kGeluSlope = 1.13;  // max |gelu'(z)| = 1.1289 at z = sqrt 2
+
+template <class T>
+Tolerances tolerances(const FfnInputsOf<T>& in, const FfnReferenceOf<T>& ref, const FfnDims& d, int devices) {
+  const DType t = dtype_of<T>();
+  Tolerances tol;
+  const double g = max_abs_of(ref.g), wi = max_abs_of(in.w_in), wo = max_abs_of(in.w_out), x = max_abs_of(in.x);
+  const double bits = t == DType::float64 ? 53 : t == DType::float32 ? 24 : 8;
+  const bool h_exact = 8.0 * d.m * x * wi < std::ldexp(1.0, static_cast<int>(bits));
+  tol.h = h_exact ? 0.0 : reduction_tolerance(d.m, x * wi, t, devices);
+  const double err_g = kGeluSlope * tol.h;
+  tol.y = d.h * wo * err_g + reduction_tolerance(d.h, g * wo, t, devices);
+  if (ref.dh.size() == 0) return tol;
+  const double dh = max_abs_of(ref.dh), r = max_abs_of(in.r), u = unit_roundoff(t);
+  const double err_dh = kGeluSlope * reduction_tolerance(d.m, r * wo, t, devices) + 2 * u * dh +
+                        max_abs_of(ref.dg) * kGeluSlope * tol.h;  // gelu' moves by at most that much
+  tol.dx = d.h * wi * err_dh + reduction_tolerance(d.h, dh * wi, t, devices);
+  tol.dw_in = d.b * d.s * x * err_dh + reduction_tolerance(d.b * d.s, x * dh, t, devices);
+  tol.dw_out = d.b * d.s * r * err_g + reduction_tolerance(d.b * d.s, g * r, t, devices);
+  return tol;
 }
 
-Tensor perturbed(const Tensor& want, bool perturb) {
+// --perturb-expected: one element moved by twice its tolerance (at least 1), so a correct run must
+// FAIL, in every element type.
+Tensor perturbed(const Tensor& want, bool perturb, double tolerance) {
   Tensor w = want;
-  if (perturb && w.size() > 0) w.data()[w.size() / 2] += 1.0;
+  if (perturb && w.size() > 0) w.data()[w.size() / 2] += std::max(1.0, 2 * tolerance);
   return w;
 }
 
@@ -235,34 +299,205 @@ std::size_t largest(const RunResult& run, const std::string& name) {
   return static_cast<std::size_t>(m);
 }
 
-FfnResult check_ffn(const FfnPlan& plan, const FfnInputs& in, const RunResult& run, bool root) {
+// The spec each kept tensor had when the program handed it over: intermediates when freed,
+// outputs at the end.
+std::map<std::string, Spec> specs_handed_over(const FfnPlan& plan) {
+  std::map<std::string, Spec> cur, at;
+  for (const auto& s : plan.stages) {
+    cur[s.out] = s.out_spec;
+    for (const auto& t : s.frees) at[t] = cur[t];
+  }
+  for (const auto& kv : cur)
+    if (!at.count(kv.first)) at[kv.first] = kv.second;
+  return at;
+}
+
+// The global tensor from every device's block (replicas compared bit for bit).
+template <class T>
+xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& global, Blocks<T>& blocks,
+                            const std::string& name, std::string& disagreement) {
+  xt::xarray<T> out = xt::empty<T>(global);
+  std::map<std::vector<std::size_t>, int> first;  // block start -> first device holding it
+  for (int d = 0; d < mesh.devices(); ++d) {
+    auto it = blocks[static_cast<std::size_t>(d)].find(name);
+    if (it == blocks[static_cast<std::size_t>(d)].end())
+      throw Error(ErrorKind::device, "device " + std::to_string(d) + " returned no block named " + name);
+    const xt::xarray<T>& mine = it->second;
+    const Block b = block_of(mesh, spec, global, d);
+    if (shape_of(mine) != b.shape())
+      throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(d) + " holds " + name + " block " +
+                                                shape_text(shape_of(mine)) + ", expected " + shape_text(b.shape()));
+    auto [at, fresh] = first.emplace(b.start, d);
+    if (fresh) {
+      copy_block(out.data(), global, b, const_cast<T*>(mine.data()), true);
+    } else if (disagreement.empty()) {
+      const xt::xarray<T>& earlier = blocks[static_cast<std::size_t>(at->second)].at(name);
+      if (!std::equal(mine.begin(), mine.end(), earlier.begin(),
+                      [](const T& p, const T& q) { return element_cast<double>(p) == element_cast<double>(q); }))
+        disagreement = "replicas of " + name + " disagree: devices " + std::to_string(at->second) + " and " +
+                       std::to_string(d) + " hold different values for block " + b.text();
+    }
+  }
+  return out;
+}
+
+template <class T>
+MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& keep, std::size_t rows, bool transposed) {
+  keep.push_back(converted<float>(t));
+  return {keep.back().data(), rows, t.size() / rows, transposed};
+}
+
+// Sketch of one stage c = op(a) op(b), all held as [rows, cols] (a batch-and-sequence dim folded
+// into rows). gamma bounds each element's error relative to (|op(A)| |op(B)|): the sum of K
+// products in float32 arithmetic, plus one rounding per partial sum moved between up to `devices`
+// devices and the stored result, in T.
+template <class T>
+Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_t c_rows, const xt::xarray<T>& a,
+                     std::size_t a_rows, bool ta, const xt::xarray<T>& b, std::size_t b_rows, bool tb, std::size_t k,
+                     int devices, std::uint64_t seed) {
+  constexpr std::size_t kVectors = 20;
+  // float64 and float32: k products and at most devices + 1 stored partial sums, all in T's
+  // arithmetic. bfloat16: the products in float32, then devices + 1 roundings to bfloat16.
+  const DType t = dtype_of<T>();
+  const double gamma = t == DType::bfloat16
+                           ? sum_gamma(k, compute_roundoff(t)) + (devices + 1) * unit_roundoff(t)
+                           : sum_gamma(k + static_cast<std::size_t>(devices) + 1, unit_roundoff(t));
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
+                             {b.data(), b_rows, b.size() / b_rows, tb}, gamma, kVectors, seed);
+  } else {
+    std::vector<xt::xarray<float>> keep;
+    keep.reserve(3);
+    const MatRef<float> fc = as_float(c, keep, c_rows, false), fa = as_float(a, keep, a_rows, ta),
+                        fb = as_float(b, keep, b_rows, tb);
+    return sketch_product<float>(name, fc, fa, fb, gamma, kVectors, seed);
+  }
+}
+
+template <class T>
+Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt::xarray<T>& want) {
+  Verdict v;
+  v.name = name;
+  v.detail = "every element, bit for bit (the same function in the same type on both sides)";
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double p = element_cast<double>(got.data()[i]), q = element_cast<double>(want.data()[i]);
+    if (!(p == q) && !(std::isnan(p) && std::isnan(q))) {
+      v.pass = false;
+      v.max_abs_error = std::max(v.max_abs_error, std::fabs(p - q));
+      if (v.detail.rfind("first", 0) != 0)
+        v.detail = "first bad element " + std::to_string(i) + ": got " + num(p) + ", want " + num(q);
+    }
+  }
+  return v;
+}
+
+// Full verification: the unsharded layer on one device (all cores) in T, every element compared.
+template <class T>
+void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, std::map<std::string, xt::xarray<T>>& got) {
+  const FfnConfig& c = plan.config;
+  use_all_blas_threads();
+  const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
+  use_one_blas_thread();
+  const Tolerances tol = tolerances(in, ref, c.dims, plan.mesh.devices());
+  auto check = [&](const std::string& name, const xt::xarray<T>& want, double t, const std::string& label) {
+    Verdict v = compare(label, converted<double>(got.at(name)), perturbed(converted<double>(want), c.perturb_expected, t), t);
+    v.name = label;
+    r.checks.push_back(v);
+  };
+  check("y", ref.y, tol.y, "y vs unsharded");
+  if (!c.backward) return;
+  check("dx", ref.dx, tol.dx, "dx vs unsharded analytic");
+  check("dW_in", ref.dw_in, tol.dw_in, "dW_in vs unsharded analytic");
+  check("dW_out", ref.dw_out, tol.dw_out, "dW_out vs unsharded analytic");
+}
+
+// Sketch verification: each stage against its own (sharded, gathered) inputs.
+template <class T>
+void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
+                   std::map<std::string, xt::xarray<T>>& got) {
+  const FfnConfig& c = plan.config;
+  const FfnDims& d = c.dims;
+  const std::size_t bs = d.b * d.s;
+  const int n = plan.mesh.devices();
+  if (c.perturb_expected) {
+    xt::xarray<T>& y = got.at("y");  // one element of the result off by far more than rounding
+    y.data()[y.size() / 2] = element_cast<T>(element_cast<double>(y.data()[y.size() / 2]) + 1.0 + max_abs_of(y));
+  }
+  const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
+  r.checks.push_back(sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n, seed));
+  r.checks.push_back(exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))));
+  r.checks.push_back(sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n, seed + 1));
+  if (!c.backward) return;
+  r.checks.push_back(sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n, seed + 2));
+  r.checks.push_back(sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n, seed + 3));
+  r.checks.push_back(exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"),
+                                 multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))));
+  r.checks.push_back(sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n, seed + 4));
+  r.checks.push_back(sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n, seed + 5));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class T>
+FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Backend backend, bool root,
+                    const FfnPlan& plan) {
+  const FfnConfig& c = plan.config;
   FfnResult r;
   r.plan = plan;
   r.forward_collectives = plan.collectives(FfnPhase::forward).size();
+  r.verify = c.verify == "auto" ? (plan.unsharded_flops() <= ffn_full_verify_flops ? "full" : "sketch") : c.verify;
+  const bool sketch = r.verify == "sketch";
+
+  auto t0 = std::chrono::steady_clock::now();
+  const FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  r.seconds_inputs = seconds_since(t0);
+
+  const Mesh& mesh = plan.mesh;
+  Blocks<T> blocks(static_cast<std::size_t>(mesh.devices()));
+  t0 = std::chrono::steady_clock::now();
+  const RunResult run = runner(typed_program<T>(plan, in, backend == Backend::sim ? &blocks : nullptr, sketch));
+  r.seconds_run = seconds_since(t0);
   if (!root) return r;
+
+  t0 = std::chrono::steady_clock::now();
   r.collectives = summarize(run.ledger);
   r.bytes_per_device = largest_device_total(run.ledger);
   r.peak_bytes_per_device = largest(run, "peak_bytes");
   r.stored_bytes_per_device = largest(run, "stored_bytes");
+  if (backend != Backend::sim)  // blocks came back as float64 Outputs: exact in T again
+    for (std::size_t dv = 0; dv < run.outputs.size(); ++dv)
+      for (const auto& [name, t] : run.outputs[dv])
+        if (name != "peak_bytes" && name != "stored_bytes") blocks[dv][name] = converted<T>(t);
 
-  const FfnConfig& c = plan.config;
-  const FfnReference ref = ffn_reference(in, c.backward);
-  const Tolerances tol = tolerances(in, ref, c.dims);
-  const Mesh& mesh = plan.mesh;
-  const FfnSpecs& f = plan.specs;
-  auto check = [&](const std::string& name, const Spec& spec, const Tensor& want, double t, const std::string& label) {
-    Verdict v = verify_output(mesh, spec, run, name, perturbed(want, c.perturb_expected), t);
-    v.name = label;
+  std::map<std::string, xt::xarray<T>> got;
+  std::string disagreement;
+  const FfnDims& d = c.dims;
+  const std::map<std::string, Shape> shapes = {{"h", {d.b, d.s, d.h}},      {"g", {d.b, d.s, d.h}},
+                                               {"dg", {d.b, d.s, d.h}},     {"dh", {d.b, d.s, d.h}},
+                                               {"y", {d.b, d.s, d.m}},      {"dx", {d.b, d.s, d.m}},
+                                               {"dW_in", {d.m, d.h}},       {"dW_out", {d.h, d.m}}};
+  const auto specs = specs_handed_over(plan);
+  for (const auto& [name, shape] : shapes)
+    if (!blocks.empty() && blocks[0].count(name)) {
+      got[name] = gather_global(mesh, specs.at(name), shape, blocks, name, disagreement);
+      for (auto& b : blocks) b.erase(name);  // free each device's copy once gathered
+    }
+  if (sketch) verify_sketch(r, plan, in, got);
+  else verify_full(r, plan, in, got);
+  if (!disagreement.empty()) {
+    Verdict v;
+    v.name = "replicas agree";
+    v.pass = false;
+    v.detail = disagreement;
     r.checks.push_back(v);
-  };
-  check("y", f.y, ref.y, tol.y, "y vs unsharded");
-  if (c.backward) {
-    check("dx", f.x, ref.dx, tol.dx, "dx vs unsharded analytic");
-    check("dW_in", f.w_in, ref.dw_in, tol.dw_in, "dW_in vs unsharded analytic");
-    check("dW_out", f.w_out, ref.dw_out, tol.dw_out, "dW_out vs unsharded analytic");
-    // Each central difference runs the whole layer twice; keep it to small layers.
-    if (c.finite_differences && plan.unsharded_flops() <= 2e6)
-      for (const auto& v : finite_difference_checks(in, ref)) r.checks.push_back(v);
+  }
+  // Each central difference runs the whole layer twice (float64, the inputs' exact values): keep
+  // it to small layers.
+  if (c.backward && c.finite_differences && plan.unsharded_flops() <= 2e6) {
+    const FfnInputs in64 = ffn_inputs(d, c.seed);
+    for (const auto& v : finite_difference_checks(in64, ffn_reference(in64, true))) r.checks.push_back(v);
   }
   // The run's collectives are the plan's, in order, with the predicted bytes.
   Verdict agree;
@@ -280,7 +515,21 @@ FfnResult check_ffn(const FfnPlan& plan, const FfnInputs& in, const RunResult& r
                     std::to_string(plan.stored_bytes_per_device) + " (peak " +
                     std::to_string(plan.peak_bytes_per_device) + ")";
   r.checks.push_back(memory);
+  r.seconds_verify = seconds_since(t0);
   return r;
+}
+
+FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Backend backend, bool root,
+                  const Mesh& mesh, FfnConfig config, DType dtype) {
+  config.dtype = dtype;  // the element type the devices move is the one the plan counts
+  parse_verify_mode(config.verify);
+  const FfnPlan plan = plan_ffn(mesh, config);
+  switch (dtype) {
+    case DType::float64: return run_typed<double>(runner, backend, root, plan);
+    case DType::float32: return run_typed<float>(runner, backend, root, plan);
+    case DType::bfloat16: return run_typed<bfloat16>(runner, backend, root, plan);
+  }
+  throw Error(ErrorKind::unsupported, "unknown element type");
 }
 
 }  // namespace
@@ -295,17 +544,13 @@ std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<Collective
 }
 
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
-  const FfnPlan plan = plan_ffn(mesh, config);
-  const FfnInputs in = ffn_inputs(config.dims, config.seed);
-  const RunResult run = runtime.run(mesh, ffn_program(plan, in));
-  return check_ffn(plan, in, run, runtime.is_root());
+  return run_any([&](const Program& p) { return runtime.run(mesh, p); }, runtime.backend(), runtime.is_root(), mesh,
+                 config, runtime.dtype());
 }
 
 FfnResult run_ffn(Session& session, const FfnConfig& config) {
-  const FfnPlan plan = plan_ffn(session.mesh(), config);
-  const FfnInputs in = ffn_inputs(config.dims, config.seed);
-  const RunResult run = session.run(ffn_program(plan, in));
-  FfnResult r = check_ffn(plan, in, run, session.runtime().is_root());
+  FfnResult r = run_any([&](const Program& p) { return session.run(p); }, session.runtime().backend(),
+                        session.runtime().is_root(), session.mesh(), config, session.dtype());
   auto& checks = session.report().checks;
   checks.insert(checks.end(), r.checks.begin(), r.checks.end());
   return r;

@@ -59,7 +59,7 @@ Spec case_spec(const Mesh& mesh, const std::string& spec_xy) {
 }
 
 MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::string& a_spec_xy,
-                       const std::string& b_spec_xy, std::uint64_t seed) {
+                       const std::string& b_spec_xy, std::uint64_t seed, std::size_t element_bytes) {
   MatmulCase c;
   c.a_spec = case_spec(mesh, a_spec_xy);
   c.b_spec = case_spec(mesh, b_spec_xy);
@@ -69,7 +69,8 @@ MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::st
   if (mkn.size() != 3)
     throw Error(ErrorKind::parse, "--shape has " + std::to_string(mkn.size()) + " sizes; expected m,k,n like 4,16,4");
   c.m = mkn[0], c.k = mkn[1], c.n = mkn[2];
-  c.plan = plan_contraction(matmul_eq(), mesh, {"A", c.a_spec, {c.m, c.k}}, {"B", c.b_spec, {c.k, c.n}});
+  c.plan = plan_contraction(matmul_eq(), mesh, {"A", c.a_spec, {c.m, c.k}}, {"B", c.b_spec, {c.k, c.n}}, std::nullopt,
+                            {false, "C", element_bytes});
   c.a = random_integers({c.m, c.k}, seed, -4, 4);
   c.b = random_integers({c.k, c.n}, seed + 1, -4, 4);
   c.want = reference_einsum(matmul_eq(), c.a, c.b);
@@ -78,7 +79,8 @@ MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::st
 
 Plan case_plan(const Mesh& mesh, const MatmulCase& c, const std::string& a_spec_xy, const std::string& b_spec_xy) {
   return plan_contraction(matmul_eq(), mesh, {"A", case_spec(mesh, a_spec_xy), {c.m, c.k}},
-                          {"B", case_spec(mesh, b_spec_xy), {c.k, c.n}});
+                          {"B", case_spec(mesh, b_spec_xy), {c.k, c.n}}, std::nullopt,
+                          {false, "C", c.plan.element_bytes});
 }
 
 std::string inputs_text(const Mesh& mesh, const MatmulCase& c) {

@@ -31,9 +31,9 @@ struct MatmulCase {
 };
 
 // `shape` is "m,k,n". Throws Error for a mesh without two axes, a malformed shape, or specs that
-// do not divide the shape.
+// do not divide the shape. `element_bytes`: of the element type the plan counts (Session's).
 MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::string& a_spec_xy,
-                       const std::string& b_spec_xy, std::uint64_t seed);
+                       const std::string& b_spec_xy, std::uint64_t seed, std::size_t element_bytes);
 // "_,Y" on this mesh: "X" and "Y" renamed to the mesh's first and second axis.
 Spec case_spec(const Mesh& mesh, const std::string& spec_xy);
 // The plan seed 001's rules give another case of the same shapes (to compare costs).

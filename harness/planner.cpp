@@ -30,7 +30,6 @@ bool is_prefix(const Axes& x, const Axes& of) { return common_prefix(x, of) == x
 
 std::string axes_or_dash(const Axes& axes) { return axes.empty() ? "_" : axes_text(axes); }
 
-std::size_t bytes_of(const Shape& s) { return element_count(s) * sizeof(double); }
 
 // The plan under construction: the current spec of A, B and the result, and the rules that
 // append steps. Each rule reads the current specs, so their order is the plan's order.
@@ -61,7 +60,7 @@ struct Builder {
     s.local_after = local_shape(plan.mesh, cur[o], global[o]);
     if (s.communicates())
       s.predicted_bytes = predicted_bytes_sent(step_kind_name(s.kind), plan.mesh.axes_size(s.axes),
-                                               bytes_of(s.local_before));
+                                               element_count(s.local_before) * plan.element_bytes, plan.element_bytes);
     plan.steps.push_back(std::move(s));
   }
 
@@ -265,13 +264,13 @@ std::vector<const PlanStep*> Plan::collectives() const {
 }
 
 std::size_t Plan::stored_bytes() const {
-  return bytes_of(local_shape(mesh, a.spec, a.shape)) + bytes_of(local_shape(mesh, b.spec, b.shape)) +
-         bytes_of(local_shape(mesh, out_spec, out_shape));
+  return element_bytes * element_count(local_shape(mesh, a.spec, a.shape)) + element_bytes * element_count(local_shape(mesh, b.spec, b.shape)) +
+         element_bytes * element_count(local_shape(mesh, out_spec, out_shape));
 }
 
 std::size_t Plan::working_bytes() const {
-  return bytes_of(local_shape(mesh, a_used, a.shape)) + bytes_of(local_shape(mesh, b_used, b.shape)) +
-         bytes_of(local_shape(mesh, product, out_shape));
+  return element_bytes * element_count(local_shape(mesh, a_used, a.shape)) + element_bytes * element_count(local_shape(mesh, b_used, b.shape)) +
+         element_bytes * element_count(local_shape(mesh, product, out_shape));
 }
 
 Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
@@ -287,6 +286,7 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
   plan.a = a;
   plan.b = b;
   plan.result_name = options.result_name;
+  plan.element_bytes = options.element_bytes;
   plan.out_shape = shape_for(eq.out, sizes);
   if (out) {
     if (out->rank() != eq.out.size())
@@ -322,31 +322,48 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
   return plan;
 }
 
-Tensor execute_plan(Device& dev, const Plan& plan, const Tensor& a_local, const Tensor& b_local) {
+namespace {
+// The contract step in the program's own type; blocks held as double compute as the device's
+// element type does (rounded to it, its arithmetic, the result rounded).
+template <class T>
+xt::xarray<T> local_contract(const Einsum& eq, const xt::xarray<T>& a, const xt::xarray<T>& b, DType) {
+  return contract(eq, a, b);
+}
+template <>
+Tensor local_contract<double>(const Einsum& eq, const Tensor& a, const Tensor& b, DType as) {
+  return contract(eq, a, b, as);
+}
+}  // namespace
+
+template <class T>
+xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local) {
   const Mesh& mesh = dev.mesh();
-  Tensor t[3] = {a_local, b_local, Tensor()};
+  // cur[o] is operand o as it stands: the caller's block until a step replaces it (no copies).
+  xt::xarray<T> own[3];
+  const xt::xarray<T>* cur[3] = {&a_local, &b_local, &own[kC]};
   const Operand* ops[2] = {&plan.a, &plan.b};
   for (int o = 0; o < 2; ++o) {
     const Shape want = local_shape(mesh, ops[o]->spec, ops[o]->shape);
-    if (shape_of(t[o]) != want)
+    if (shape_of(*cur[o]) != want)
       throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(dev.id()) + " was given a block " +
-                                                shape_text(shape_of(t[o])) + " of " + ops[o]->name + ", but spec " +
+                                                shape_text(shape_of(*cur[o])) + " of " + ops[o]->name + ", but spec " +
                                                 ops[o]->spec.text() + " gives it " + shape_text(want));
   }
   for (const auto& s : plan.steps) {
-    Tensor& x = t[s.operand];
+    const xt::xarray<T>& x = *cur[s.operand];
+    xt::xarray<T> y;
     switch (s.kind) {
       case StepKind::all_gather:
-        x = all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
+        y = all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
         break;
       case StepKind::reduce_scatter:
-        x = reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
+        y = reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
         break;
       case StepKind::all_reduce:
-        x = all_reduce(dev, x, s.axes, s.tensor);
+        y = all_reduce(dev, x, s.axes, s.tensor);
         break;
       case StepKind::contract:
-        x = contract(plan.eq, t[kA], t[kB]);
+        y = local_contract(plan.eq, *cur[kA], *cur[kB], dev.dtype());
         break;
       case StepKind::local_slice: {
         // This device's part of dim `dim`: part k of n, k = its index along the slice axes.
@@ -356,15 +373,24 @@ Tensor execute_plan(Device& dev, const Plan& plan, const Tensor& a_local, const 
         const std::size_t k = static_cast<std::size_t>(mesh.index_along(dev.id(), s.axes));
         Shape outs = in;
         outs[d] = in[d] / n;
-        Tensor y = xt::empty<double>(outs);
-        copy_out(x.data(), in, d, k * outs[d], outs[d], y.data());
-        x = std::move(y);
+        y = xt::empty<T>(outs);
+        copy_out(x.data(), dtype_of<T>(), in, d, k * outs[d], outs[d], y.data(), dtype_of<T>());
         break;
       }
     }
+    const int o = s.kind == StepKind::contract ? kC : s.operand;
+    own[o] = std::move(y);  // frees what this operand held before, unless it was the caller's
+    cur[o] = &own[o];
   }
-  return t[kC];
+  return std::move(own[kC]);
 }
+
+template xt::xarray<double> execute_plan<double>(Device&, const Plan&, const xt::xarray<double>&,
+                                                 const xt::xarray<double>&);
+template xt::xarray<float> execute_plan<float>(Device&, const Plan&, const xt::xarray<float>&,
+                                               const xt::xarray<float>&);
+template xt::xarray<bfloat16> execute_plan<bfloat16>(Device&, const Plan&, const xt::xarray<bfloat16>&,
+                                                     const xt::xarray<bfloat16>&);
 
 Program plan_program(const Plan& plan, const Tensor& a, const Tensor& b) {
   return [&plan, &a, &b](Device& dev) -> Outputs {

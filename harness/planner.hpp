@@ -64,6 +64,7 @@ struct PlanOptions {
   // Rule 2: which operand gives up its split outer dim. The article keeps the batch split.
   bool gather_first_on_outer_conflict = false;
   std::string result_name = "C";
+  std::size_t element_bytes = 8;  // of the element type the plan moves and stores (Runtime's default, float64)
 };
 
 struct Plan {
@@ -76,6 +77,7 @@ struct Plan {
   Spec product;                 // the local product's spec; may carry partial sums
   Spec out_spec;                // the spec the result ends with
   bool out_given = false;       // out_spec came from the caller
+  std::size_t element_bytes = 8;  // from PlanOptions: bytes per element moved and stored
   std::vector<PlanStep> steps;
 
   std::size_t predicted_bytes_per_device() const;  // sum over steps
@@ -94,7 +96,9 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
 
 // Runs the plan on one device: `a_local` and `b_local` are this device's blocks of A and B
 // under their given specs; returns its block of the result under plan.out_spec.
-Tensor execute_plan(Device& dev, const Plan& plan, const Tensor& a_local, const Tensor& b_local);
+// T: double, float or bfloat16 (double blocks compute as dev.dtype(); see einsum.hpp).
+template <class T>
+xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local);
 
 // The SPMD program for a Runtime: each device takes its blocks of the global `a` and `b`, runs
 // the plan, and returns {result_name: its block of the result}.

@@ -28,7 +28,7 @@ std::vector<CollectiveSummary> summarize(const std::vector<LedgerRow>& ledger) {
     s.messages = std::max(s.messages, r.messages);
     s.bytes_per_device = std::max(s.bytes_per_device, r.bytes_sent);
     s.predicted_bytes_per_device =
-        std::max(s.predicted_bytes_per_device, predicted_bytes_sent(r.op, r.group_size, r.input_bytes));
+        std::max(s.predicted_bytes_per_device, predicted_bytes_sent(r.op, r.group_size, r.input_bytes, r.element_bytes));
     s.seconds = std::max(s.seconds, r.seconds);
     s.modeled = s.modeled || r.modeled;
   }
@@ -112,6 +112,8 @@ std::string report_json(const Report& report) {
   nlohmann::ordered_json j;
   j["case"] = report.case_name;
   j["backend"] = report.backend;
+  j["dtype"] = dtype_name(report.dtype);
+  j["element_bytes"] = element_bytes(report.dtype);
   nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < report.mesh.names().size(); ++i) mesh[report.mesh.names()[i]] = report.mesh.sizes()[i];
   j["mesh"] = mesh;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "collectives/ledger.hpp"
 #include "core/mesh.hpp"
 #include "harness/verify.hpp"
@@ -30,6 +31,7 @@ std::size_t largest_device_total(const std::vector<LedgerRow>& ledger);  // byte
 struct Report {
   std::string case_name;
   std::string backend;
+  DType dtype = DType::float32;  // the element type stored and moved
   Mesh mesh;
   std::vector<Verdict> checks;
   std::vector<CollectiveSummary> collectives;

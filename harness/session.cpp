@@ -14,11 +14,13 @@ std::ostream& null_stream() {
 
 Session::Session(const std::string& case_name, const CommonOptions& options, bool devices)
     : options_(options), mesh_(Mesh::parse(options.mesh)) {
-  runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native");
+  const DType dtype = parse_dtype(options.dtype);
+  runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
   // A wrong process count is a setup error: say so before any part of a report is printed.
   if (devices) runtime_->check_mesh(mesh_);
   report_.case_name = case_name;
   report_.backend = options.backend;
+  report_.dtype = dtype;
   report_.mesh = mesh_;
 }
 
@@ -56,6 +58,7 @@ int Session::finish() {
     if (options_.json) {
       std::cout << report_json(report_) << std::endl;
     } else {
+      if (!options_.quiet) std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
       std::cout << verdict_line(report_) << std::endl;
     }
   }

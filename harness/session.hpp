@@ -24,6 +24,8 @@ class Session {
   const Mesh& mesh() const { return mesh_; }
   Runtime& runtime() { return *runtime_; }
   const CommonOptions& options() const { return options_; }
+  DType dtype() const { return runtime_->dtype(); }
+  std::size_t element_bytes() const { return shardlab::element_bytes(dtype()); }
   // Text for people: printed by the root only, and not under --json or --quiet.
   std::ostream& out();
   bool talking() const;

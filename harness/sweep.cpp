@@ -40,8 +40,9 @@ std::string mesh_for(const FfnStrategy& s, int devices) {
   return s.mesh_axes == 2 ? two_axis_mesh(devices) : "D=" + std::to_string(devices);
 }
 
-const std::string kDimsNote =
-    "float64 elements (8 B); bytes are those one device sends (all devices of a group send alike)";
+std::string dims_note(DType t) {
+  return dtype_text(t) + "; bytes are those one device sends (all devices of a group send alike)";
+}
 
 // Meshes a strategy could not take at these dims, one note line per strategy.
 struct Skipped {
@@ -127,14 +128,14 @@ std::string two_axis_mesh(int devices) {
 
 // ---- bytes and memory per device ----
 
-DatTable bytes_sweep(const std::string& dims_text, int max_devices) {
+DatTable bytes_sweep(const std::string& dims_text, int max_devices, DType dtype) {
   const FfnDims dims = parse_ffn_dims(dims_text);
   const auto& strategies = ffn_strategies();
   DatTable t;
   t.name = "bytes_per_device";
   t.notes = {"shardlab sweep: bytes sent per device by one FFN step, predicted by plan_ffn (not run), " +
                  ffn_dims_text(dims),
-             kDimsNote,
+             dims_note(dtype),
              "*_B = forward + backward (a training step); *_fwd_B = forward alone (inference)",
              "1-D strategies on mesh D=<devices>; gspmd on the 2-D mesh in column 2 (X = batch, Y = embed/hidden)"};
   t.columns = {"devices", "gspmd_mesh"};
@@ -151,6 +152,7 @@ DatTable bytes_sweep(const std::string& dims_text, int max_devices) {
         c.strategy = s.name;
         c.dims = dims;
         c.backward = true;
+        c.dtype = dtype;
         const FfnPlan p = plan_ffn(mesh, c);
         total.push_back(integer(p.predicted_bytes_per_device()));
         fwd.push_back(integer(p.predicted_bytes_per_device(FfnPhase::forward)));
@@ -170,14 +172,14 @@ DatTable bytes_sweep(const std::string& dims_text, int max_devices) {
   return t;
 }
 
-DatTable memory_sweep(const std::string& dims_text, int max_devices) {
+DatTable memory_sweep(const std::string& dims_text, int max_devices, DType dtype) {
   const FfnDims dims = parse_ffn_dims(dims_text);
   const auto& strategies = ffn_strategies();
   DatTable t;
   t.name = "memory_per_device";
   t.notes = {"shardlab sweep: memory per device of one FFN training step (forward + backward), predicted by "
              "plan_ffn (not run), " + ffn_dims_text(dims),
-             "float64 elements (8 B). *_peak_B: the most a device holds while a stage runs (its live blocks plus "
+             dtype_text(dtype) + ". *_peak_B: the most a device holds while a stage runs (its live blocks plus "
              "gather buffers); *_stored_B: the most its live blocks take between stages",
              "unsharded_*: the same step on one device with whole tensors (the line sharding must beat)",
              "1-D strategies on mesh D=<devices>; gspmd on the 2-D mesh in column 2"};
@@ -196,6 +198,7 @@ DatTable memory_sweep(const std::string& dims_text, int max_devices) {
         c.strategy = s.name;
         c.dims = dims;
         c.backward = true;
+        c.dtype = dtype;
         const FfnPlan p = plan_ffn(mesh, c);
         peak.push_back(integer(p.peak_bytes_per_device));
         stored.push_back(integer(p.stored_bytes_per_device));

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace shardlab {
 
 struct BenchResult;  // harness/bench.hpp
@@ -48,9 +50,11 @@ std::vector<int> sweep_device_counts(int max_devices);
 std::string two_axis_mesh(int devices);  // 8 -> "X=2,Y=4"
 
 // `dims` as parse_ffn_dims takes it. Bytes of forward+backward and of the forward alone.
-DatTable bytes_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64);
+DatTable bytes_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64,
+                     DType dtype = DType::float32);
 // Forward+backward (a training step): peak and stored bytes per device, and unsharded.
-DatTable memory_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64);
+DatTable memory_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64,
+                      DType dtype = DType::float32);
 
 // Strategies x meshes (2 ... max_devices devices) x presets at `dims` (default the article's).
 // `presets`: hardware_presets(), or presets_with_machine's (harness/machine.hpp).

@@ -63,6 +63,19 @@ double reduction_tolerance(std::size_t terms, double max_abs_term) {
   return (n - 1) * DBL_EPSILON * n * max_abs_term;
 }
 
+double reduction_tolerance(std::size_t terms, double max_abs_term, DType t, int devices) {
+  if (t == DType::float64) return reduction_tolerance(terms, max_abs_term);
+  if (terms == 0) return 0.0;
+  const double n = static_cast<double>(terms);
+  return 2 * (n * compute_roundoff(t) + (devices + 1) * unit_roundoff(t)) * n * max_abs_term;
+}
+
+double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, int devices) {
+  // 1/u is 2^53, 2^24, 2^8: every integer up to it is exact (one bit more than the significand).
+  if (static_cast<double>(terms) * max_abs_term <= 1.0 / unit_roundoff(t)) return 0.0;
+  return reduction_tolerance(terms, max_abs_term, t, devices);
+}
+
 Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
                       const Tensor& want, double tolerance) {
   std::vector<Tensor> blocks;

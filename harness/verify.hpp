@@ -30,6 +30,16 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
 //     tol = 2 * (terms-1) * u * terms * max_abs_term = (terms-1) * DBL_EPSILON * terms * max_abs_term.
 // Integer inputs whose sums stay below 2^53 are exact; then the error is 0 and any tol passes.
 double reduction_tolerance(std::size_t terms, double max_abs_term);
+// The same for sums held in element type t (unit roundoff u = unit_roundoff(t)): float64 is the
+// formula above; float32 and bfloat16 also round partial sums moved between devices and the stored
+// result in t. Each side adds `terms` products in its compute arithmetic (unit roundoff u_c:
+// float32's for both) and stores a partial sum in t at most devices + 1 times (the local result,
+// each ring step of a ReduceScatter, the result), each within u_t of a value no larger than
+// terms * max_abs_term:   tol = 2 (terms u_c + (devices + 1) u_t) terms max_abs_term.
+double reduction_tolerance(std::size_t terms, double max_abs_term, DType t, int devices = 1);
+// Integers whose sum stays within the type's exact integers (2^53, 2^24, 2^8): every order gives
+// the same sum, so 0; otherwise reduction_tolerance.
+double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, int devices = 1);
 
 // Stitch output `name` from every device's block under `spec` (replicas must agree bit for bit)
 // and compare with `want`.

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     Session session("04_inner_axes_match", cli.common);
     const Mesh& mesh = session.mesh();
-    const MatmulCase c = matmul_case(mesh, shape, "_,Y", "Y,_", cli.common.seed);
+    const MatmulCase c = matmul_case(mesh, shape, "_,Y", "Y,_", cli.common.seed, session.element_bytes());
     const std::string& Y = c.y;
     // C = A B on every device is a sum of partial products, one per Y slice of K.
     Spec partial_spec = Spec::replicated(2);
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       const Tensor b = local_block(c.b, mesh, c.b_spec, dev.id());  // [k/|Y|, n]
       const Tensor partial = matmul(a, b);                          // [m, n], partial over Y
       const Tensor full = all_reduce(dev, partial, {Y}, "C");       // [m, n], the sum over Y
-      const std::size_t held = (a.size() + b.size() + full.size()) * sizeof(double);
+      const std::size_t held = (a.size() + b.size() + full.size()) * session.element_bytes();
       return with_work({{"partial", partial}, {"C", full}}, 2.0 * c.m * ky * c.n, held);
     });
 
@@ -68,13 +68,13 @@ int main(int argc, char** argv) {
       checks.back().name = "C after all_reduce";
       checks.push_back(planner_agrees(c.plan, session.report().collectives));
 
-      const std::size_t c_bytes = c.m * c.n * sizeof(double);
+      const std::size_t c_bytes = c.m * c.n * session.element_bytes();
       out << "3. Communication. AllReduce over " << Y << ": each group of " << mesh.axis_size(Y)
           << " devices adds its partial products;\n   every member gets the sum.\n"
           << collectives_table(session.report().collectives) << "   The ring sends 2(n-1)/n of the " << c_bytes
           << "-byte C per device.\n\n";
       out << "4. Work.\n"
-          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(double))
+          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * session.element_bytes())
           << "   Devices multiplying the very same blocks: " << same_work_groups(mesh, c.plan) << "\n"
           << "   Along " << c.x << " nothing is split, so each " << c.x
           << " slice of the mesh repeats the other's work (and memory).\n"

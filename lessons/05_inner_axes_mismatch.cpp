@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     Session session("05_inner_axes_mismatch", cli.common);
     const Mesh& mesh = session.mesh();
-    const MatmulCase c = matmul_case(mesh, shape, "_,Y", "X,_", cli.common.seed);
+    const MatmulCase c = matmul_case(mesh, shape, "_,Y", "X,_", cli.common.seed, session.element_bytes());
     const std::string &X = c.x, &Y = c.y;
     const Spec c_spec = Spec::replicated(2);
 
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
       const Tensor a_all = all_gather(dev, a, {Y}, 1, "A");         // [m, k]
       const Tensor b_all = all_gather(dev, b, {X}, 0, "B");         // [k, n]
       const Tensor full = matmul(a_all, b_all);                     // [m, n], every term
-      const std::size_t held = (a_all.size() + b_all.size() + full.size()) * sizeof(double);
+      const std::size_t held = (a_all.size() + b_all.size() + full.size()) * session.element_bytes();
       return with_work({{"C", full}}, 2.0 * c.m * c.k * c.n, held);
     });
 
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
           << "   A ring AllGather sends n-1 blocks per device: no sums, so no partial results to reduce.\n\n";
       const Plan case_1a = case_plan(mesh, c, "_,Y", "Y,_");
       out << "4. Work.\n"
-          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(double))
+          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * session.element_bytes())
           << "   Devices multiplying the very same blocks: " << same_work_groups(mesh, c.plan) << "\n"
           << "   Case 1A (lesson 04) on the same shapes: " << cost_text(case_1a) << ".\n   Here:"
           << std::string(35, ' ') << cost_text(c.plan) << ".\n"

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     Session session("06_outer_axes", cli.common);
     const Mesh& mesh = session.mesh();
-    const MatmulCase c = matmul_case(mesh, shape, "X,Y", "X,_", cli.common.seed);
+    const MatmulCase c = matmul_case(mesh, shape, "X,Y", "X,_", cli.common.seed, session.element_bytes());
     const std::string &X = c.x, &Y = c.y;
     const Spec c_spec = case_spec(mesh, "X,_");
     const std::size_t mx = c.m / mesh.axis_size(X);
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       const Tensor a_rows = all_gather(dev, a, {Y}, 1, "A");        // [m/|X|, k]: this half's rows
       const Tensor b_all = all_gather(dev, b, {X}, 0, "B");         // [k, n]
       const Tensor half = matmul(a_rows, b_all);                    // [m/|X|, n]: this half's rows of C
-      const std::size_t held = (a_rows.size() + b_all.size() + half.size()) * sizeof(double);
+      const std::size_t held = (a_rows.size() + b_all.size() + half.size()) * session.element_bytes();
       return with_work({{"C", half}}, 2.0 * mx * c.k * c.n, held);
     });
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       const Plan case_1b = case_plan(mesh, c, "_,Y", "X,_");
       out << "4. Work. The devices at each " << X << " position multiply their " << mx << " rows of A by all of B: "
           << c_spec.notation("C", {"I", "J"}) << ".\n"
-          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(double))
+          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * session.element_bytes())
           << "   Devices multiplying the very same blocks: " << same_work_groups(mesh, c.plan) << "\n"
           << "   Case 1B (lesson 05) on the same shapes: " << cost_text(case_1b) << ".\n   Here:"
           << std::string(35, ' ') << cost_text(c.plan) << ".\n"

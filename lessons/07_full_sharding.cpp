@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     Session session("07_full_sharding", cli.common);
     const Mesh& mesh = session.mesh();
-    const MatmulCase c = matmul_case(mesh, shape, "X,Y", "X,Y", cli.common.seed);
+    const MatmulCase c = matmul_case(mesh, shape, "X,Y", "X,Y", cli.common.seed, session.element_bytes());
     const std::string &X = c.x, &Y = c.y;
     const Spec c_spec = case_spec(mesh, "X,Y");
     const std::size_t mx = c.m / mesh.axis_size(X), ny = c.n / mesh.axis_size(Y);
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       const Tensor a_rows = all_gather(dev, a, {Y}, 1, "A");        // [m/|X|, k]
       const Tensor b_cols = all_gather(dev, b, {X}, 0, "B");        // [k, n/|Y|]
       const Tensor mine = matmul(a_rows, b_cols);                   // [m/|X|, n/|Y|], unique to this device
-      const std::size_t held = (a_rows.size() + b_cols.size() + mine.size()) * sizeof(double);
+      const std::size_t held = (a_rows.size() + b_cols.size() + mine.size()) * session.element_bytes();
       return with_work({{"C", mine}}, 2.0 * mx * c.k * ny, held);
     });
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       const Plan case_2 = case_plan(mesh, c, "X,Y", "X,_");
       out << "4. Work. Device (x, y) computes the " << mx << "x" << ny << " block of C at rows x, columns y: "
           << c_spec.notation("C", {"I", "J"}) << ".\n"
-          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * sizeof(double))
+          << work_text(mesh, run, c.plan.unsharded_flops(), (c.m * c.k + c.k * c.n + c.m * c.n) * session.element_bytes())
           << "   Devices multiplying the very same blocks: " << same_work_groups(mesh, c.plan) << "\n"
           << "   Case 2 (lesson 06) on the same shapes: " << cost_text(case_2) << ".\n   Here:"
           << std::string(34, ' ') << cost_text(c.plan) << ".\n"

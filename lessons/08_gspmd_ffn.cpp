@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     Session session("08_gspmd_ffn", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
+    config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
     config.perturb_expected = cli.common.perturb_expected;
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
     const Plan& down = r.plan.stages[2].plan;
     Spec gathered = f.y;
     gathered.dims[2].clear();  // X,_,_ : the AllReduce leaves every device of a Y group the whole sum
-    const Plan alt = plan_contraction(Einsum::parse("bsh,hm->bsm"), mesh, down.a, down.b, gathered, {false, "y_ar"});
+    const Plan alt = plan_contraction(Einsum::parse("bsh,hm->bsm"), mesh, down.a, down.b, gathered, {false, "y_ar", session.element_bytes()});
     const FfnInputs in = ffn_inputs(d, config.seed);
     const Tensor g = gelu(contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in));
     const RunResult alt_run = session.run(plan_program(alt, g, in.w_out));

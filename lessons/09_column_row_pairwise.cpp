@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     Session session("09_column_row_pairwise", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
+    config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
     config.strategy = "row_column";
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
 
     auto& checks = session.report().checks;
     // x W_in is exact (integers times eighths); y sums H terms after GELU: reduction_tolerance.
-    const double tol_y = reduction_tolerance(d.h, xt::amax(xt::abs(gelu(xa)))() * xt::amax(xt::abs(in.w_out))());
+    const double tol_y = reduction_tolerance(d.h, xt::amax(xt::abs(gelu(xa)))() * xt::amax(xt::abs(in.w_out))(), session.dtype(), mesh.devices());
     const RunResult* runs[] = {&col, &row, &rc, &pw};
     const char* names[] = {"XA column-wise", "XA row-wise", "FFN row then column", "FFN pairwise"};
     const char* tensor[] = {"XA", "XA", "y", "y"};
@@ -104,8 +105,8 @@ int main(int argc, char** argv) {
       checks.back().name = std::string(names[i]) + " vs unsharded";
     }
     // The planner, given only the specs of each layout, derives the same collectives and bytes.
-    const Plan col_plan = plan_contraction(up, mesh, {"X", whole, xs}, {"A", a_cols, as}, whole, {false, "XA"});
-    const Plan row_plan = plan_contraction(up, mesh, {"X", x_cols, xs}, {"A", a_rows, as}, whole, {false, "XA"});
+    const Plan col_plan = plan_contraction(up, mesh, {"X", whole, xs}, {"A", a_cols, as}, whole, {false, "XA", session.element_bytes()});
+    const Plan row_plan = plan_contraction(up, mesh, {"X", x_cols, xs}, {"A", a_rows, as}, whole, {false, "XA", session.element_bytes()});
     const std::string agree[] = {plan_vs_ledger(col_plan, summarize(col.ledger)), plan_vs_ledger(row_plan, summarize(row.ledger)),
                                  ffn_plan_vs_ledger(row_col, summarize(rc.ledger)), ffn_plan_vs_ledger(pairwise, summarize(pw.ledger))};
     for (int i = 0; i < 4; ++i) {

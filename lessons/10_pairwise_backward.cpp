@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     Session session("10_pairwise_backward", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
+    config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
     config.backward = true;

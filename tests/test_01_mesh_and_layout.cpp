@@ -10,7 +10,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 01 passes and shows the article's [16, 64] blocks on 2x4") {
-    auto r = run_binary("01_mesh_and_layout");
+    auto r = run_binary("01_mesh_and_layout --dtype float64");
     CHECK(r.status == 0);
     // Device (row 1, col 3) of the 2x4 mesh holds rows 16:32 and columns 192:256 (seed 000's slicing rule).
     CHECK(r.out.find("[16:32, 192:256]") != std::string::npos);
@@ -31,13 +31,13 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 01 fails when its expected result is wrong") {
-    auto r = run_binary("01_mesh_and_layout --quiet --perturb-expected");
+    auto r = run_binary("01_mesh_and_layout --dtype float64 --quiet --perturb-expected");
     CHECK(r.status == 1);
     CHECK(r.out.rfind("FAIL", 0) == 0);
   }
 
   TEST_CASE("lesson 01 rejects a 3x3 mesh with one sentence and exit 2") {
-    auto r = run_binary("01_mesh_and_layout --mesh mesh_rows=3,mesh_cols=3");
+    auto r = run_binary("01_mesh_and_layout --dtype float64 --mesh mesh_rows=3,mesh_cols=3");
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK(shardlab::testing::count_lines(r.err) == 1);
@@ -45,13 +45,13 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 01 rejects a mapping that uses one mesh axis twice") {
-    auto r = run_binary("01_mesh_and_layout --mapping input_rows:mesh_cols,input_cols:mesh_cols");
+    auto r = run_binary("01_mesh_and_layout --dtype float64 --mapping input_rows:mesh_cols,input_cols:mesh_cols");
     CHECK(r.status == 2);
     CHECK(r.err.find("mesh_cols twice") != std::string::npos);
   }
 
   TEST_CASE("lesson 01 rejects a mapping of a tensor axis X does not have") {
-    auto r = run_binary("01_mesh_and_layout --mapping batch:mesh_rows");
+    auto r = run_binary("01_mesh_and_layout --dtype float64 --mapping batch:mesh_rows");
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK(shardlab::testing::count_lines(r.err) == 1);
@@ -59,7 +59,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 01 --json: three exact checks and no communication") {
-    auto r = run_binary("01_mesh_and_layout --json");
+    auto r = run_binary("01_mesh_and_layout --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);

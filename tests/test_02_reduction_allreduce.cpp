@@ -15,7 +15,7 @@ constexpr double kN = 4;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 02 --json: all_reduce moves 2(n-1)/n of the partial sums, reduce_scatter (n-1)/n") {
-    auto r = run_binary("02_reduction_allreduce --json");
+    auto r = run_binary("02_reduction_allreduce --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -32,7 +32,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 02 text shows partial sums, both collectives and the verdict") {
-    auto r = run_binary("02_reduction_allreduce");
+    auto r = run_binary("02_reduction_allreduce --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("{U_mesh_cols}") != std::string::npos);
     CHECK(r.out.find("all_reduce") != std::string::npos);
@@ -42,26 +42,26 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 02 fails when its expected result is wrong") {
-    auto r = run_binary("02_reduction_allreduce --quiet --perturb-expected");
+    auto r = run_binary("02_reduction_allreduce --dtype float64 --quiet --perturb-expected");
     CHECK(r.status == 1);
     CHECK(r.out.rfind("FAIL", 0) == 0);
   }
 
   TEST_CASE("lesson 02 bad input: non-divisible mesh and unknown mesh axis exit 2 with one sentence") {
-    auto r = run_binary("02_reduction_allreduce --mesh mesh_rows=3,mesh_cols=3");
+    auto r = run_binary("02_reduction_allreduce --dtype float64 --mesh mesh_rows=3,mesh_cols=3");
     CHECK(r.status == 2);
     CHECK(shardlab::testing::count_lines(r.err) == 1);
     CHECK(r.err.find("not divisible") != std::string::npos);
-    auto u = run_binary("02_reduction_allreduce --mapping input_rows:rows");
+    auto u = run_binary("02_reduction_allreduce --dtype float64 --mapping input_rows:rows");
     CHECK(u.status == 2);
     CHECK(u.err.find("no such axis") != std::string::npos);
-    auto m = run_binary("02_reduction_allreduce --mesh X=2,,Y=4");
+    auto m = run_binary("02_reduction_allreduce --dtype float64 --mesh X=2,,Y=4");
     CHECK(m.status == 2);
     CHECK(shardlab::testing::count_lines(m.err) == 1);
   }
 
   TEST_CASE("lesson 02 on a 4x2 mesh: groups of 2 move 2(n-1)/n of 8 sums") {
-    auto r = run_binary("02_reduction_allreduce --json --mesh mesh_rows=4,mesh_cols=2");
+    auto r = run_binary("02_reduction_allreduce --dtype float64 --json --mesh mesh_rows=4,mesh_cols=2");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["collectives"][0]["bytes_per_device"].get<double>() == 2 * (2 - 1) / 2.0 * 8 * 8);

@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 03 --json: the partial dot products cost one AllReduce of 8 bytes over X") {
-    auto r = run_binary("03_dot_product_and_matmul --json");
+    auto r = run_binary("03_dot_product_and_matmul --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -26,7 +26,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 03 text: the article's numbers, partial dot products and the four beats") {
-    auto r = run_binary("03_dot_product_and_matmul");
+    auto r = run_binary("03_dot_product_and_matmul --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("[0:2] -> -1") != std::string::npos);  // the article's first partial
     CHECK(r.out.find("[2:4] -> -2") != std::string::npos);  // and its second
@@ -39,20 +39,20 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 03 on X=4: one element per device, partials 1, 0, 0, -2") {
-    auto r = run_binary("03_dot_product_and_matmul --mesh X=4,Y=2");
+    auto r = run_binary("03_dot_product_and_matmul --dtype float64 --mesh X=4,Y=2");
     CHECK(r.status == 0);
     CHECK(r.out.find("[3:4] -> -2") != std::string::npos);
   }
 
   TEST_CASE("lesson 03 fails when its expected results are wrong, and bad input exits 2") {
-    auto f = run_binary("03_dot_product_and_matmul --quiet --perturb-expected");
+    auto f = run_binary("03_dot_product_and_matmul --dtype float64 --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    auto d = run_binary("03_dot_product_and_matmul --mesh X=3,Y=3");
+    auto d = run_binary("03_dot_product_and_matmul --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);
     CHECK(d.err.find("not divisible by mesh axis X (size 3)") != std::string::npos);
-    auto s = run_binary("03_dot_product_and_matmul --shape 4,16");
+    auto s = run_binary("03_dot_product_and_matmul --dtype float64 --shape 4,16");
     CHECK(s.status == 2);
     CHECK(s.err.find("expected m,k,n") != std::string::npos);
   }

@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 04 --json: AllReduce C over Y, 2(n-1)/n of the 4x4 C per device") {
-    auto r = run_binary("04_inner_axes_match --json");
+    auto r = run_binary("04_inner_axes_match --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -25,7 +25,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 04 text: partial sums, duplicated work along X, the planner's plan") {
-    auto r = run_binary("04_inner_axes_match");
+    auto r = run_binary("04_inner_axes_match --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("C[I, J]{U_Y}") != std::string::npos);
     CHECK(r.out.find("{0,4} {1,5} {2,6} {3,7}") != std::string::npos);
@@ -36,7 +36,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 04 on other meshes and shapes: bytes follow 2(n-1)/n of m*n doubles") {
-    auto r = run_binary("04_inner_axes_match --json --mesh rows=4,cols=2 --shape 8,32,8");
+    auto r = run_binary("04_inner_axes_match --dtype float64 --json --mesh rows=4,cols=2 --shape 8,32,8");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["collectives"][0]["axes"] == "cols");
@@ -44,14 +44,14 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 04 fails when its expected result is wrong, and bad input exits 2") {
-    auto f = run_binary("04_inner_axes_match --quiet --perturb-expected");
+    auto f = run_binary("04_inner_axes_match --dtype float64 --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    auto d = run_binary("04_inner_axes_match --mesh X=3,Y=3");
+    auto d = run_binary("04_inner_axes_match --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);
     CHECK(d.err.find("dim 1 of A (size 16) is not divisible by mesh axis Y (size 3)") != std::string::npos);
-    auto m = run_binary("04_inner_axes_match --mesh X=8");
+    auto m = run_binary("04_inner_axes_match --dtype float64 --mesh X=8");
     CHECK(m.status == 2);
     CHECK(m.err.find("two axes") != std::string::npos);
   }

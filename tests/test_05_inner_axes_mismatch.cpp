@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 05 --json: AllGather A over Y and B over X, (n-1) blocks per device each") {
-    auto r = run_binary("05_inner_axes_mismatch --json");
+    auto r = run_binary("05_inner_axes_mismatch --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -27,7 +27,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 05 text: why the blocks do not multiply, and 8x the work") {
-    auto r = run_binary("05_inner_axes_mismatch");
+    auto r = run_binary("05_inner_axes_mismatch --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("dim k has size 4 in A but 8 in B") != std::string::npos);
     CHECK(r.out.find("4:8 | 0:8") != std::string::npos);  // device 1's stretches of K
@@ -38,14 +38,14 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 05 on a square mesh: the shapes fit but the stretches of K differ") {
-    auto r = run_binary("05_inner_axes_mismatch --mesh X=2,Y=2");
+    auto r = run_binary("05_inner_axes_mismatch --dtype float64 --mesh X=2,Y=2");
     CHECK(r.status == 0);
     CHECK(r.out.find("happen to fit in shape") != std::string::npos);
   }
 
   TEST_CASE("lesson 05 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("05_inner_axes_mismatch --quiet --perturb-expected").status == 1);
-    auto d = run_binary("05_inner_axes_mismatch --mesh X=3,Y=3");
+    CHECK(run_binary("05_inner_axes_mismatch --dtype float64 --quiet --perturb-expected").status == 1);
+    auto d = run_binary("05_inner_axes_mismatch --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);
     CHECK(d.err.find("not divisible") != std::string::npos);

@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 06 --json: AllGather A over Y on [2,4] blocks, B over X on [8,4] blocks") {
-    auto r = run_binary("06_outer_axes --json");
+    auto r = run_binary("06_outer_axes --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -23,7 +23,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 06 text: each half of the mesh computes half of C; Y still repeats") {
-    auto r = run_binary("06_outer_axes");
+    auto r = run_binary("06_outer_axes --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("{0,1,2,3} {4,5,6,7}") != std::string::npos);
     CHECK(r.out.find("256 on every device; unsharded 512 / 8 devices = 64: 4x") != std::string::npos);
@@ -34,8 +34,8 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 06 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("06_outer_axes --quiet --perturb-expected").status == 1);
-    auto d = run_binary("06_outer_axes --mesh X=3,Y=3");
+    CHECK(run_binary("06_outer_axes --dtype float64 --quiet --perturb-expected").status == 1);
+    auto d = run_binary("06_outer_axes --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);
     CHECK(d.err.find("dim 0 of A (size 4) is not divisible by mesh axis X (size 3)") != std::string::npos);

@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 07 --json: AllGather A over Y on [2,4] blocks, B over X on [8,1] blocks") {
-    auto r = run_binary("07_full_sharding --json");
+    auto r = run_binary("07_full_sharding --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -20,7 +20,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 07 text: unique 2x1 blocks, 1x the work, C split like A and B") {
-    auto r = run_binary("07_full_sharding");
+    auto r = run_binary("07_full_sharding --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("{0} {1} {2} {3} {4} {5} {6} {7}") != std::string::npos);
     CHECK(r.out.find("64 on every device; unsharded 512 / 8 devices = 64: 1x") != std::string::npos);
@@ -31,11 +31,11 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 07 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("07_full_sharding --quiet --perturb-expected").status == 1);
-    auto d = run_binary("07_full_sharding --mesh X=3,Y=3");
+    CHECK(run_binary("07_full_sharding --dtype float64 --quiet --perturb-expected").status == 1);
+    auto d = run_binary("07_full_sharding --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);
-    auto s = run_binary("07_full_sharding --shape 4,16,6");
+    auto s = run_binary("07_full_sharding --dtype float64 --shape 4,16,6");
     CHECK(s.status == 2);
     CHECK(s.err.find("dim 1 of B (size 6) is not divisible by mesh axis Y (size 4)") != std::string::npos);
   }

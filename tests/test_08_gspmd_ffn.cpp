@@ -14,7 +14,7 @@ constexpr double kD = 8;  // bytes per double
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 08 (gspmd ffn) --json: AllGather x, W_in, W_out, ReduceScatter y; AllReduce costs 2x") {
-    auto r = run_binary("08_gspmd_ffn --json");
+    auto r = run_binary("08_gspmd_ffn --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -41,7 +41,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 08 (gspmd ffn) text: rules, specs, device (X=0,Y=1), the article's sizes, verdict") {
-    auto r = run_binary("08_gspmd_ffn");
+    auto r = run_binary("08_gspmd_ffn --dtype float64");
     CHECK(r.status == 0);
     for (const char* s : {"embed_kernel  X", "W_out[H_Y, M_X]", "h[B_X, S, H_Y]", "holds x[0:4, 0:4, 4:8]",
                           "no message after it", "reduce_scatter y: 1536 bytes/device   all_reduce y: 3072",
@@ -51,15 +51,15 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 08 (gspmd ffn) on other axis names and a 2x2 mesh") {
-    auto r = run_binary("08_gspmd_ffn --mesh rows=2,cols=4 --quiet");
+    auto r = run_binary("08_gspmd_ffn --dtype float64 --mesh rows=2,cols=4 --quiet");
     CHECK(r.status == 0);
-    auto s = run_binary("08_gspmd_ffn --mesh 2x2 --dims B=4,S=2,M=8,H=32 --json");
+    auto s = run_binary("08_gspmd_ffn --dtype float64 --mesh 2x2 --dims B=4,S=2,M=8,H=32 --json");
     REQUIRE(s.status == 0);
     CHECK(nlohmann::json::parse(s.out)["collectives"].size() == 6);
   }
 
   TEST_CASE("lesson 08 (gspmd ffn) fails on a wrong reference; bad input exits 2 with one sentence") {
-    auto f = run_binary("08_gspmd_ffn --quiet --perturb-expected");
+    auto f = run_binary("08_gspmd_ffn --dtype float64 --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--dims M=6", "--mesh Y=8", "--mesh X=3,Y=3", "--dims B=8,Q=2"}) {

@@ -9,7 +9,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 09 (ffn column/row/pairwise) --json: AG XA, AR XA, AR h + AG y, AR y with ring bytes") {
-    auto r = run_binary("09_column_row_pairwise --json");
+    auto r = run_binary("09_column_row_pairwise --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -30,7 +30,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 09 (ffn column/row/pairwise) text: the cuts, the side-by-side table, the verdict") {
-    auto r = run_binary("09_column_row_pairwise");
+    auto r = run_binary("09_column_row_pairwise --dtype float64");
     CHECK(r.status == 0);
     for (const char* s : {"A[M, H_Y]", "A[M_Y, H]", "X[B, S, M_Y]", "all_reduce h + all_gather y", "Pairwise sends 6144 bytes per device against 27648",
                           "Takeaway:", "Next:", "\nPASS 09_column_row_pairwise"})
@@ -38,8 +38,8 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 09 (ffn column/row/pairwise) on 8 devices, a wrong reference, bad input") {
-    CHECK(run_binary("09_column_row_pairwise --mesh tp=8 --quiet").status == 0);
-    auto f = run_binary("09_column_row_pairwise --quiet --perturb-expected");
+    CHECK(run_binary("09_column_row_pairwise --dtype float64 --mesh tp=8 --quiet").status == 0);
+    auto f = run_binary("09_column_row_pairwise --dtype float64 --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--mesh X=2,Y=2", "--dims M=6", "--dims H=0"}) {

@@ -10,7 +10,7 @@ using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 10 (ffn backward) --json: column AG/AR, row AR/AG, pairwise one AR each way") {
-    auto r = run_binary("10_pairwise_backward --json");
+    auto r = run_binary("10_pairwise_backward --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -36,7 +36,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 10 (ffn backward) text: the flip table and the verdict") {
-    auto r = run_binary("10_pairwise_backward");
+    auto r = run_binary("10_pairwise_backward --dtype float64");
     CHECK(r.status == 0);
     for (const char* s : {"column-wise (W_in's H split, kept)", "row-wise (W_in's H split, summed)",
                           "row-wise (W_out's H split, summed)", "column-wise (W_out's H split, kept)",
@@ -45,7 +45,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 10 (ffn backward): a wrong reference fails, bad input exits 2") {
-    auto f = run_binary("10_pairwise_backward --quiet --perturb-expected");
+    auto f = run_binary("10_pairwise_backward --dtype float64 --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30", "--mesh Y=0"}) {

@@ -63,7 +63,7 @@ TEST_CASE("shardlab cost: bad input exits 2 with one sentence and prints nothing
 }
 
 TEST_CASE("shardlab ffn --preset: the plan with each collective's modeled time and the step's share") {
-  const auto r = run_binary("shardlab ffn --dims article --plan-only --preset tpu-v2 --json");
+  const auto r = run_binary("shardlab ffn --dtype float64 --dims article --plan-only --preset tpu-v2 --json");
   REQUIRE(r.status == 0);
   const auto m = nlohmann::json::parse(r.out)["model"];
   REQUIRE(m["collectives"].size() == 4);
@@ -77,14 +77,14 @@ TEST_CASE("shardlab ffn --preset: the plan with each collective's modeled time a
   const double share = m["comm_share"].get<double>();
   CHECK(share > 0.15);  // seed 001 measured about 20% on a TPU v2-8
   CHECK(share < 0.30);
-  const auto text = run_binary("shardlab ffn --dims article --plan-only --preset tpu-v2");
+  const auto text = run_binary("shardlab ffn --dtype float64 --dims article --plan-only --preset tpu-v2");
   CHECK(text.out.find("Modeled on tpu-v2") != std::string::npos);
   CHECK(text.out.find("% of the step") != std::string::npos);
-  const auto bad = run_binary("shardlab ffn --preset tpu-v9");
+  const auto bad = run_binary("shardlab ffn --dtype float64 --preset tpu-v9");
   CHECK(bad.status == 2);
   CHECK(count_lines(bad.err) == 1);
   CHECK(bad.out.empty());
-  const auto run = run_binary("shardlab ffn --strategy pairwise --preset nvlink-a100 --json");
+  const auto run = run_binary("shardlab ffn --dtype float64 --strategy pairwise --preset nvlink-a100 --json");
   CHECK(run.status == 0);
   CHECK(nlohmann::json::parse(run.out)["model"]["collectives"].size() == 1);  // the AllReduce of y
 }

@@ -55,7 +55,7 @@ TEST_SUITE("cmd_matmul") {
         CAPTURE(sa);
         CAPTURE(sb);
         std::remove(c_out.c_str());
-        auto r = run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec '" + sa + "' --b-spec '" + sb + "' --a-in " +
+        auto r = run_binary("shardlab matmul --dtype float64 --mesh X=2,Y=4 --a-spec '" + sa + "' --b-spec '" + sb + "' --a-in " +
                             a_in + " --b-in " + b_in + " --out " + c_out + " --quiet");
         REQUIRE(r.status == 0);
         const Verdict v = compare("C", load_npy(c_out).data, want, tol);
@@ -70,7 +70,7 @@ TEST_SUITE("cmd_matmul") {
     const std::string a_in = temp("a32.npy"), b_in = temp("b32.npy"), c_out = temp("c32.npy");
     save_npy(a_in, random_integers({4, 16}, 3, -4, 4), NpyType::float32);
     save_npy(b_in, random_integers({16, 4}, 4, -4, 4), NpyType::float32);
-    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " +
+    auto r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " +
                         c_out + " --out-dtype float32 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
@@ -85,7 +85,7 @@ TEST_SUITE("cmd_matmul") {
     CHECK(c.type == NpyType::float32);
     // Without --out-dtype the result keeps the inputs' type.
     std::remove(c_out.c_str());
-    REQUIRE(run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " + c_out +
+    REQUIRE(run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " + c_out +
                        " --quiet").status == 0);
     CHECK(load_npy(c_out).type == NpyType::float32);
     CHECK(c.data == reference_einsum(Einsum::parse("ik,kj->ij"), load_npy(a_in).data, load_npy(b_in).data));
@@ -93,7 +93,7 @@ TEST_SUITE("cmd_matmul") {
   }
 
   TEST_CASE("shardlab einsum: the GSPMD FFN's second matmul gathers W_out over X, reduce-scatters over Y") {
-    auto r = run_binary("shardlab einsum bsh,hm-\\>bsm --specs X,_,Y Y,X --out-spec X,_,Y "
+    auto r = run_binary("shardlab einsum --dtype float64 bsh,hm-\\>bsm --specs X,_,Y Y,X --out-spec X,_,Y "
                         "--dims b=8,s=4,m=16,h=32 --names h,W_out,out --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
@@ -109,7 +109,7 @@ TEST_SUITE("cmd_matmul") {
   }
 
   TEST_CASE("shardlab einsum --plan-only prints the plan without running it") {
-    auto r = run_binary("shardlab einsum bsm,mh-\\>bsh --specs X,_,Y X,Y --dims b=8,s=4,m=16,h=32 --plan-only");
+    auto r = run_binary("shardlab einsum --dtype float64 bsm,mh-\\>bsh --specs X,_,Y X,Y --dims b=8,s=4,m=16,h=32 --plan-only");
     CHECK(r.status == 0);
     CHECK(r.out.find("all_gather A") != std::string::npos);
     CHECK(r.out.find("predicted: 2048 bytes sent per device in 2 collectives") != std::string::npos);
@@ -117,7 +117,7 @@ TEST_SUITE("cmd_matmul") {
   }
 
   TEST_CASE("shardlab matmul --plan-only --json: planned collectives, no verdict fields") {
-    auto r = run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
+    auto r = run_binary("shardlab matmul --dtype float64 --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
     CHECK(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["plan_only"] == true);
@@ -130,7 +130,7 @@ TEST_SUITE("cmd_matmul") {
     // Ring AllReduce of the 4x4 float64 C over 4 devices: 2(n-1)/n * 128 bytes.
     CHECK(j["collectives"][0]["predicted_bytes_per_device"] == 2 * 3 * 128 / 4);
     CHECK(j["flops_per_device"].is_number_integer());
-    auto q = run_binary("shardlab ffn --plan-only --quiet");
+    auto q = run_binary("shardlab ffn --dtype float64 --plan-only --quiet");
     CHECK(q.status == 0);
     CHECK(q.out.empty());
   }
@@ -138,7 +138,7 @@ TEST_SUITE("cmd_matmul") {
   TEST_CASE("a failed verdict exits 1 and writes no output file") {
     const std::string c_out = temp("never.npy");
     std::remove(c_out.c_str());
-    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --out " + c_out + " --quiet --perturb-expected");
+    auto r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec Y,_ --out " + c_out + " --quiet --perturb-expected");
     CHECK(r.status == 1);
     CHECK(r.out.rfind("FAIL", 0) == 0);
     CHECK(r.err.find("not writing") != std::string::npos);

@@ -105,7 +105,7 @@ TEST_CASE("terms: steps, bytes sent and bytes reduced; ring bytes are the ledger
       const std::size_t n = std::size_t(p) * 1024 * 8;
       const Algorithm a = std::string(op) == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
       CHECK(collective_terms(op, a, p, double(n)).link_bytes ==
-            double(predicted_bytes_sent(op, p, std::string(op) == "all_gather" ? n / p : n)));
+            double(predicted_bytes_sent(op, p, std::string(op) == "all_gather" ? n / p : n, 8)));
     }
   CHECK_THROWS_AS(collective_terms("all_to_all", Algorithm::ring, 4, 1e6), Error);
   CHECK_THROWS_AS(collective_terms("broadcast", Algorithm::ring, 4, 1e6), Error);

@@ -30,6 +30,7 @@ FfnConfig config(const std::string& strategy, bool backward, FfnDims dims = {}) 
   c.strategy = strategy;
   c.backward = backward;
   c.dims = dims;
+  c.dtype = DType::float64;  // the byte counts below are written for 8-byte elements
   return c;
 }
 
@@ -62,7 +63,7 @@ Expected expected(const FfnInputs& in) {
 double max_diff(const Tensor& a, const Tensor& b) { return xt::amax(xt::abs(a - b))(); }
 
 nlohmann::json ffn_json(const std::string& args, int want_status = 0) {
-  auto r = run_binary("shardlab ffn " + args);
+  auto r = run_binary("shardlab ffn --dtype float64 " + args);
   REQUIRE_MESSAGE(r.status == want_status, r.err);
   return nlohmann::json::parse(r.out);
 }
@@ -278,7 +279,7 @@ TEST_SUITE("ffn") {
   }
 
   TEST_CASE("shardlab ffn: --perturb-expected fails, --plan-only predicts, bad input exits 2") {
-    auto f = run_binary("shardlab ffn --strategy row --backward --quiet --perturb-expected");
+    auto f = run_binary("shardlab ffn --dtype float64 --strategy row --backward --quiet --perturb-expected");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL ffn", 0) == 0);
     auto p = ffn_json("--strategy gspmd --dims article --backward --plan-only --json");

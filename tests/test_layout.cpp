@@ -239,27 +239,27 @@ TEST_CASE("copy_out and copy_in move one slab along a dim") {
   Tensor t = iota(shape);
   // dim 1, rows 1..2: for each of the 2 outer indices, elements 12o+4 .. 12o+11
   std::vector<double> buf(16);
-  copy_out(t.data(), shape, 1, 1, 2, buf.data());
+  copy_out(t.data(), DType::float64, shape, 1, 1, 2, buf.data(), DType::float64);
   std::vector<double> want;
   for (int v = 4; v < 12; ++v) want.push_back(v);
   for (int v = 16; v < 24; ++v) want.push_back(v);
   CHECK(buf == want);
 
   Tensor back = xt::zeros<double>(shape);
-  copy_in(back.data(), shape, 1, 1, 2, buf.data());
+  copy_in(back.data(), DType::float64, shape, 1, 1, 2, buf.data(), DType::float64);
   for (std::size_t a = 0; a < 2; ++a)
     for (std::size_t b = 0; b < 3; ++b)
       for (std::size_t c = 0; c < 4; ++c) CHECK(back(a, b, c) == (b == 0 ? 0.0 : t(a, b, c)));
 
   // last dim: columns 2..3 of every row
   std::vector<double> cols(12);
-  copy_out(t.data(), shape, 2, 2, 2, cols.data());
+  copy_out(t.data(), DType::float64, shape, 2, 2, 2, cols.data(), DType::float64);
   for (std::size_t r = 0; r < 6; ++r) {
     CHECK(cols[2 * r] == 4.0 * r + 2);
     CHECK(cols[2 * r + 1] == 4.0 * r + 3);
   }
   // first dim: the second half, one contiguous run
   std::vector<double> half(12);
-  copy_out(t.data(), shape, 0, 1, 1, half.data());
+  copy_out(t.data(), DType::float64, shape, 0, 1, 1, half.data(), DType::float64);
   for (std::size_t i = 0; i < 12; ++i) CHECK(half[i] == 12.0 + i);
 }

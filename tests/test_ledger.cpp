@@ -67,10 +67,10 @@ TEST_CASE("ledger serialize writes one line per row") {
   r.bytes_sent = 448;
   r.bytes_received = 448;
   r.seconds = 0.5;
-  CHECK(serialize({r}) == "3 1 all_gather X,Y A ring 8 64 512 7 448 448 0.5 0\n");
+  CHECK(serialize({r}) == "3 1 all_gather X,Y A ring 8 8 64 512 7 448 448 0.5 0\n");
   r.axes = "";
   r.modeled = true;
-  CHECK(serialize({r}) == "3 1 all_gather - A ring 8 64 512 7 448 448 0.5 1\n");
+  CHECK(serialize({r}) == "3 1 all_gather - A ring 8 8 64 512 7 448 448 0.5 1\n");
   CHECK(serialize({}) == "");
 }
 

@@ -147,7 +147,7 @@ TEST_CASE("shardlab cost and ffn --machine: times from the file's figures, by ha
   CHECK(j["rows"][0]["seconds"].get<double>() == doctest::Approx(4e-6 + 1048576.0 / 4e9 + 524288.0 / 10e9));
 
   // --machine alone models the step on this machine: compute = FLOPs per device / 20 GFLOP/s.
-  const auto ffn = run_binary("shardlab ffn --plan-only --json --machine " + p.string());
+  const auto ffn = run_binary("shardlab ffn --dtype float64 --plan-only --json --machine " + p.string());
   REQUIRE(ffn.status == 0);
   const auto f = nlohmann::json::parse(ffn.out);
   CHECK(f["model"]["preset"] == "this-machine");

@@ -31,7 +31,7 @@ TEST_SUITE("matmul_case") {
 
   TEST_CASE("matmul_case: integer inputs, the reference product and the planner's plan") {
     const Mesh m = Mesh::parse("X=2,Y=4");
-    MatmulCase c = matmul_case(m, "4,16,4", "_,Y", "Y,_", 0);
+    MatmulCase c = matmul_case(m, "4,16,4", "_,Y", "Y,_", 0, 8);
     CHECK(c.m == 4);
     CHECK(c.k == 16);
     CHECK(c.n == 4);
@@ -41,16 +41,16 @@ TEST_SUITE("matmul_case") {
     for (std::size_t p = 0; p < 16; ++p) c00 += c.a(0, p) * c.b(p, 0);
     CHECK(c.want(0, 0) == c00);
     CHECK(c.plan.collectives().size() == 1);
-    CHECK_THROWS_AS(matmul_case(m, "4,16", "_,Y", "Y,_", 0), Error);
-    CHECK_THROWS_AS(matmul_case(m, "4,6,4", "_,Y", "Y,_", 0), Error);  // 6 over Y=4
+    CHECK_THROWS_AS(matmul_case(m, "4,16", "_,Y", "Y,_", 0, 8), Error);
+    CHECK_THROWS_AS(matmul_case(m, "4,6,4", "_,Y", "Y,_", 0, 8), Error);  // 6 over Y=4
   }
 
   TEST_CASE("same_work_groups: devices that multiply the very same blocks") {
     const Mesh m = Mesh::parse("X=2,Y=4");
-    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "_,Y", "Y,_", 0).plan) == "{0,4} {1,5} {2,6} {3,7}");
-    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "_,Y", "X,_", 0).plan) == "{0,1,2,3,4,5,6,7}");
-    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "X,Y", "X,_", 0).plan) == "{0,1,2,3} {4,5,6,7}");
-    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "X,Y", "X,Y", 0).plan) == "{0} {1} {2} {3} {4} {5} {6} {7}");
+    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "_,Y", "Y,_", 0, 8).plan) == "{0,4} {1,5} {2,6} {3,7}");
+    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "_,Y", "X,_", 0, 8).plan) == "{0,1,2,3,4,5,6,7}");
+    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "X,Y", "X,_", 0, 8).plan) == "{0,1,2,3} {4,5,6,7}");
+    CHECK(same_work_groups(m, matmul_case(m, "4,16,4", "X,Y", "X,Y", 0, 8).plan) == "{0} {1} {2} {3} {4} {5} {6} {7}");
   }
 
   TEST_CASE("work_text reads each device's flops and bytes; the duplication factor uses the busiest") {
@@ -67,7 +67,7 @@ TEST_SUITE("matmul_case") {
 
   TEST_CASE("cost_text and planner_agrees") {
     const Mesh m = Mesh::parse("X=2,Y=4");
-    const MatmulCase c = matmul_case(m, "4,16,4", "X,Y", "X,Y", 0);
+    const MatmulCase c = matmul_case(m, "4,16,4", "X,Y", "X,Y", 0, 8);
     CHECK(cost_text(c.plan) == "256 bytes sent and 64 FLOPs per device");
     std::vector<CollectiveSummary> run(2);
     run[0].op = "all_gather", run[0].axes = "Y", run[0].tensor = "A", run[0].bytes_per_device = 192;

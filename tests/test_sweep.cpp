@@ -69,7 +69,7 @@ TEST_CASE("sweep bytes and memory equal the ledger and the blocks of running eve
   const DatTable bytes = bytes_sweep(dims, 8), memory = memory_sweep(dims, 8);
   REQUIRE(bytes.blocks.size() == 1);
   REQUIRE(bytes.blocks[0].rows.size() == 4);
-  Runtime rt(Backend::sim);
+  Runtime rt(Backend::sim, false, DType::float32);  // the sweep counts float32 elements
   int runs = 0;
   for (std::size_t row = 0; row < 4; ++row) {
     const int n = 1 << row;
@@ -105,11 +105,14 @@ TEST_CASE("sweep bytes and memory equal the ledger and the blocks of running eve
 }
 
 TEST_CASE("sweep bytes at the default model: data parallel by hand") {
-  const DatTable t = bytes_sweep();  // B=64,S=8,M=256,H=1024
-  // D=2: forward moves nothing; backward all-reduces dW_in and dW_out, 256*1024 doubles = 2 MiB
+  const DatTable t = bytes_sweep();  // B=64,S=8,M=256,H=1024, float32
+  // D=2: forward moves nothing; backward all-reduces dW_in and dW_out, 256*1024 floats = 1 MiB
   // each, and a ring AllReduce sends 2(p-1)/p of it = all of it at p = 2.
   CHECK(t.number(0, 1, "data_fwd_B") == 0);
-  CHECK(t.number(0, 1, "data_B") == 2 * 2097152.0);
+  CHECK(t.number(0, 1, "data_B") == 2 * 1048576.0);
+  // The same in bfloat16: half the bytes; in float64: twice.
+  CHECK(bytes_sweep("B=64,S=8,M=256,H=1024", 2, DType::bfloat16).number(0, 1, "data_B") == 1048576.0);
+  CHECK(bytes_sweep("B=64,S=8,M=256,H=1024", 2, DType::float64).number(0, 1, "data_B") == 4 * 1048576.0);
   CHECK(t.blocks[0].rows[3][t.column("gspmd_mesh")] == "2x4");
   CHECK(t.blocks[0].rows.size() == 7);  // 1 ... 64 devices
 }

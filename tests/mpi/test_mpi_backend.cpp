@@ -148,7 +148,7 @@ TEST_SUITE("mpi backend") {
         CHECK(g.op == want.ledger[i].op);
         CHECK(g.algorithm == "native");
         CHECK(g.modeled);
-        CHECK(g.bytes_sent == predicted_bytes_sent(g.op, g.group_size, g.input_bytes));
+        CHECK(g.bytes_sent == predicted_bytes_sent(g.op, g.group_size, g.input_bytes, 8));
       }
     }
   }
@@ -208,7 +208,7 @@ TEST_SUITE("mpi backend") {
     const int last = world() - 1;
     const Error e = failure(rt, mesh, [last](Device& dev) -> Outputs {
       if (dev.id() == last) throw std::runtime_error("boom");
-      return {{"y", all_reduce(dev, xt::ones<double>({std::size_t{8}}), {"X"}, "A")}};
+      return {{"y", all_reduce(dev, Tensor(xt::ones<double>({std::size_t{8}})), {"X"}, "A")}};
     });
     CHECK(e.kind() == ErrorKind::device);
     CHECK(std::string(e.what()) == "device " + std::to_string(last) + " failed: boom");
@@ -221,7 +221,7 @@ TEST_SUITE("mpi backend") {
     const Mesh mesh({"X"}, {world()});
     const Error e = failure(rt, mesh, [](Device& dev) -> Outputs {
       if (dev.id() == 1) return {};
-      return {{"y", all_reduce(dev, xt::ones<double>({std::size_t{8}}), {"X"}, "A")}};
+      return {{"y", all_reduce(dev, Tensor(xt::ones<double>({std::size_t{8}})), {"X"}, "A")}};
     });
     CHECK(e.kind() == ErrorKind::mismatch);
     CHECK(has(e.what(), "for device 1, which finished its program without taking part"));
@@ -233,7 +233,7 @@ TEST_SUITE("mpi backend") {
     const Mesh mesh({"X"}, {world()});
     const Error e = failure(rt, mesh, [](Device& dev) -> Outputs {
       if (dev.id() == 0) throw Error(ErrorKind::unsupported, "device 0 gives up");
-      return {{"y", all_reduce(dev, xt::ones<double>({std::size_t{8}}), {"X"}, "A")}};
+      return {{"y", all_reduce(dev, Tensor(xt::ones<double>({std::size_t{8}})), {"X"}, "A")}};
     });
     CHECK(e.kind() == ErrorKind::unsupported);
     CHECK(std::string(e.what()) == "device 0 gives up");

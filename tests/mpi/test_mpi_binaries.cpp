@@ -51,9 +51,9 @@ TEST_SUITE("mpi binaries") {
       auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --plan-only --backend mpi", launch);
       CHECK(r.status == 0);
       CHECK(r.err.empty());
-      // Printed once (by rank 0), however many processes. One ring AllReduce of the 4x4 float64 C
-      // over Y (4 devices): 2(n-1)/n x 128 bytes.
-      CHECK(r.out.find("predicted: 192 bytes sent per device in 1 collective") != std::string::npos);
+      // Printed once (by rank 0), however many processes. One ring AllReduce of the 4x4 C in the
+      // default float32 over Y (4 devices): 2(n-1)/n x 64 bytes.
+      CHECK(r.out.find("predicted: 96 bytes sent per device in 1 collective") != std::string::npos);
       const std::size_t first = r.out.find("Plan for");
       CHECK(first != std::string::npos);
       CHECK(r.out.find("Plan for", first + 1) == std::string::npos);

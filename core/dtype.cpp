@@ -1,0 +1,132 @@
+#include "core/dtype.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+bfloat16::bfloat16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN, whatever its low bits
+    bits = static_cast<std::uint16_t>((u >> 16) | 0x40u);
+    return;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow carries into inf
+  bits = static_cast<std::uint16_t>(u >> 16);
+}
+
+bfloat16::operator float() const {
+  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+DType parse_dtype(const std::string& text) {
+  if (text == "float32") return DType::float32;
+  if (text == "float64") return DType::float64;
+  if (text == "bfloat16") return DType::bfloat16;
+  throw Error(ErrorKind::parse, "element type '" + text + "' is not one of " + dtype_names());
+}
+
+std::string dtype_name(DType t) {
+  switch (t) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::bfloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+std::string dtype_names() { return "float32|float64|bfloat16"; }
+
+std::size_t element_bytes(DType t) {
+  switch (t) {
+    case DType::float32: return 4;
+    case DType::float64: return 8;
+    case DType::bfloat16: return 2;
+  }
+  return 0;
+}
+
+std::string dtype_text(DType t) { return dtype_name(t) + ", " + std::to_string(element_bytes(t)) + " B per element"; }
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::float32: return std::ldexp(1.0, -24);
+    case DType::float64: return std::ldexp(1.0, -53);
+    case DType::bfloat16: return std::ldexp(1.0, -8);
+  }
+  return 0;
+}
+
+double compute_roundoff(DType t) { return unit_roundoff(t == DType::bfloat16 ? DType::float32 : t); }
+
+double round_to(DType t, double v) {
+  switch (t) {
+    case DType::float32: return static_cast<float>(v);
+    case DType::float64: return v;
+    case DType::bfloat16: return static_cast<float>(bfloat16(static_cast<float>(v)));
+  }
+  return v;
+}
+
+namespace {
+template <class T>
+void add_typed(void* acc, const void* in, std::size_t n) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(in);
+  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+template <class From>
+void convert_from(const From* src, DType to, void* dst, std::size_t n) {
+  switch (to) {
+    case DType::float32: {
+      float* d = static_cast<float*>(dst);
+      for (std::size_t i = 0; i < n; ++i) d[i] = element_cast<float>(src[i]);
+      break;
+    }
+    case DType::float64: {
+      double* d = static_cast<double*>(dst);
+      for (std::size_t i = 0; i < n; ++i) d[i] = element_cast<double>(src[i]);
+      break;
+    }
+    case DType::bfloat16: {
+      bfloat16* d = static_cast<bfloat16*>(dst);
+      for (std::size_t i = 0; i < n; ++i) d[i] = element_cast<bfloat16>(src[i]);
+      break;
+    }
+  }
+}
+}  // namespace
+
+void add_into(DType t, void* acc, const void* in, std::size_t n) {
+  switch (t) {
+    case DType::float32: add_typed<float>(acc, in, n); break;
+    case DType::float64: add_typed<double>(acc, in, n); break;
+    case DType::bfloat16: {
+      bfloat16* a = static_cast<bfloat16*>(acc);
+      const bfloat16* b = static_cast<const bfloat16*>(in);
+      for (std::size_t i = 0; i < n; ++i) a[i] = bfloat16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+      break;
+    }
+  }
+}
+
+void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * element_bytes(from));
+    return;
+  }
+  switch (from) {
+    case DType::float32: convert_from(static_cast<const float*>(src), to, dst, n); break;
+    case DType::float64: convert_from(static_cast<const double*>(src), to, dst, n); break;
+    case DType::bfloat16: convert_from(static_cast<const bfloat16*>(src), to, dst, n); break;
+  }
+}
+
+}  // namespace shardlab

@@ -1,0 +1,57 @@
+// Element types: what one element of a tensor is stored and moved as.
+//   float32   4 B  IEEE single; the default, as in the articles' JAX code
+//   float64   8 B  IEEE double
+//   bfloat16  2 B  the top half of a float32 (8 exponent bits, 8 significant bits): stored and
+//                  moved in 2 bytes, computed in float32 (products accumulate in float32, results
+//                  round back to bfloat16), as mixed-precision training does
+// Integers up to 256 in magnitude are exact in all three (2^8 for bfloat16, 2^24 float32, 2^53
+// float64), so lessons' small integer inputs and their sums stay exact.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace shardlab {
+
+enum class DType { float32, float64, bfloat16 };
+
+// Round to nearest, ties to even, from float; NaN stays NaN. Converts to float exactly.
+struct bfloat16 {
+  std::uint16_t bits = 0;
+  bfloat16() = default;
+  explicit bfloat16(float f);
+  operator float() const;
+};
+
+DType parse_dtype(const std::string& text);  // "float32" | "float64" | "bfloat16"; else Error(parse)
+std::string dtype_name(DType t);             // "float32"
+std::string dtype_names();                   // "float32|float64|bfloat16"
+std::size_t element_bytes(DType t);          // 4, 8, 2
+std::string dtype_text(DType t);             // "float32, 4 B per element"
+// Unit roundoff u: one rounding to nearest is off by at most u times the value (2^-24, 2^-53, 2^-8).
+double unit_roundoff(DType t);
+// The float32 unit roundoff for bfloat16 (its arithmetic is float32); else unit_roundoff.
+double compute_roundoff(DType t);
+double round_to(DType t, double v);  // v as the type stores it, back in double
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::float32; }
+template <> constexpr DType dtype_of<double>() { return DType::float64; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::bfloat16; }
+
+// One element converted between types (bfloat16 through float).
+template <class To, class From>
+inline To element_cast(From v) {
+  return static_cast<To>(static_cast<float>(v));
+}
+template <> inline double element_cast<double, double>(double v) { return v; }
+template <> inline double element_cast<double, float>(float v) { return v; }
+template <> inline float element_cast<float, double>(double v) { return static_cast<float>(v); }
+template <> inline float element_cast<float, float>(float v) { return v; }
+
+// acc[i] += in[i] for n elements of type t (bfloat16: add in float32, round back).
+void add_into(DType t, void* acc, const void* in, std::size_t n);
+// n elements of type `from` at src written as type `to` at dst (the same buffer is not allowed).
+void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n);
+
+}  // namespace shardlab
