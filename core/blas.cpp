@@ -23,6 +23,11 @@ namespace {
 // getenv() finds nothing (tried: the variable never reached OpenBLAS). The envp argument is right,
 // though, and an exec this early has printed nothing, started no thread and no MPI.
 //
+// The same exec sets GLIBC_TUNABLES=glibc.malloc.hugetlb=1 unless the user set GLIBC_TUNABLES:
+// malloc then asks for transparent huge pages (madvise), so a large tensor's first touch costs one
+// fault per 2 MiB instead of one per 4 KiB. Measured on the article-size FFN forward (float32,
+// gspmd 2x4): 1.24M page faults and a 16.1 s sharded run before, 14k faults and 8.9 s after.
+//
 // The exec'd environment holds OPENBLAS_CORETYPE, which is exactly what stops a second exec; it
 // stays there, so programs ours start (mpiexec ranks, tests running binaries) inherit the choice
 // without an exec of their own. If the exec fails (no /proc), OpenBLAS's own pick stands.
@@ -30,19 +35,26 @@ void choose_blas_kernels(int, char** argv, char** envp) {
   if (!envp) return;
   __builtin_cpu_init();  // we run before libgcc's constructor that would initialise the CPU data
   // The instruction sets OpenBLAS's SkylakeX kernels use (its own check is similar).
-  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl")))
-    return;
+  bool kernels = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vl");
+  // Huge pages for the heap (see core/memory.hpp): glibc reads its tunables once, at start, too.
+  bool huge = true;
   std::size_t n = 0;
-  for (; envp[n]; ++n)
-    if (std::strncmp(envp[n], "OPENBLAS_CORETYPE=", 18) == 0) return;  // the user's choice wins
-  char** env = static_cast<char**>(std::malloc((n + 3) * sizeof(char*)));
+  for (; envp[n]; ++n) {
+    if (std::strncmp(envp[n], "OPENBLAS_CORETYPE=", 18) == 0) kernels = false;  // the user's choice wins
+    if (std::strncmp(envp[n], "GLIBC_TUNABLES=", 15) == 0) huge = false;        // likewise
+  }
+  if (!kernels && !huge) return;
+  char** env = static_cast<char**>(std::malloc((n + 4) * sizeof(char*)));
   if (!env) return;
   std::memcpy(env, envp, n * sizeof(char*));
-  env[n] = const_cast<char*>("OPENBLAS_CORETYPE=SkylakeX");
-  env[n + 1] = const_cast<char*>("SHARDLAB_CHOSE_CORETYPE=SkylakeX");  // tells blas_description() it was us
-  env[n + 2] = nullptr;
+  if (kernels) {
+    env[n++] = const_cast<char*>("OPENBLAS_CORETYPE=SkylakeX");
+    env[n++] = const_cast<char*>("SHARDLAB_CHOSE_CORETYPE=SkylakeX");  // tells blas_description() it was us
+  }
+  if (huge) env[n++] = const_cast<char*>("GLIBC_TUNABLES=glibc.malloc.hugetlb=1");
+  env[n] = nullptr;
   ::execve("/proc/self/exe", argv, env);
   std::free(env);
 }
