@@ -88,9 +88,14 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
   const Shape in_shape = shape_of(local);
   Shape out_shape = in_shape;
   out_shape[dim] *= n;
-  // staging holds the n blocks back to back: [n][block], in the wire type
+  // staging holds the n blocks back to back: [n][block], in the wire type. When that is already
+  // the result's layout (every dim before `dim` has size 1) and type, the ring fills the result.
   const std::size_t total = local.size() * n;
-  unsigned char* staging = dev.scratch(0, total * eb);
+  xt::xarray<T> out = xt::empty<T>(out_shape);
+  std::size_t outer = 1;
+  for (std::size_t d = 0; d < dim; ++d) outer *= in_shape[d];
+  const bool in_place = outer == 1 && dtype_of<T>() == w;
+  unsigned char* staging = in_place ? reinterpret_cast<unsigned char*>(out.data()) : dev.scratch(0, total * eb);
   const auto off = chunk_offsets(total, n);
   bool modeled = false;
   if (native) {  // MPICH's all_gather reads the block from a buffer of its own
@@ -102,9 +107,9 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
     convert_elements(dtype_of<T>(), local.data(), w, staging + off[g.me] * eb, local.size());
     ring_all_gather(dev, g, staging, off);
   }
-  xt::xarray<T> out = xt::empty<T>(out_shape);
-  for (int i = 0; i < n; ++i)
-    copy_in(out.data(), dtype_of<T>(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging + off[i] * eb, w);
+  if (!in_place)
+    for (int i = 0; i < n; ++i)
+      copy_in(out.data(), dtype_of<T>(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging + off[i] * eb, w);
   finish(rec, modeled, "all_gather", n, in_bytes, out.size() * eb, eb);
   return out;
 }

@@ -1,6 +1,8 @@
 #include "collectives/sim.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -9,7 +11,11 @@ namespace shardlab {
 
 SimWorld::SimWorld(int devices)
     : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
-      waiting_on_(devices, -1), finished_(devices, false) {}
+      waiting_on_(devices, -1), finished_(devices, false),
+      posted_(new std::atomic<std::size_t>[static_cast<std::size_t>(devices) * devices]),
+      taken_(static_cast<std::size_t>(devices) * devices, 0) {
+  for (std::size_t i = 0; i < taken_.size(); ++i) posted_[i].store(0);
+}
 
 SimWorld::Buffer SimWorld::buffer_locked(std::size_t bytes) {
   // The smallest spare that fits; failing that, drop the largest spare (it is too small) so the
@@ -44,12 +50,23 @@ void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t 
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};
   box_[static_cast<std::size_t>(dst) * n_ + src].push_back(std::move(m));
+  posted_[static_cast<std::size_t>(dst) * n_ + src].fetch_add(1, std::memory_order_release);
   wake_[dst].notify_one();
 }
 
 void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes) {
+  const std::size_t at = static_cast<std::size_t>(dst) * n_ + src;
   std::unique_lock<std::mutex> lock(mu_);
-  auto& box = box_[static_cast<std::size_t>(dst) * n_ + src];
+  auto& box = box_[at];
+  if (box.empty()) {
+    // Poll for up to 50 us, giving the core away between looks, before sleeping on the condition.
+    const std::size_t seen = taken_[at];
+    lock.unlock();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (posted_[at].load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    lock.lock();
+  }
   waiting_on_[dst] = src;
   while (box.empty()) {
     if (aborted_) {
@@ -76,6 +93,7 @@ void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes)
   waiting_on_[dst] = -1;
   Message m = std::move(box.front());
   box.pop_front();
+  ++taken_[at];
   if (m.channel != ch || m.size != bytes) {
     std::string why = "collectives do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
                       " and expected " + std::to_string(bytes) + " bytes from device " + std::to_string(src) +

@@ -6,6 +6,7 @@
 // has finished), the run stops with a message naming what the devices were doing; an exception
 // on one device wakes and stops all the others.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -57,6 +58,10 @@ class SimWorld {
   std::vector<std::condition_variable> wake_;  // one per device
   std::vector<std::deque<Message>> box_;       // box_[dst * n + src]
   std::vector<Buffer> spare_;                  // returned by take(), reused by post()
+  // Messages ever posted to each box, readable without the lock: take() polls it for a moment
+  // before it sleeps, since waking a sleeping thread costs more than a 1 MiB copy.
+  std::unique_ptr<std::atomic<std::size_t>[]> posted_;
+  std::vector<std::size_t> taken_;             // messages taken from each box (under mu_)
   std::vector<std::string> activity_;
   std::vector<int> waiting_on_;                // -1, or the src a device blocks on
   std::vector<bool> finished_;

@@ -1,6 +1,8 @@
 // Running the FFN plan: inputs, the unsharded reference, finite differences, the SPMD program,
 // the checks, and the text and JSON pieces of a report.
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <functional>
 #include <type_traits>
@@ -46,13 +48,39 @@ std::string num(double v) {
 
 }  // namespace
 
+namespace {
+// Runs the tasks on every core (results in task order): independent checks and generators.
+template <class R>
+std::vector<R> on_all_cores(const std::vector<std::function<R()>>& tasks) {
+  std::vector<R> out(tasks.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < tasks.size();) out[i] = tasks[i]();
+  };
+  const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), tasks.size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  return out;
+}
+}  // namespace
+
 template <class T>
 FfnInputsOf<T> ffn_inputs_as(const FfnDims& d, std::uint64_t seed, bool backward) {
+  // Each tensor from its own seed, so they can be drawn side by side.
+  using Gen = std::function<xt::xarray<T>()>;
+  std::vector<Gen> gens = {
+      [&] { return random_integers_as<T>({d.m, d.h}, seed + 1, -2, 2, 1.0 / 8); },
+      [&] { return random_integers_as<T>({d.h, d.m}, seed + 2, -2, 2, 1.0 / 8); },
+      [&] { return random_integers_as<T>({d.b, d.s, d.m}, seed, -2, 2); }};
+  if (backward) gens.push_back([&] { return random_integers_as<T>({d.b, d.s, d.m}, seed + 3, -2, 2); });
+  std::vector<xt::xarray<T>> made = on_all_cores(gens);
   FfnInputsOf<T> in;
-  in.x = random_integers_as<T>({d.b, d.s, d.m}, seed, -2, 2);
-  in.w_in = random_integers_as<T>({d.m, d.h}, seed + 1, -2, 2, 1.0 / 8);
-  in.w_out = random_integers_as<T>({d.h, d.m}, seed + 2, -2, 2, 1.0 / 8);
-  if (backward) in.r = random_integers_as<T>({d.b, d.s, d.m}, seed + 3, -2, 2);
+  in.w_in = std::move(made[0]);
+  in.w_out = std::move(made[1]);
+  in.x = std::move(made[2]);
+  if (backward) in.r = std::move(made[3]);
   return in;
 }
 template FfnInputsOf<double> ffn_inputs_as<double>(const FfnDims&, std::uint64_t, bool);
@@ -424,16 +452,20 @@ void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
     y.data()[y.size() / 2] = element_cast<T>(element_cast<double>(y.data()[y.size() / 2]) + 1.0 + max_abs_of(y));
   }
   const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
-  r.checks.push_back(sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n, seed));
-  r.checks.push_back(exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))));
-  r.checks.push_back(sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n, seed + 1));
-  if (!c.backward) return;
-  r.checks.push_back(sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n, seed + 2));
-  r.checks.push_back(sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n, seed + 3));
-  r.checks.push_back(exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"),
-                                 multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))));
-  r.checks.push_back(sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n, seed + 4));
-  r.checks.push_back(sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n, seed + 5));
+  // The stages are independent checks: run them on every core.
+  using Check = std::function<Verdict()>;
+  std::vector<Check> checks = {
+      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n, seed); },
+      [&] { return exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))); },
+      [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n, seed + 1); }};
+  if (c.backward) {
+    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n, seed + 2); });
+    checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n, seed + 3); });
+    checks.push_back([&] { return exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"), multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))); });
+    checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n, seed + 4); });
+    checks.push_back([&] { return sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n, seed + 5); });
+  }
+  for (auto& v : on_all_cores(checks)) r.checks.push_back(std::move(v));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
