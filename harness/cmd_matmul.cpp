@@ -96,7 +96,7 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
                                                   std::to_string(size));
     in.a = std::move(a.data);
     in.b = std::move(b.data);
-    in.type = a.type == NpyType::float32 && b.type == NpyType::float32 ? NpyType::float32 : NpyType::float64;
+    in.type = std::max(a.type, b.type);  // the wider of the two (NpyType lists them narrowest first)
     in.source = o.a_in + ", " + o.b_in;
     return in;
   }
@@ -126,7 +126,14 @@ int run_contraction(const ContractionOptions& o) {
   // Held as the element type holds them: the reference then starts from the same numbers.
   in.a = rounded(in.a, session.dtype());
   in.b = rounded(in.b, session.dtype());
-  const NpyType out_type = o.out_dtype.empty() ? in.type : parse_npy_type(o.out_dtype);
+  // The written file's type: --out-dtype; else the inputs' type when they came from .npy files;
+  // else --dtype's, with float32 for bfloat16 (numpy has none, and float32 holds every bfloat16
+  // value exactly).
+  const bool from_files = !o.a_in.empty();
+  const NpyType out_type = !o.out_dtype.empty() ? parse_npy_type(o.out_dtype)
+                           : from_files         ? in.type
+                           : session.dtype() == DType::float64 ? NpyType::float64 : NpyType::float32;
+  const bool bf16_as_f32 = o.out_dtype.empty() && !from_files && session.dtype() == DType::bfloat16;
   const std::vector<std::string> names = split(o.names, ',');
   if (names.size() != 3)
     throw Error(ErrorKind::parse, "--names has " + std::to_string(names.size()) + " labels; give three, like x,W_in,h");
@@ -207,8 +214,9 @@ int run_contraction(const ContractionOptions& o) {
     if (!o.out.empty() && rep.pass()) {
       try {
         save_npy(o.out, got.tensor, out_type);
-        out << "  wrote " << o.out << " (" << (out_type == NpyType::float32 ? "float32" : "float64") << ", "
-            << shape_text(plan.out_shape) << ")\n";
+        out << "  wrote " << o.out << " (" << npy_type_name(out_type)
+            << (bf16_as_f32 ? ", which holds the bfloat16 result exactly" : "") << ", " << shape_text(plan.out_shape)
+            << ")\n";
         rep.strings["out"] = o.out;
       } catch (const Error& e) {
         std::cerr << "error: " << e.what() << "\n";

@@ -1,15 +1,27 @@
 // .npy files (NumPy's format) for `shardlab matmul` and `shardlab einsum`, through xtensor's
-// xnpy. Reads float32 or float64 little-endian arrays in C order into the double Tensor; writes
-// float64 (or float32) in C order. Every failure is Error(io) naming the file and what is wrong.
+// xnpy. Reads float16, float32 or float64 little-endian arrays in C order into the double Tensor
+// (every value exactly); writes float64, float32 or float16 in C order. Every failure is
+// Error(io) naming the file and what is wrong. numpy has no bfloat16 type, so neither do these
+// files: float32 holds every bfloat16 value exactly and stands in for it.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/tensor.hpp"
 
 namespace shardlab {
 
-enum class NpyType { float32, float64 };
-NpyType parse_npy_type(const std::string& text);  // "float32" | "float64" (also f4, f8)
+enum class NpyType { float16, float32, float64 };
+// "float16" | "float32" | "float64" (also f2, f4, f8); else Error(parse) naming them, with its
+// own sentence for "bfloat16".
+NpyType parse_npy_type(const std::string& text);
+std::string npy_type_name(NpyType t);  // "float16"
+
+// IEEE half precision (numpy's float16, '<f2'): 1 sign, 5 exponent, 10 fraction bits.
+// to_half rounds to nearest, ties to even, straight from the double (going through float would
+// round twice); subnormals kept, overflow to inf, NaN stays NaN. from_half is exact.
+std::uint16_t to_half(double v);
+double from_half(std::uint16_t bits);
 
 struct NpyArray {
   Tensor data;

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -92,6 +93,48 @@ TEST_SUITE("cmd_matmul") {
     for (const auto& p : {a_in, b_in, c_out}) std::remove(p.c_str());
   }
 
+  TEST_CASE("shardlab matmul --out without --out-dtype: random inputs follow --dtype, .npy inputs keep their type") {
+    const std::string c_out = temp("typed.npy");
+    // Seed 5 gives A from seed 5 and B from seed 6; integer sums under 256 are exact in every type.
+    const Tensor want = reference_einsum(Einsum::parse("ik,kj->ij"), random_integers({4, 16}, 5, -4, 4),
+                                         random_integers({16, 4}, 6, -4, 4));
+    const std::pair<std::string, std::string> cases[] = {
+        {"float32", "(float32, [4, 4])"},
+        {"float64", "(float64, [4, 4])"},
+        {"bfloat16", "(float32, which holds the bfloat16 result exactly, [4, 4])"},  // numpy has no bfloat16
+    };
+    for (const auto& [dtype, wrote] : cases) {
+      CAPTURE(dtype);
+      std::remove(c_out.c_str());
+      auto r = run_binary("shardlab matmul --dtype " + dtype + " --seed 5 --a-spec _,Y --b-spec Y,_ --out " + c_out);
+      REQUIRE(r.status == 0);
+      CHECK(r.out.find("wrote " + c_out + " " + wrote) != std::string::npos);
+      const NpyArray c = load_npy(c_out);
+      CHECK(npy_type_name(c.type) == (dtype == "float64" ? "float64" : "float32"));
+      CHECK(c.data == want);
+    }
+    // float16 files in, float16 file out; float16 with float32 gives the wider float32.
+    const std::string a16 = temp("a16.npy"), b16 = temp("b16.npy"), b32 = temp("b32f.npy");
+    save_npy(a16, random_integers({4, 16}, 5, -4, 4), NpyType::float16);
+    save_npy(b16, random_integers({16, 4}, 6, -4, 4), NpyType::float16);
+    save_npy(b32, random_integers({16, 4}, 6, -4, 4), NpyType::float32);
+    std::remove(c_out.c_str());
+    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --a-in " + a16 + " --b-in " + b16 + " --out " + c_out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("(float16, [4, 4])") != std::string::npos);
+    NpyArray c = load_npy(c_out);
+    CHECK(c.type == NpyType::float16);
+    CHECK(c.data == want);
+    REQUIRE(run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --a-in " + a16 + " --b-in " + b32 + " --out " + c_out +
+                       " --quiet").status == 0);
+    CHECK(load_npy(c_out).type == NpyType::float32);
+    // --out-dtype still decides when given.
+    REQUIRE(run_binary("shardlab matmul --dtype bfloat16 --a-spec _,Y --b-spec Y,_ --out " + c_out +
+                       " --out-dtype float16 --quiet").status == 0);
+    CHECK(load_npy(c_out).type == NpyType::float16);
+    for (const auto& p : {c_out, a16, b16, b32}) std::remove(p.c_str());
+  }
+
   TEST_CASE("shardlab einsum: the GSPMD FFN's second matmul gathers W_out over X, reduce-scatters over Y") {
     auto r = run_binary("shardlab einsum --dtype float64 bsh,hm-\\>bsm --specs X,_,Y Y,X --out-spec X,_,Y "
                         "--dims b=8,s=4,m=16,h=32 --names h,W_out,out --json");
@@ -159,6 +202,8 @@ TEST_SUITE("cmd_matmul") {
         {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "directory /nonexistent_dir does not exist"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out /tmp", "is a directory"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype int8", "float32 or float64"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype bfloat16",
+         "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly, so use --out-dtype float32"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-spec _,_{X}", "partial"},
         {"matmul --a-spec _,Y", "--b-spec is required"},
         {"einsum ik,kj --specs _,Y Y,_", "give --dims"},

@@ -1,12 +1,15 @@
 // harness/npy.cpp: files written byte by byte from NumPy's format description are read back
-// exactly; saved files have the documented layout; every malformed file is an io error.
+// exactly; saved files have the documented layout; every malformed file is an io error; float16
+// converts by hand-worked IEEE bit patterns; bfloat16, which numpy lacks, is refused.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
@@ -38,6 +41,16 @@ template <class T>
 std::string raw(std::initializer_list<T> values) {
   std::string s;
   for (T v : values) s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  return s;
+}
+
+// Bytes of 16-bit words, low byte first (the '<' of '<f2'), whatever the host's order.
+std::string le16(std::initializer_list<std::uint16_t> words) {
+  std::string s;
+  for (std::uint16_t w : words) {
+    s += static_cast<char>(w & 0xff);
+    s += static_cast<char>(w >> 8);
+  }
   return s;
 }
 
@@ -128,9 +141,106 @@ TEST_SUITE("npy") {
     std::remove(p.c_str());
   }
 
-  TEST_CASE("parse_npy_type") {
+  TEST_CASE("parse_npy_type: float16, float32, float64; bfloat16 refused with its reason") {
+    CHECK(parse_npy_type("float16") == NpyType::float16);
+    CHECK(parse_npy_type("f2") == NpyType::float16);
     CHECK(parse_npy_type("float32") == NpyType::float32);
     CHECK(parse_npy_type("f8") == NpyType::float64);
-    CHECK_THROWS_AS(parse_npy_type("int8"), Error);
+    for (const std::string bad : {"int8", "bfloat16", "float128", ""}) {
+      CAPTURE(bad);
+      try {
+        parse_npy_type(bad);
+        FAIL("expected Error(parse)");
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::parse);
+        const std::string m = e.what();
+        CHECK(m.find('\n') == std::string::npos);
+        if (bad == "bfloat16")
+          CHECK(has(m, "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly, so use --out-dtype float32"));
+        else
+          CHECK(has(m, "use float16, float32 or float64"));
+      }
+    }
+  }
+
+  // Bit patterns worked by hand from IEEE 754 binary16: sign, 5 exponent bits (bias 15), 10
+  // fraction bits; exponent 0 holds subnormals f * 2^-24, exponent 31 inf (f = 0) and NaN.
+  TEST_CASE("float16: exact values convert both ways") {
+    const std::pair<double, std::uint16_t> exact[] = {
+        {0.0, 0x0000},        {1.0, 0x3c00},          {-1.0, 0xbc00},
+        {0.5, 0x3800},        {-2.0, 0xc000},         {65504.0, 0x7bff},  // the largest half, 1.1111111111b * 2^15
+        {0x1p-24, 0x0001},    {0x3ffp-24, 0x03ff},    {0x1p-14, 0x0400},  // smallest subnormal, largest, smallest normal
+        {HUGE_VAL, 0x7c00},   {-HUGE_VAL, 0xfc00},    {0.0999755859375, 0x2e66},  // 1638 * 2^-14
+    };
+    for (const auto& [value, bits] : exact) {
+      CAPTURE(value);
+      CHECK(to_half(value) == bits);
+      CHECK(from_half(bits) == value);
+    }
+    CHECK(to_half(-0.0) == 0x8000);
+    CHECK(std::signbit(from_half(0x8000)));
+    const std::uint16_t nan = to_half(std::nan(""));
+    CHECK((nan & 0x7c00) == 0x7c00);  // exponent all ones ...
+    CHECK((nan & 0x03ff) != 0);       // ... and a fraction: NaN, not inf
+    CHECK(std::isnan(from_half(0x7e00)));
+    CHECK(std::isnan(from_half(0x7c01)));
+    CHECK(std::isnan(from_half(0xfe00)));
+  }
+
+  TEST_CASE("float16: values between two halves round to nearest, ties to even") {
+    // Near 1 the halves are 2^-10 apart: 0x3c00 = 1, 0x3c01 = 1 + 2^-10, 0x3c02 = 1 + 2^-9.
+    CHECK(to_half(1 + 0x1p-11) == 0x3c00);               // tie: to the even 0x3c00
+    CHECK(to_half(1 + 0x3p-11) == 0x3c02);               // tie: to the even 0x3c02
+    CHECK(to_half(-(1 + 0x1p-11)) == 0xbc00);
+    CHECK(to_half(1 + 0x1p-11 + 0x1p-40) == 0x3c01);     // just past the tie: up (via float it would tie, then go down)
+    CHECK(to_half(1 + 0x1p-11 - 0x1p-40) == 0x3c00);     // just short of it: down
+    CHECK(to_half(0.1) == 0x2e66);                       // 0.1 = 1638.4 * 2^-14: down to 1638
+    // Subnormals are 2^-24 apart.
+    CHECK(to_half(0x1p-25) == 0x0000);                   // tie between 0 and 2^-24: to 0
+    CHECK(to_half(0x1p-25 + 0x1p-40) == 0x0001);
+    CHECK(to_half(0x3p-25) == 0x0002);                   // tie between 1 and 2 * 2^-24: to 2
+    CHECK(to_half(0x7ffp-25) == 0x0400);                 // tie between the largest subnormal and 2^-14: to 2^-14
+    CHECK(to_half(0x1p-30) == 0x0000);
+    // The top: 65504 and 65536 (not a half) tie at 65520; even is 65536, so inf.
+    CHECK(to_half(65519.0) == 0x7bff);
+    CHECK(to_half(65520.0) == 0x7c00);
+    CHECK(to_half(-1e6) == 0xfc00);
+  }
+
+  TEST_CASE("float16 files: one laid out by hand reads back exactly; save writes '<f2' words") {
+    const std::string p = temp_path("f2.npy");
+    write_file(p, npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }",
+                            le16({0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0xfc00})));
+    NpyArray a = load_npy(p);
+    CHECK(a.type == NpyType::float16);
+    CHECK(a.data == Tensor{{1, -2, 0.5}, {65504, 0x1p-24, -HUGE_VAL}});
+
+    save_npy(p, Tensor{{1, -2}, {0.1, 1e6}}, NpyType::float16);
+    const std::string bytes = read_file(p);
+    REQUIRE(bytes.size() > 10);
+    CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+    CHECK(has(bytes, "'descr': '<f2'"));
+    CHECK(has(bytes, "(2, 2)"));
+    CHECK((bytes.size() - 8) % 64 == 0);  // the data starts on a 64-byte boundary
+    CHECK(bytes.substr(bytes.size() - 8) == le16({0x3c00, 0xc000, 0x2e66, 0x7c00}));
+    NpyArray b = load_npy(p);
+    CHECK(b.type == NpyType::float16);
+    CHECK(b.data == Tensor{{1, -2}, {0.0999755859375, HUGE_VAL}});
+    std::remove(p.c_str());
+  }
+
+  TEST_CASE("files numpy wrote from bfloat16 ('<V2') and big-endian files are refused in one sentence") {
+    const std::string p = temp_path("v2.npy");
+    // np.save of an ml_dtypes bfloat16 array writes descr '<V2': numpy has no bfloat16 type.
+    write_file(p, npy_bytes("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", le16({0x3f80, 0x4000})));
+    std::string m = io_error(p);
+    CHECK(has(m, "dtype '<V2'"));
+    CHECK(has(m, "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly"));
+    CHECK(m.find('\n') == std::string::npos);
+    write_file(p, npy_bytes("{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }", std::string("\x3c\x00", 2)));  // 1.0, big-endian
+    m = io_error(p);
+    CHECK(has(m, "dtype '>f2'"));
+    CHECK(has(m, "little-endian float16 (<f2), float32 (<f4) or float64 (<f8)"));
+    std::remove(p.c_str());
   }
 }
