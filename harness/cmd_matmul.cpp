@@ -50,10 +50,10 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_option("--dtype", o.common.dtype, "element type stored and moved: float32, float64 or bfloat16")
       ->capture_default_str();
   c->add_option("--out-spec", o.out_spec, "spec of the result, e.g. X,Y or _,_{Y} (default: the natural one)");
-  c->add_option("--a-in", o.a_in, "A from a .npy file (float32 or float64, C order)");
+  c->add_option("--a-in", o.a_in, "A from a .npy file (float16, float32 or float64, C order)");
   c->add_option("--b-in", o.b_in, "B from a .npy file");
   c->add_option("--out", o.out, "write the assembled result here (.npy) if it verifies");
-  c->add_option("--out-dtype", o.out_dtype, "float64 or float32 (default: float32 when both inputs are float32, else float64)");
+  c->add_option("--out-dtype", o.out_dtype, "float16, float32 or float64 (default: the inputs' type for .npy inputs, else --dtype's, float32 for bfloat16)");
   c->add_option("--outer-gather", o.outer_gather,
                 "A or B: when outer dims of both sit on one mesh axis, which gives it up (B, the weight, by default: "
                 "the batch stays split)")
