@@ -3,6 +3,7 @@
 // environment), only in a suite of at most 2 ranks: they do not depend on its rank count, and idle
 // ranks polling beside nested ones only slow a small machine down.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "collectives/mpi.hpp"
 #include "tests/run_binary.hpp"
@@ -67,6 +68,46 @@ TEST_SUITE("mpi binaries") {
     CHECK(count_lines(r.err) == 1);
     CHECK(r.err.find("not started by mpiexec") != std::string::npos);
     CHECK(r.err.find("mpiexec -n 2 ") != std::string::npos);
+  }
+
+  TEST_CASE("every lesson under mpiexec -n 2 in every element type: PASS; lesson 02's ring bytes scale with the element") {
+    if (!runs_here()) return;
+    // Every lesson takes a 2-device mesh (none is fixed at 8 devices): a 1x2 mesh for the 2D ones,
+    // and 09/10 make their line Y=2 from the process count. X=1,Y=2 rather than X=2,Y=1, which
+    // lesson 08 does not survive (see test_lessons_dtype.cpp).
+    const struct { const char* name; double bytes; } types[] = {{"float32", 4}, {"float64", 8}, {"bfloat16", 2}};
+    for (const char* program : {"01_mesh_and_layout --mesh mesh_rows=1,mesh_cols=2", "03_dot_product_and_matmul --mesh X=1,Y=2",
+                                "04_inner_axes_match --mesh X=1,Y=2", "05_inner_axes_mismatch --mesh X=1,Y=2",
+                                "06_outer_axes --mesh X=1,Y=2", "07_full_sharding --mesh X=1,Y=2",
+                                "08_gspmd_ffn --mesh X=1,Y=2", "09_column_row_pairwise", "10_pairwise_backward"})
+      for (const auto& t : types) {
+        const std::string command = std::string(program) + " --backend mpi --dtype " + t.name + " --quiet";
+        CAPTURE(command);
+        auto r = run_binary(command, kClean + "mpiexec -n 2 ");
+        CHECK(r.status == 0);
+        CHECK(r.out.rfind("PASS", 0) == 0);
+        CHECK(count_lines(r.out) == 1);  // the root alone prints the verdict
+      }
+    // Lesson 02 on 1x2 in JSON: each device sums its [32, 128] block to 32 partial sums; the ring
+    // AllReduce over 2 devices sends 2(n-1)/n of them, the ReduceScatter (n-1)/n.
+    for (const auto& t : types) {
+      const std::string type = t.name;
+      CAPTURE(type);
+      auto r = run_binary("02_reduction_allreduce --mesh mesh_rows=1,mesh_cols=2 --backend mpi --json --dtype " + type,
+                          kClean + "mpiexec -n 2 ");
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      CHECK(j["backend"] == "mpi");
+      CHECK(j["dtype"] == type);
+      CHECK(j["element_bytes"].get<double>() == t.bytes);
+      REQUIRE(j["collectives"].size() == 2);
+      CHECK(j["collectives"][0]["op"] == "all_reduce");
+      CHECK(j["collectives"][0]["bytes_per_device"].get<double>() == 2 * (2 - 1) / 2.0 * 32 * t.bytes);
+      CHECK(j["collectives"][0]["predicted_bytes_per_device"] == j["collectives"][0]["bytes_per_device"]);
+      CHECK(j["collectives"][1]["op"] == "reduce_scatter");
+      CHECK(j["collectives"][1]["bytes_per_device"].get<double>() == (2 - 1) / 2.0 * 32 * t.bytes);
+    }
   }
 
   TEST_CASE("the collectives benchmark at 2 ranks: every size checked, #wrong 0, ours and native side by side") {
