@@ -11,10 +11,11 @@ namespace shardlab {
 
 SimWorld::SimWorld(int devices)
     : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
-      waiting_on_(devices, -1), finished_(devices, false),
-      posted_(new std::atomic<std::size_t>[static_cast<std::size_t>(devices) * devices]),
-      taken_(static_cast<std::size_t>(devices) * devices, 0) {
-  for (std::size_t i = 0; i < taken_.size(); ++i) posted_[i].store(0);
+      waiting_on_(devices, -1), finished_(devices, false) {
+  const std::size_t boxes = static_cast<std::size_t>(devices) * devices;
+  posted_.reset(new std::atomic<std::size_t>[boxes]);
+  for (std::size_t i = 0; i < boxes; ++i) posted_[i].store(0);
+  taken_.assign(boxes, 0);
 }
 
 SimWorld::Buffer SimWorld::buffer_locked(std::size_t bytes) {

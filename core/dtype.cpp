@@ -65,11 +65,24 @@ double unit_roundoff(DType t) {
 
 double compute_roundoff(DType t) { return unit_roundoff(t == DType::bfloat16 ? DType::float32 : t); }
 
+bfloat16 bfloat16_from_double(double v) {
+  if (std::isnan(v) || std::isinf(v)) return bfloat16(static_cast<float>(v));
+  float f = static_cast<float>(v);  // to nearest; step back toward zero if that went past v
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  if (static_cast<double>(f) != v && std::isfinite(f)) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    u |= 1u;  // sticky: v lies strictly between f and the next float away from zero
+    std::memcpy(&f, &u, sizeof u);
+  }
+  return bfloat16(f);
+}
+
 double round_to(DType t, double v) {
   switch (t) {
     case DType::float32: return static_cast<float>(v);
     case DType::float64: return v;
-    case DType::bfloat16: return static_cast<float>(bfloat16(static_cast<float>(v)));
+    case DType::bfloat16: return static_cast<float>(bfloat16_from_double(v));
   }
   return v;
 }

@@ -48,6 +48,11 @@ template <> inline double element_cast<double, double>(double v) { return v; }
 template <> inline double element_cast<double, float>(float v) { return v; }
 template <> inline float element_cast<float, double>(double v) { return static_cast<float>(v); }
 template <> inline float element_cast<float, float>(float v) { return v; }
+// From double in one rounding: first to float by round-to-odd (truncate toward zero, then set the
+// last bit if anything was cut), then to nearest even; going through float's own rounding could
+// round twice (1 + 2^-8 + 2^-40 would land on 1.0 instead of 1 + 2^-7).
+bfloat16 bfloat16_from_double(double v);
+template <> inline bfloat16 element_cast<bfloat16, double>(double v) { return bfloat16_from_double(v); }
 
 // acc[i] += in[i] for n elements of type t (bfloat16: add in float32, round back).
 void add_into(DType t, void* acc, const void* in, std::size_t n);

@@ -105,8 +105,10 @@ int main(int argc, char** argv) {
         << "   The alternative for the last step: AllReduce over " << Y << " (y ends " << gathered.text()
         << ", then each device keeps its slice):\n"
         << "     reduce_scatter y: " << rs.bytes_per_device << " bytes/device   all_reduce y: " << ar.bytes_per_device
-        << " bytes/device (predicted " << ar.predicted_bytes_per_device << "), " << ar.bytes_per_device / rs.bytes_per_device
-        << "x as much\n\n";
+        << " bytes/device (predicted " << ar.predicted_bytes_per_device << ")"
+        << (rs.bytes_per_device > 0 ? ", " + std::to_string(ar.bytes_per_device / rs.bytes_per_device) + "x as much"
+                                    : " (an axis of size 1 moves nothing either way)")
+        << "\n\n";
 
     out << "6. Memory and work per device against one device holding the whole layer:\n" << ffn_memory_text(r)
         << "   The gathered x, W_in and W_out are larger than a block but live only for one matmul each.\n"

@@ -204,6 +204,14 @@ TEST_SUITE("dtype") {
       CAPTURE(v);
       for (DType t : kTypes) CHECK(std::fabs(round_to(t, v) - v) <= unit_roundoff(t) * std::fabs(v));
     }
+    // From double in one rounding, not two through float: 1 + 2^-8 + 2^-40 lies just above the
+    // tie between 1.0 (0x3F80) and 1 + 2^-7 (0x3F81), so it rounds up; through float it would
+    // first become 1 + 2^-8, the tie, and then go to even, 0x3F80.
+    const double above_tie = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+    CHECK(round_to(DType::bfloat16, above_tie) == value_of_bits(0x3F81));
+    CHECK(round_to(DType::bfloat16, -above_tie) == -value_of_bits(0x3F81));
+    CHECK(round_to(DType::bfloat16, 1.0 + std::ldexp(1.0, -8)) == 1.0);  // the tie itself: to even
+    CHECK(round_to(DType::bfloat16, 1.0 + 3 * std::ldexp(1.0, -8) - std::ldexp(1.0, -40)) == value_of_bits(0x3F81));
   }
 
   TEST_CASE("convert_elements between every pair of types on values all three hold exactly") {
