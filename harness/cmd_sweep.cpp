@@ -26,6 +26,7 @@ struct SweepOptions {
   std::string what = "bytes,share,memory,busbw";
   std::string dims = "B=64,S=8,M=256,H=1024";
   std::string share_dims = "article";
+  std::string dtype = "float32";  // element type of the bytes and memory sweeps
   int max_devices = 64;
   std::string backend = "sim";
   std::string min = "1K", max = "4M";
@@ -59,6 +60,7 @@ struct RootWork {
 
 int run_sweep(const SweepOptions& o) {
   const Backend backend = parse_backend(o.backend);
+  const DType dtype = parse_dtype(o.dtype);
   std::vector<std::string> what;
   for (const auto& w : split(o.what, ',')) {
     if (std::find(kWhat.begin(), kWhat.end(), trim(w)) == kWhat.end())
@@ -70,9 +72,9 @@ int run_sweep(const SweepOptions& o) {
   const std::vector<Hardware> presets = presets_with_machine(o.machine);
   const Hardware& machine = hardware_preset("this-machine", presets);
   RootWork root;
-  if (wants("bytes")) root.tables.push_back(bytes_sweep(o.dims, o.max_devices));
+  if (wants("bytes")) root.tables.push_back(bytes_sweep(o.dims, o.max_devices, dtype));
   if (wants("share")) root.tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
-  if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices));
+  if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices, dtype));
   if (wants("busbw") && !o.bench_csv.empty())
     root.tables.push_back(
         busbw_table(parse_bench_csv(read_text_file(o.bench_csv, "--bench-csv"), o.bench_csv), "read from " + o.bench_csv, &machine));
@@ -158,6 +160,8 @@ Command add_sweep_command(CLI::App& app) {
                                    "fits alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();
   c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
+  c->add_option("--dtype", o->dtype, "element type of the bytes and memory sweeps: float32, float64 or bfloat16")
+      ->capture_default_str();
   c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")
       ->capture_default_str();
   c->add_option("--max-devices", o->max_devices, "largest device count (powers of two from 1)")->capture_default_str();

@@ -9,7 +9,7 @@ if (term eq "dumb") { set terminal dumb size 130,36 } else { set terminal pngcai
 set termoption noenhanced
 
 set datafile missing "-"
-set title "Bytes sent per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\n1-D strategies level off at a fixed cost, 2(p-1)/p of whole tensors;\n2-D GSPMD falls as both mesh axes grow"
+set title "Bytes sent per device, one FFN training step (B=64, S=8, M=256, H=1024, float32)\n1-D strategies level off at a fixed cost, 2(p-1)/p of whole tensors;\n2-D GSPMD falls as both mesh axes grow"
 set xlabel "devices (1-D strategies: D=n; gspmd: mesh X x Y, labelled)"
 ylab = "bytes sent per device, forward + backward (MiB)"
 set ylabel ylab

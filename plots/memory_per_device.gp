@@ -8,7 +8,7 @@ if (term eq "dumb") { set terminal dumb size 130,36 } else { set terminal pngcai
 set termoption noenhanced
 
 set datafile missing "-"
-set title "Peak memory per device, one FFN training step (B=64, S=8, M=256, H=1024, float64)\nGSPMD and pairwise shrink with the mesh;\ncolumn, row and data keep whole activations or weights on every device"
+set title "Peak memory per device, one FFN training step (B=64, S=8, M=256, H=1024, float32)\nGSPMD and pairwise shrink with the mesh;\ncolumn, row and data keep whole activations or weights on every device"
 set xlabel "devices (1-D strategies: D=n; gspmd: 1x2, 2x2, 2x4 ... 8x8)"
 ylab = "peak bytes held by one device (MiB, log scale)"
 set ylabel ylab
