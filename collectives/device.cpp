@@ -16,6 +16,7 @@ unsigned char* Device::scratch(int slot, std::size_t bytes) {
   Scratch& s = scratch_[slot];
   if (s.size < bytes) {
     s.data.reset();  // free first: the old and new buffers need not both be mapped
+    s.size = 0;      // stays consistent if the allocation below throws
     s.data.reset(new unsigned char[bytes]);
     s.size = bytes;
   }

@@ -131,6 +131,7 @@ void add_into(DType t, void* acc, const void* in, std::size_t n) {
 }
 
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
+  if (n == 0) return;  // empty blocks may come with null pointers
   if (from == to) {
     std::memcpy(dst, src, n * element_bytes(from));
     return;

@@ -2,6 +2,9 @@
 // the checks, and the text and JSON pieces of a report.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <chrono>
 #include <functional>
@@ -54,14 +57,24 @@ template <class R>
 std::vector<R> on_all_cores(const std::vector<std::function<R()>>& tasks) {
   std::vector<R> out(tasks.size());
   std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr failed;  // the first task that threw; rethrown here after every thread is done
   auto work = [&] {
-    for (std::size_t i; (i = next++) < tasks.size();) out[i] = tasks[i]();
+    for (std::size_t i; (i = next++) < tasks.size();) {
+      try {
+        out[i] = tasks[i]();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) failed = std::current_exception();
+      }
+    }
   };
   const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), tasks.size()));
   std::vector<std::thread> threads;
   for (unsigned t = 1; t < n; ++t) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+  if (failed) std::rethrow_exception(failed);
   return out;
 }
 }  // namespace
@@ -360,8 +373,7 @@ xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& glo
       copy_block(out.data(), global, b, const_cast<T*>(mine.data()), true);
     } else if (disagreement.empty()) {
       const xt::xarray<T>& earlier = blocks[static_cast<std::size_t>(at->second)].at(name);
-      if (!std::equal(mine.begin(), mine.end(), earlier.begin(),
-                      [](const T& p, const T& q) { return element_cast<double>(p) == element_cast<double>(q); }))
+      if (std::memcmp(mine.data(), earlier.data(), mine.size() * sizeof(T)) != 0)  // bit for bit
         disagreement = "replicas of " + name + " disagree: devices " + std::to_string(at->second) + " and " +
                        std::to_string(d) + " hold different values for block " + b.text();
     }
