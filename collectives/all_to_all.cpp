@@ -5,7 +5,6 @@
 
 #include "collectives/call.hpp"
 #include "collectives/collectives.hpp"
-#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -52,12 +51,7 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
   xt::xarray<T> out = xt::empty<T>(out_shape);
   for (int i = 0; i < n; ++i)
     copy_in(out.data(), dtype_of<T>(), out_shape, concat_dim, i * piece[concat_dim], piece[concat_dim], recv + i * cb, w);
-  if (modeled) {
-    const std::size_t bytes = predicted_bytes_sent("all_to_all", n, in_bytes, eb);
-    rec.done_modeled(out.size() * eb, bytes, bytes, predicted_messages("all_to_all", n));
-  } else {
-    rec.done(out.size() * eb);
-  }
+  rec.done(out.size() * eb, modeled);
   return out;
 }
 

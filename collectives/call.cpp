@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/mesh.hpp"
 
@@ -42,25 +43,20 @@ CallRecord::CallRecord(Device& dev, const Group& group, const std::string& op, c
   start_ = std::chrono::steady_clock::now();
 }
 
-void CallRecord::done(std::size_t output_bytes) {
-  const auto& after = dev_.transport().stats();
+void CallRecord::done(std::size_t output_bytes, bool modeled) {
   row_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   row_.output_bytes = output_bytes;
-  row_.messages = after.messages_sent - before_.messages_sent;
-  row_.bytes_sent = after.bytes_sent - before_.bytes_sent;
-  row_.bytes_received = after.bytes_received - before_.bytes_received;
-  dev_.ledger().add(row_);
-  dev_.transport().set_activity("local work after " + row_.op + " of " + row_.tensor);
-}
-
-void CallRecord::done_modeled(std::size_t output_bytes, std::size_t bytes_sent, std::size_t bytes_received,
-                              std::size_t messages) {
-  row_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  row_.output_bytes = output_bytes;
-  row_.messages = messages;
-  row_.bytes_sent = bytes_sent;
-  row_.bytes_received = bytes_received;
-  row_.modeled = true;
+  row_.modeled = modeled;
+  if (modeled) {
+    row_.bytes_sent = row_.bytes_received =
+        predicted_bytes_sent(row_.op, row_.group_size, row_.input_bytes, row_.element_bytes);
+    row_.messages = predicted_messages(row_.op, row_.group_size);
+  } else {
+    const auto& after = dev_.transport().stats();
+    row_.messages = after.messages_sent - before_.messages_sent;
+    row_.bytes_sent = after.bytes_sent - before_.bytes_sent;
+    row_.bytes_received = after.bytes_received - before_.bytes_received;
+  }
   dev_.ledger().add(row_);
   dev_.transport().set_activity("local work after " + row_.op + " of " + row_.tensor);
 }

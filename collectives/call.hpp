@@ -15,10 +15,10 @@ class CallRecord {
   // member of the group must pass the same one.
   CallRecord(Device& dev, const Group& group, const std::string& op, const std::string& tensor,
              const std::string& algorithm, std::size_t input_bytes, const std::string& signature);
-  // Writes the ledger row. `modeled_bytes_sent` > 0 marks a row whose bytes come from the cost model.
-  void done(std::size_t output_bytes);
-  void done_modeled(std::size_t output_bytes, std::size_t bytes_sent, std::size_t bytes_received,
-                    std::size_t messages);
+  // Writes the ledger row: bytes and messages from the transport's counters, or, for `modeled`
+  // calls (the transport library's own collectives, whose traffic we cannot see), from the cost
+  // model's prediction for this row's op, group, input and element size.
+  void done(std::size_t output_bytes, bool modeled = false);
 
  private:
   Device& dev_;

@@ -7,7 +7,6 @@
 
 #include "collectives/call.hpp"
 #include "collectives/collectives.hpp"
-#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -62,16 +61,6 @@ void check_dim(const xt::xarray<T>& local, std::size_t dim, const std::string& o
                                               std::to_string(local.dimension()));
 }
 
-void finish(CallRecord& rec, bool modeled, const std::string& op, int n, std::size_t in_bytes,
-            std::size_t out_bytes, std::size_t eb) {
-  if (modeled) {
-    const std::size_t b = predicted_bytes_sent(op, n, in_bytes, eb);
-    rec.done_modeled(out_bytes, b, b, predicted_messages(op, n));
-  } else {
-    rec.done(out_bytes);
-  }
-}
-
 }  // namespace
 
 template <class T>
@@ -110,7 +99,7 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
   if (!in_place)
     for (int i = 0; i < n; ++i)
       copy_in(out.data(), dtype_of<T>(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging + off[i] * eb, w);
-  finish(rec, modeled, "all_gather", n, in_bytes, out.size() * eb, eb);
+  rec.done(out.size() * eb, modeled);
   return out;
 }
 
@@ -147,7 +136,7 @@ xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std:
   }
   if (!modeled) ring_reduce_scatter(dev, g, staging, off);
   convert_elements(w, mine, dtype_of<T>(), out.data(), out.size());
-  finish(rec, modeled, "reduce_scatter", n, in_bytes, out.size() * eb, eb);
+  rec.done(out.size() * eb, modeled);
   return out;
 }
 
@@ -173,7 +162,7 @@ xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vec
     ring_all_gather(dev, g, buf, off);
   }
   if (!direct) convert_elements(w, buf, dtype_of<T>(), out.data(), out.size());
-  finish(rec, modeled, "all_reduce", n, in_bytes, out.size() * eb, eb);
+  rec.done(out.size() * eb, modeled);
   return out;
 }
 
