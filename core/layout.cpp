@@ -49,36 +49,23 @@ xt::xstrided_slice_vector slices(const Block& b) {
 }
 }  // namespace
 
-template <class T>
-xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device) {
-  const Block b = block_of(mesh, spec, shape_of(global), device);
-  xt::xarray<T> out = xt::empty<T>(b.shape());
-  copy_block(global.data(), shape_of(global), b, out.data(), false);
-  return out;
-}
-
-template <class T>
-void copy_block(const T* from, const Shape& global, const Block& b, T* to, bool into_global) {
+namespace {
+// Calls f(global_offset, block_offset, run) for each contiguous run of block b of a row-major
+// tensor of shape `global`: one per index of the block's leading dims, `run` elements long.
+template <class F>
+void for_each_run(const Shape& global, const Block& b, F f) {
   const std::size_t rank = global.size();
-  if (rank == 0) {
-    if (into_global) *const_cast<T*>(from) = *to;
-    else *to = *from;
-    return;
-  }
+  if (rank == 0) return f(0, 0, 1);
   const Shape bs = b.shape();
   if (element_count(bs) == 0) return;
-  // Row-major strides of the global tensor; the block's last dim is one contiguous run.
   std::vector<std::size_t> stride(rank, 1);
   for (std::size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * global[d + 1];
   const std::size_t run = bs[rank - 1];
   std::vector<std::size_t> idx(rank, 0);  // over the block's leading dims
-  std::size_t local = 0;
-  while (true) {
+  for (std::size_t local = 0;; local += run) {
     std::size_t off = b.start[rank - 1];
     for (std::size_t d = 0; d + 1 < rank; ++d) off += (b.start[d] + idx[d]) * stride[d];
-    if (into_global) std::copy(to + local, to + local + run, const_cast<T*>(from) + off);
-    else std::copy(from + off, from + off + run, to + local);
-    local += run;
+    f(off, local, run);
     std::size_t d = rank - 1;
     while (d-- > 0) {
       if (++idx[d] < bs[d]) break;
@@ -87,12 +74,38 @@ void copy_block(const T* from, const Shape& global, const Block& b, T* to, bool 
     if (d == static_cast<std::size_t>(-1)) return;
   }
 }
-template void copy_block<double>(const double*, const Shape&, const Block&, double*, bool);
-template void copy_block<float>(const float*, const Shape&, const Block&, float*, bool);
-template void copy_block<bfloat16>(const bfloat16*, const Shape&, const Block&, bfloat16*, bool);
-template Tensor local_block<double>(const Tensor&, const Mesh&, const Spec&, int);
-template TensorF local_block<float>(const TensorF&, const Mesh&, const Spec&, int);
-template TensorBF local_block<bfloat16>(const TensorBF&, const Mesh&, const Spec&, int);
+}  // namespace
+
+template <class T>
+void take_block(const T* global_data, const Shape& global, const Block& b, T* block) {
+  for_each_run(global, b, [&](std::size_t g, std::size_t l, std::size_t n) {
+    std::copy(global_data + g, global_data + g + n, block + l);
+  });
+}
+
+template <class T>
+void put_block(T* global_data, const Shape& global, const Block& b, const T* block) {
+  for_each_run(global, b, [&](std::size_t g, std::size_t l, std::size_t n) {
+    std::copy(block + l, block + l + n, global_data + g);
+  });
+}
+
+template <class T>
+xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device) {
+  const Block b = block_of(mesh, spec, shape_of(global), device);
+  xt::xarray<T> out = xt::empty<T>(b.shape());
+  take_block(global.data(), shape_of(global), b, out.data());
+  return out;
+}
+
+#define SHARDLAB_BLOCKS(T)                                                                   \
+  template void take_block<T>(const T*, const Shape&, const Block&, T*);                    \
+  template void put_block<T>(T*, const Shape&, const Block&, const T*);                     \
+  template xt::xarray<T> local_block<T>(const xt::xarray<T>&, const Mesh&, const Spec&, int);
+SHARDLAB_BLOCKS(double)
+SHARDLAB_BLOCKS(float)
+SHARDLAB_BLOCKS(bfloat16)
+#undef SHARDLAB_BLOCKS
 
 Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const std::vector<Tensor>& blocks,
                   const std::string& tensor) {

@@ -20,10 +20,12 @@ Block block_of(const Mesh& mesh, const Spec& spec, const Shape& global, int devi
 Shape local_shape(const Mesh& mesh, const Spec& spec, const Shape& global);
 template <class T>
 xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device);
-// Block b of a row-major tensor of shape `global` at `global_data`, copied to or from the
-// contiguous `block` (into_global: block -> tensor). One std::copy per run along the last dim.
+// Block b of a row-major tensor of shape `global` at `global_data`, copied out to the contiguous
+// `block` (take) or in from it (put). One std::copy per run along the last dim.
 template <class T>
-void copy_block(const T* global_data, const Shape& global, const Block& b, T* block, bool into_global);
+void take_block(const T* global_data, const Shape& global, const Block& b, T* block);
+template <class T>
+void put_block(T* global_data, const Shape& global, const Block& b, const T* block);
 
 // The global tensor from one block per device (blocks[d] from device d). Replicas must agree bit
 // for bit; blocks that differ only along the spec's partial axes are summed.

@@ -29,6 +29,10 @@ xt::xarray<To> converted(const xt::xarray<From>& t);
 // `t` with every value rounded to what type `d` stores, kept as double.
 Tensor rounded(const Tensor& t, DType d);
 std::size_t element_count(const Shape& shape);
+// Bytes of a tensor of `shape` whose elements take `element_bytes` each.
+inline std::size_t bytes_of(const Shape& shape, std::size_t element_bytes) {
+  return element_count(shape) * element_bytes;
+}
 std::string shape_text(const Shape& shape);  // "[16, 64]"
 
 // Deterministic inputs: the same seed gives the same tensor on every backend and rank.

@@ -91,8 +91,6 @@ namespace {
 
 using Axes = std::vector<std::string>;
 
-std::size_t bytes_of(const Shape& s, std::size_t eb) { return element_count(s) * eb; }
-
 // The placeholder axes of a strategy, each mapped to the mesh axes it stands for.
 std::map<std::string, Axes> placeholders(const FfnStrategy& s, const Mesh& mesh) {
   const auto& n = mesh.names();

@@ -60,7 +60,7 @@ struct Builder {
     s.local_after = local_shape(plan.mesh, cur[o], global[o]);
     if (s.communicates())
       s.predicted_bytes = predicted_bytes_sent(step_kind_name(s.kind), plan.mesh.axes_size(s.axes),
-                                               element_count(s.local_before) * plan.element_bytes, plan.element_bytes);
+                                               bytes_of(s.local_before, plan.element_bytes), plan.element_bytes);
     plan.steps.push_back(std::move(s));
   }
 
@@ -264,13 +264,15 @@ std::vector<const PlanStep*> Plan::collectives() const {
 }
 
 std::size_t Plan::stored_bytes() const {
-  return element_bytes * element_count(local_shape(mesh, a.spec, a.shape)) + element_bytes * element_count(local_shape(mesh, b.spec, b.shape)) +
-         element_bytes * element_count(local_shape(mesh, out_spec, out_shape));
+  return bytes_of(local_shape(mesh, a.spec, a.shape), element_bytes) +
+         bytes_of(local_shape(mesh, b.spec, b.shape), element_bytes) +
+         bytes_of(local_shape(mesh, out_spec, out_shape), element_bytes);
 }
 
 std::size_t Plan::working_bytes() const {
-  return element_bytes * element_count(local_shape(mesh, a_used, a.shape)) + element_bytes * element_count(local_shape(mesh, b_used, b.shape)) +
-         element_bytes * element_count(local_shape(mesh, product, out_shape));
+  return bytes_of(local_shape(mesh, a_used, a.shape), element_bytes) +
+         bytes_of(local_shape(mesh, b_used, b.shape), element_bytes) +
+         bytes_of(local_shape(mesh, product, out_shape), element_bytes);
 }
 
 Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
