@@ -1,6 +1,7 @@
 // AllToAll by pairwise exchange: at step s (1..n-1) member r sends its slice for member r+s and
 // receives member r-s's slice for r. Each member sends n-1 of its n slices, in the device's
-// element type (packed into scratch space, converted when the program holds another type).
+// element type (packed into scratch space when they are not contiguous or the program holds
+// another type).
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -33,9 +34,25 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
                  "all_to_all over " + axes_text(axes) + " of " + tensor + shape_text(in_shape) + " split dim " +
                      std::to_string(split_dim) + " concat dim " + std::to_string(concat_dim));
   const std::size_t b = in_shape[split_dim] / n, chunk = local.size() / n, cb = chunk * eb;
-  unsigned char* send = dev.scratch(0, in_bytes);
-  unsigned char* recv = dev.scratch(1, in_bytes);
-  for (int i = 0; i < n; ++i) copy_out(local.data(), dtype_of<T>(), in_shape, split_dim, i * b, b, send + i * cb, w);
+  Shape piece = in_shape;
+  piece[split_dim] = b;
+  Shape out_shape = piece;
+  out_shape[concat_dim] *= n;
+  xt::xarray<T> out = xt::empty<T>(out_shape);
+  // Slices are sent straight from the input when they lie back to back in the wire type (every dim
+  // before split_dim has size 1), and received straight into the result when its pieces do (every
+  // dim before concat_dim); otherwise they go through scratch space.
+  const bool same = dtype_of<T>() == w;
+  const bool direct_send = same && outer_size(in_shape, split_dim) == 1;
+  const bool direct_recv = same && outer_size(out_shape, concat_dim) == 1;
+  const unsigned char* send = reinterpret_cast<const unsigned char*>(local.data());
+  if (!direct_send) {
+    unsigned char* packed = dev.scratch(0, in_bytes);
+    for (int i = 0; i < n; ++i)
+      copy_out(local.data(), dtype_of<T>(), in_shape, split_dim, i * b, b, packed + i * cb, w);
+    send = packed;
+  }
+  unsigned char* recv = direct_recv ? reinterpret_cast<unsigned char*>(out.data()) : dev.scratch(1, in_bytes);
   const bool modeled = native && dev.transport().native_all_to_all(g, w, send, chunk, recv);
   if (!modeled) {
     std::copy(send + g.me * cb, send + (g.me + 1) * cb, recv + g.me * cb);
@@ -44,13 +61,10 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
       dev.transport().sendrecv(g, to, send + to * cb, cb, from, recv + from * cb, cb);
     }
   }
-  Shape piece = in_shape;
-  piece[split_dim] = b;
-  Shape out_shape = piece;
-  out_shape[concat_dim] *= n;
-  xt::xarray<T> out = xt::empty<T>(out_shape);
-  for (int i = 0; i < n; ++i)
-    copy_in(out.data(), dtype_of<T>(), out_shape, concat_dim, i * piece[concat_dim], piece[concat_dim], recv + i * cb, w);
+  if (!direct_recv)
+    for (int i = 0; i < n; ++i)
+      copy_in(out.data(), dtype_of<T>(), out_shape, concat_dim, i * piece[concat_dim], piece[concat_dim],
+              recv + i * cb, w);
   rec.done(out.size() * eb, modeled);
   return out;
 }

@@ -94,16 +94,16 @@ void MpiTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf
 }
 
 void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::size_t scount, int from,
-                                void* acc_, std::size_t rcount, DType t) {
+                                const void* base_, void* out_, std::size_t rcount, DType t) {
   const GroupComm& gc = comm_for(g);
   const int tag = run_.group_tag(static_cast<int>(Channel::data));
   const std::size_t eb = element_bytes(t), kSegment = (std::size_t{1} << 20) / eb;  // elements: 1 MiB
   auto segments = [&](std::size_t count) { return std::max<std::size_t>(1, (count + kSegment - 1) / kSegment); };
   const std::size_t rsegs = segments(rcount), ssegs = segments(scount);
-  if (incoming_.size() * sizeof(double) < rcount * eb) incoming_.resize((rcount * eb + 7) / 8);
-  auto incoming = reinterpret_cast<unsigned char*>(incoming_.data());
+  auto incoming = static_cast<unsigned char*>(this->incoming(rcount * eb));
   auto sbuf = static_cast<const unsigned char*>(sbuf_);
-  auto acc = static_cast<unsigned char*>(acc_);
+  auto base = static_cast<const unsigned char*>(base_);
+  auto out = static_cast<unsigned char*>(out_);
   // requests: [0, rsegs) receives, then the sends
   std::vector<MPI_Request> req(rsegs + ssegs, MPI_REQUEST_NULL);
   std::vector<MPI_Status> st(rsegs);
@@ -125,7 +125,8 @@ void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::
         throw Error(ErrorKind::mismatch, "collectives do not match: device " + std::to_string(device_) + " is in " +
                                              activity() + " and got a message of the wrong size from device " +
                                              std::to_string(g.members[from]));
-      add_into(t, acc + k * kSegment * eb, incoming + k * kSegment * eb, piece(rcount, k));
+      const std::size_t at = k * kSegment * eb;
+      add_elements(t, out + at, base + at, incoming + at, piece(rcount, k));
     }
     run_.wait(static_cast<int>(ssegs), &req[rsegs], MPI_STATUSES_IGNORE, g.members[to], activity());
   } catch (...) {

@@ -33,8 +33,8 @@ class MpiTransport : public Transport {
                 std::size_t rbytes) override;
   // Large steps go as segments of 1 MiB (both sides cut the same byte count the same way); each
   // segment is added as soon as it is in, while the next ones are still moving.
-  void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
-                    std::size_t rcount, DType t) override;
+  void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
+                    void* out, std::size_t rcount, DType t) override;
 
  private:
   struct GroupComm {
@@ -50,7 +50,6 @@ class MpiTransport : public Transport {
   const std::vector<MPI_Comm>& comms_;
   int device_;
   std::map<std::vector<std::string>, GroupComm> cache_;
-  std::vector<double> incoming_;  // exchange_add's receive buffer, reused (raw storage, any type)
 };
 
 }  // namespace shardlab

@@ -1,8 +1,9 @@
 // Ring AllGather, ring ReduceScatter and AllReduce = ReduceScatter + AllGather.
-// All three run on a flat buffer of the device's element type cut into n chunks: the local block
-// is packed into the device's scratch space (converted to the wire type when the program holds
-// another one, e.g. float64 lesson blocks moved as bfloat16), moved, and unpacked into the result.
-// For a tensor dim other than 0 packing and unpacking gather the blocks contiguously.
+// All three run on a flat buffer of the device's element type cut into n chunks. When the program
+// holds the wire type and the chunks are contiguous, the ring reads the input and writes the
+// result in place; otherwise the local block is packed into the device's scratch space (converted
+// to the wire type, e.g. float64 lesson blocks moved as bfloat16), moved, and unpacked.
+#include <cstring>
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -23,25 +24,34 @@ std::vector<std::size_t> chunk_offsets(std::size_t elements, int n) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// After n-1 steps member r holds the sum over the group of chunk r. At step s it sends its partial
-// sum of chunk r-s-1 to the next member and adds the previous member's chunk r-s-2 into its own.
-void ring_reduce_scatter(Device& dev, const Group& g, unsigned char* buf, const std::vector<std::size_t>& off) {
+// After n-1 steps member r holds the sum over the group of chunk r, written to `last`. At step s it
+// sends its partial sum of chunk r-s-1 (at step 0 just its input) to the next member, and writes
+// its input's chunk r-s-2 plus what the previous member sent into acc (the last step: into
+// `last`). Every chunk is received once, so the input is read in place and acc may be the input.
+void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, unsigned char* acc,
+                         const std::vector<std::size_t>& off, unsigned char* last) {
   const int n = g.size(), r = g.me;
   const std::size_t eb = dev.element_bytes();
+  if (n == 1 && last != in) std::memcpy(last, in, (off[1] - off[0]) * eb);
   for (int s = 0; s < n - 1; ++s) {
     const int send = mod(r - s - 1, n), recv = mod(r - s - 2, n);
-    dev.transport().sendrecv_add(g, g.next(), buf + off[send] * eb, off[send + 1] - off[send], g.prev(),
-                                 buf + off[recv] * eb, off[recv + 1] - off[recv], dev.dtype());
+    const unsigned char* from = (s == 0 ? in : acc) + off[send] * eb;
+    unsigned char* to = s == n - 2 ? last : acc + off[recv] * eb;
+    dev.transport().sendrecv_add(g, g.next(), from, off[send + 1] - off[send], g.prev(), in + off[recv] * eb, to,
+                                 off[recv + 1] - off[recv], dev.dtype());
   }
 }
 
-// Member r starts with chunk r in place; at step s it passes chunk r-s on and receives r-s-1.
-void ring_all_gather(Device& dev, const Group& g, unsigned char* buf, const std::vector<std::size_t>& off) {
+// Member r starts with chunk r (in buf, or at `own` when given: then chunk r of buf is neither read
+// nor written); at step s it passes chunk r-s on and receives r-s-1.
+void ring_all_gather(Device& dev, const Group& g, unsigned char* buf, const std::vector<std::size_t>& off,
+                     const unsigned char* own = nullptr) {
   const int n = g.size(), r = g.me;
   const std::size_t eb = dev.element_bytes();
   for (int s = 0; s < n - 1; ++s) {
     const int send = mod(r - s, n), recv = mod(r - s - 1, n);
-    dev.transport().sendrecv(g, g.next(), buf + off[send] * eb, (off[send + 1] - off[send]) * eb, g.prev(),
+    const unsigned char* from = s == 0 && own ? own : buf + off[send] * eb;
+    dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(),
                              buf + off[recv] * eb, (off[recv + 1] - off[recv]) * eb);
   }
 }
@@ -81,9 +91,7 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
   // the result's layout (every dim before `dim` has size 1) and type, the ring fills the result.
   const std::size_t total = local.size() * n;
   xt::xarray<T> out = xt::empty<T>(out_shape);
-  std::size_t outer = 1;
-  for (std::size_t d = 0; d < dim; ++d) outer *= in_shape[d];
-  const bool in_place = outer == 1 && dtype_of<T>() == w;
+  const bool in_place = outer_size(in_shape, dim) == 1 && dtype_of<T>() == w;
   unsigned char* staging = in_place ? reinterpret_cast<unsigned char*>(out.data()) : dev.scratch(0, total * eb);
   const auto off = chunk_offsets(total, n);
   bool modeled = false;
@@ -92,7 +100,10 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
     convert_elements(dtype_of<T>(), local.data(), w, in, local.size());
     modeled = dev.transport().native_all_gather(g, w, in, local.size(), staging);
   }
-  if (!modeled) {
+  if (!modeled && in_place) {  // the ring sends the block from the input; it is copied in afterwards
+    ring_all_gather(dev, g, staging, off, reinterpret_cast<const unsigned char*>(local.data()));
+    convert_elements(w, local.data(), w, staging + off[g.me] * eb, local.size());
+  } else if (!modeled) {
     convert_elements(dtype_of<T>(), local.data(), w, staging + off[g.me] * eb, local.size());
     ring_all_gather(dev, g, staging, off);
   }
@@ -120,22 +131,31 @@ xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std:
   CallRecord rec(dev, g, "reduce_scatter", tensor, native ? "native" : "ring", in_bytes,
                  describe("reduce_scatter", axes, tensor, local, " along dim " + std::to_string(dim)));
   const std::size_t b = in_shape[dim] / n;
-  unsigned char* staging = dev.scratch(0, local.size() * eb);
-  const auto off = chunk_offsets(local.size(), n);
-  for (int i = 0; i < n; ++i)
-    copy_out(local.data(), dtype_of<T>(), in_shape, dim, i * b, b, staging + off[i] * eb, w);
   Shape out_shape = in_shape;
   out_shape[dim] = b;
   xt::xarray<T> out = xt::empty<T>(out_shape);
-  unsigned char* mine = staging + off[g.me] * eb;
+  const auto off = chunk_offsets(local.size(), n);
+  // The n blocks along dim are the ring's chunks. When they already lie back to back in the wire
+  // type (every dim before `dim` has size 1), the ring reads the input in place and writes the
+  // result; otherwise they are packed into scratch space first.
+  const bool direct = dtype_of<T>() == w && outer_size(in_shape, dim) == 1;
+  unsigned char* acc = dev.scratch(0, local.size() * eb);
+  const unsigned char* in = acc;
+  if (direct)
+    in = reinterpret_cast<const unsigned char*>(local.data());
+  else
+    for (int i = 0; i < n; ++i) copy_out(local.data(), dtype_of<T>(), in_shape, dim, i * b, b, acc + off[i] * eb, w);
+  unsigned char* mine = direct ? reinterpret_cast<unsigned char*>(out.data()) : acc + off[g.me] * eb;
   bool modeled = false;
   if (native) {
     unsigned char* result = dev.scratch(1, out.size() * eb);
-    modeled = dev.transport().native_reduce_scatter(g, w, staging, out.size(), result);
-    if (modeled) mine = result;
+    modeled = dev.transport().native_reduce_scatter(g, w, in, out.size(), result);
+    if (modeled) convert_elements(w, result, dtype_of<T>(), out.data(), out.size());
   }
-  if (!modeled) ring_reduce_scatter(dev, g, staging, off);
-  convert_elements(w, mine, dtype_of<T>(), out.data(), out.size());
+  if (!modeled) {
+    ring_reduce_scatter(dev, g, in, acc, off, mine);
+    if (!direct) convert_elements(w, mine, dtype_of<T>(), out.data(), out.size());
+  }
   rec.done(out.size() * eb, modeled);
   return out;
 }
@@ -151,14 +171,24 @@ xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vec
   CallRecord rec(dev, g, "all_reduce", tensor, native ? "native" : "ring", in_bytes,
                  describe("all_reduce", axes, tensor, local, ""));
   xt::xarray<T> out = xt::empty<T>(local.shape());
-  // In place in the result when the program holds the wire type; else through scratch.
+  // When the program holds the wire type the ring reads the input in place and builds the sum in
+  // the result; otherwise both happen in scratch space in the wire type.
   const bool direct = dtype_of<T>() == w;
   unsigned char* buf = direct ? reinterpret_cast<unsigned char*>(out.data()) : dev.scratch(0, in_bytes);
-  convert_elements(dtype_of<T>(), local.data(), w, buf, local.size());
-  const bool modeled = native && dev.transport().native_all_reduce(g, w, buf, local.size());
+  const unsigned char* in = buf;
+  if (direct)
+    in = reinterpret_cast<const unsigned char*>(local.data());
+  else
+    convert_elements(dtype_of<T>(), local.data(), w, buf, local.size());
+  bool modeled = false;
+  if (native) {  // MPICH's works in place
+    if (in != buf) std::memcpy(buf, in, in_bytes);
+    in = buf;
+    modeled = dev.transport().native_all_reduce(g, w, buf, local.size());
+  }
   if (!modeled) {
     const auto off = chunk_offsets(local.size(), n);
-    ring_reduce_scatter(dev, g, buf, off);
+    ring_reduce_scatter(dev, g, in, buf, off, buf + off[g.me] * eb);
     ring_all_gather(dev, g, buf, off);
   }
   if (!direct) convert_elements(w, buf, dtype_of<T>(), out.data(), out.size());

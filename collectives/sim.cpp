@@ -11,7 +11,9 @@ namespace shardlab {
 
 SimWorld::SimWorld(int devices)
     : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
-      waiting_on_(devices, -1), finished_(devices, false) {
+      waiting_on_(devices, -1), waiting_for_(devices, Wait::none), awaited_(devices, nullptr),
+      finished_(devices, false),
+      poll_(devices <= static_cast<int>(std::thread::hardware_concurrency()) ? 2000 : 50) {
   const std::size_t boxes = static_cast<std::size_t>(devices) * devices;
   posted_.reset(new std::atomic<std::size_t>[boxes]);
   for (std::size_t i = 0; i < boxes; ++i) posted_[i].store(0);
@@ -40,14 +42,40 @@ SimWorld::Buffer SimWorld::buffer_locked(std::size_t bytes) {
   return b;
 }
 
-void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity) {
-  Message m{ch, {}, bytes, activity};
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) throw Aborted{};
-    m.buffer = buffer_locked(bytes);
+namespace {
+// Poll for a while, giving the core away between looks, before sleeping on a condition: waking a
+// sleeping thread costs more than a 1 MiB copy, and on these VMs an idle core takes 50-200 us to
+// wake. With no more devices than cores nobody else needs the core, so a device polls for up to
+// 2 ms; with more, 50 us.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+template <class Ready>
+void poll_briefly(std::chrono::microseconds limit, Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (int spins = 0; !ready() && std::chrono::steady_clock::now() < until; ++spins) {
+    if (spins < 2000)
+      spin_pause();
+    else
+      std::this_thread::yield();
   }
-  if (bytes) std::memcpy(m.buffer.data.get(), data, bytes);
+}
+}  // namespace
+
+void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity,
+                    Receipt* lend) {
+  Message m{ch, {}, lend ? data : nullptr, lend, bytes, activity};
+  if (!lend) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) throw Aborted{};
+      m.buffer = buffer_locked(bytes);
+    }
+    if (bytes) std::memcpy(m.buffer.data.get(), data, bytes);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};
   box_[static_cast<std::size_t>(dst) * n_ + src].push_back(std::move(m));
@@ -55,43 +83,29 @@ void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t 
   wake_[dst].notify_one();
 }
 
-void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes) {
+void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Delivery& to) {
   const std::size_t at = static_cast<std::size_t>(dst) * n_ + src;
   std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_) throw Aborted{};  // a lent buffer in the box may be gone
   auto& box = box_[at];
   if (box.empty()) {
-    // Poll for up to 50 us, giving the core away between looks, before sleeping on the condition.
     const std::size_t seen = taken_[at];
     lock.unlock();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (posted_[at].load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
-      std::this_thread::yield();
+    poll_briefly(poll_, [&] { return posted_[at].load(std::memory_order_acquire) != seen; });
     lock.lock();
   }
   waiting_on_[dst] = src;
-  while (box.empty()) {
-    if (aborted_) {
+  waiting_for_[dst] = Wait::message;
+  while (box.empty() || aborted_) {
+    if (aborted_ || abort_if_stuck_locked()) {
       waiting_on_[dst] = -1;
-      throw Aborted{};
-    }
-    // Stop only once no live device can move on: a device still running may yet find the more
-    // telling error (two calls that do not match); a wait on a finished device counts as stuck.
-    std::string why;
-    if (all_stuck_locked()) {
-      for (int d = 0; d < n_ && why.empty(); ++d)
-        if (!finished_[d] && waiting_on_[d] >= 0 && finished_[waiting_on_[d]])
-          why = "device " + std::to_string(d) + " waits in " + activity_[d] + " for device " +
-                std::to_string(waiting_on_[d]) + ", which finished its program without taking part";
-      if (why.empty()) why = "collectives do not match, every device is stuck: " + stuck_report_locked();
-    }
-    if (!why.empty()) {
-      waiting_on_[dst] = -1;
-      abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
+      waiting_for_[dst] = Wait::none;
       throw Aborted{};
     }
     wake_[dst].wait(lock);
   }
   waiting_on_[dst] = -1;
+  waiting_for_[dst] = Wait::none;
   Message m = std::move(box.front());
   box.pop_front();
   ++taken_[at];
@@ -102,10 +116,60 @@ void SimWorld::take(int dst, int src, Channel ch, void* data, std::size_t bytes)
     abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
     throw Aborted{};
   }
+  if (m.receipt) m.receipt->state.store(1, std::memory_order_relaxed);
   lock.unlock();
-  if (bytes) std::memcpy(data, m.buffer.data.get(), bytes);
+  const void* payload = m.receipt ? m.lent : static_cast<const void*>(m.buffer.data.get());
+  if (to.add)
+    add_elements(to.type, to.out, to.base, payload, bytes / element_bytes(to.type));
+  else if (bytes)
+    std::memcpy(to.out, payload, bytes);
   lock.lock();
-  spare_.push_back(std::move(m.buffer));
+  if (m.receipt) {
+    m.receipt->state.store(2, std::memory_order_release);
+    wake_[src].notify_all();
+  } else {
+    spare_.push_back(std::move(m.buffer));
+  }
+}
+
+void SimWorld::await_receipt(int src, int dst, Receipt& r) {
+  poll_briefly(poll_, [&] { return r.state.load(std::memory_order_acquire) == 2; });
+  std::unique_lock<std::mutex> lock(mu_);
+  waiting_on_[src] = dst;
+  waiting_for_[src] = Wait::receipt;
+  awaited_[src] = &r;
+  while (r.state.load(std::memory_order_relaxed) != 2) {
+    // While the receiver reads (state 1) the buffer must stay: even an abort waits for that.
+    if (r.state.load(std::memory_order_relaxed) == 0 && (aborted_ || abort_if_stuck_locked())) {
+      waiting_on_[src] = -1;
+      waiting_for_[src] = Wait::none;
+      awaited_[src] = nullptr;
+      throw Aborted{};
+    }
+    wake_[src].wait(lock);
+  }
+  waiting_on_[src] = -1;
+  waiting_for_[src] = Wait::none;
+  awaited_[src] = nullptr;
+}
+
+void SimWorld::settle(int src, Receipt& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (r.state.load(std::memory_order_relaxed) == 1) wake_[src].wait(lock);
+}
+
+bool SimWorld::abort_if_stuck_locked() {
+  // Stop only once no live device can move on: a device still running may yet find the more
+  // telling error (two calls that do not match); a wait on a finished device counts as stuck.
+  if (!all_stuck_locked()) return false;
+  std::string why;
+  for (int d = 0; d < n_ && why.empty(); ++d)
+    if (!finished_[d] && waiting_on_[d] >= 0 && finished_[waiting_on_[d]])
+      why = "device " + std::to_string(d) + " waits in " + activity_[d] + " for device " +
+            std::to_string(waiting_on_[d]) + ", which finished its program without taking part";
+  if (why.empty()) why = "collectives do not match, every device is stuck: " + stuck_report_locked();
+  abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
+  return true;
 }
 
 void SimWorld::set_activity(int device, const std::string& what) {
@@ -141,11 +205,20 @@ void SimWorld::abort_locked(std::exception_ptr error) {
   for (auto& w : wake_) w.notify_all();
 }
 
-// Every live device waits on a mailbox that is empty: no message can ever arrive.
+// Every live device waits, for a message whose mailbox is empty or for a receipt nobody is
+// reading: only a device that takes a message could wake another, and none can.
 bool SimWorld::all_stuck_locked() const {
   for (int d = 0; d < n_; ++d) {
     if (finished_[d]) continue;
-    if (waiting_on_[d] < 0 || !box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]].empty()) return false;
+    switch (waiting_for_[d]) {
+      case Wait::none: return false;
+      case Wait::message:
+        if (!box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]].empty()) return false;
+        break;
+      case Wait::receipt:
+        if (awaited_[d]->state.load(std::memory_order_relaxed) != 0) return false;
+        break;
+    }
   }
   return true;
 }
@@ -156,7 +229,9 @@ std::string SimWorld::stuck_report_locked() const {
     if (finished_[d]) continue;
     if (!out.empty()) out += "; ";
     out += "device " + std::to_string(d) + " in " + activity_[d];
-    if (waiting_on_[d] >= 0) out += " waits for device " + std::to_string(waiting_on_[d]);
+    if (waiting_for_[d] == Wait::message) out += " waits for device " + std::to_string(waiting_on_[d]);
+    if (waiting_for_[d] == Wait::receipt) out += " waits for device " + std::to_string(waiting_on_[d]) +
+                                                 " to take its message";
   }
   return out;
 }
@@ -168,9 +243,35 @@ void SimTransport::set_activity(const std::string& what) {
 
 void SimTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                             void* rbuf, std::size_t rbytes) {
-  // Sends are buffered, so posting first and then taking can never deadlock a ring.
-  world_.post(device_, g.members[to], ch, sbuf, sbytes, activity());
-  world_.take(device_, g.members[from], ch, rbuf, rbytes);
+  move(ch, g.members[to], sbuf, sbytes, g.members[from], rbytes, Delivery{rbuf});
+}
+
+void SimTransport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
+                                const void* base, void* out, std::size_t rcount, DType t) {
+  const std::size_t eb = element_bytes(t);
+  move(Channel::data, g.members[to], sbuf, scount * eb, g.members[from], rcount * eb, Delivery{out, base, t, true});
+}
+
+void SimTransport::move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,
+                        const Delivery& d) {
+  // Below this a copy into the mailbox costs less than the receipt's handshake.
+  constexpr std::size_t kLendBytes = 32 * 1024;
+  // Posting first and then taking never deadlocks a ring: an eager send does not wait, and a lent
+  // one is waited for only after this device's own take.
+  if (ch != Channel::data || sbytes < kLendBytes) {
+    world_.post(device_, to, ch, sbuf, sbytes, activity());
+    world_.take(device_, from, ch, rbytes, d);
+    return;
+  }
+  Receipt r;
+  world_.post(device_, to, ch, sbuf, sbytes, activity(), &r);
+  try {
+    world_.take(device_, from, ch, rbytes, d);
+  } catch (...) {
+    world_.settle(device_, r);
+    throw;
+  }
+  world_.await_receipt(device_, to, r);
 }
 
 }  // namespace shardlab

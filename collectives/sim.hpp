@@ -1,12 +1,19 @@
 // The sim backend: every device is a std::thread in this process. Messages go through blocking
 // mailboxes (one FIFO per sender->receiver pair) under one mutex; waiting is on condition
-// variables, never spinning, so 64 devices run on 2 cores.
+// variables after a short poll (50 us; 2 ms while there are no more devices than cores), so 64
+// devices run on 2 cores.
+//
+// Small messages are copied into a mailbox buffer (eager, like MPI's). A large data message is
+// lent instead: the mailbox holds a pointer to the sender's own buffer, the receiver copies (or
+// adds) straight from it into its destination, and the sender waits for that receipt before its
+// exchange returns (rendezvous). One copy per message instead of two.
 //
 // Nothing hangs: once every live device waits on an empty mailbox (some perhaps on a device that
 // has finished), the run stops with a message naming what the devices were doing; an exception
 // on one device wakes and stops all the others.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -22,13 +29,35 @@ namespace shardlab {
 // Thrown on devices stopped because another device failed; the runtime reports the first failure.
 struct Aborted {};
 
+// A lent message's state, on the sender's stack: posted (0), being read by the receiver (1), read (2).
+struct Receipt {
+  std::atomic<int> state{0};
+};
+
+// What take() does with a payload: copy it to `out`, or (add) write base + payload to out as
+// elements of `type`.
+struct Delivery {
+  void* out = nullptr;
+  const void* base = nullptr;
+  DType type = DType::float64;
+  bool add = false;
+};
+
 class SimWorld {
  public:
   explicit SimWorld(int devices);
 
-  void post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity);
+  // With `lend`, data is not copied: it must stay unchanged until await_receipt(src, dst, *lend).
+  void post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity,
+            Receipt* lend = nullptr);
   // Blocks until src's next message to dst arrives; checks it is the channel and size expected.
-  void take(int dst, int src, Channel ch, void* data, std::size_t bytes);
+  void take(int dst, int src, Channel ch, std::size_t bytes, const Delivery& to);
+  void take(int dst, int src, Channel ch, void* data, std::size_t bytes) { take(dst, src, ch, bytes, Delivery{data}); }
+  // Blocks until dst has read the message src lent it. After an abort: throws Aborted, but never
+  // while the receiver is still reading (the buffer must outlive that).
+  void await_receipt(int src, int dst, Receipt& r);
+  // After a failure between post and await: returns once nobody reads the lent buffer.
+  void settle(int src, Receipt& r);
 
   void set_activity(int device, const std::string& what);
   void finish(int device);                                      // device's program returned
@@ -44,12 +73,17 @@ class SimWorld {
   };
   struct Message {
     Channel channel;
-    Buffer buffer;
+    Buffer buffer;                          // eager: a copy of the payload
+    const void* lent = nullptr;             // rendezvous: the sender's buffer
+    Receipt* receipt = nullptr;
     std::size_t size = 0;
     std::string activity;  // sender's activity when it posted
   };
+  enum class Wait { none, message, receipt };  // what a blocked device waits for, from waiting_on_
   Buffer buffer_locked(std::size_t bytes);  // a spare one that fits, or a new one
   void abort_locked(std::exception_ptr error);
+  // Aborts with a message naming the devices when no live device can move on; then true.
+  bool abort_if_stuck_locked();
   bool all_stuck_locked() const;
   std::string stuck_report_locked() const;
 
@@ -63,10 +97,13 @@ class SimWorld {
   std::unique_ptr<std::atomic<std::size_t>[]> posted_;
   std::vector<std::size_t> taken_;             // messages taken from each box (under mu_)
   std::vector<std::string> activity_;
-  std::vector<int> waiting_on_;                // -1, or the src a device blocks on
+  std::vector<int> waiting_on_;                // -1, or the device a device blocks on
+  std::vector<Wait> waiting_for_;
+  std::vector<const Receipt*> awaited_;        // the receipt a device waits for (Wait::receipt)
   std::vector<bool> finished_;
   bool aborted_ = false;
   std::exception_ptr first_error_;
+  const std::chrono::microseconds poll_;  // how long a device polls before it sleeps
 };
 
 class SimTransport : public Transport {
@@ -77,8 +114,14 @@ class SimTransport : public Transport {
  protected:
   void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes) override;
+  // Adds straight from the sender's buffer: no receive buffer, no second pass.
+  void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
+                    void* out, std::size_t rcount, DType t) override;
 
  private:
+  void move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,
+            const Delivery& d);
+
   SimWorld& world_;
   int device_;
 };

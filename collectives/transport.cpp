@@ -14,9 +14,9 @@ void Transport::sendrecv(const Group& g, int to, const void* sbuf, std::size_t s
   stats_.bytes_received += rbytes;
 }
 
-void Transport::sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
-                             std::size_t rcount, DType t) {
-  exchange_add(g, to, sbuf, scount, from, acc, rcount, t);
+void Transport::sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
+                             const void* base, void* out, std::size_t rcount, DType t) {
+  exchange_add(g, to, sbuf, scount, from, base, out, rcount, t);
   const std::size_t eb = element_bytes(t);
   stats_.messages_sent += 1;
   stats_.bytes_sent += scount * eb;
@@ -24,15 +24,17 @@ void Transport::sendrecv_add(const Group& g, int to, const void* sbuf, std::size
   stats_.bytes_received += rcount * eb;
 }
 
-void Transport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
-                             std::size_t rcount, DType t) {
-  // Reused across calls (one per device thread): a fresh buffer per call costs page faults.
-  // std::vector<double> as raw storage keeps 8-byte alignment for every element type.
-  static thread_local std::vector<double> incoming;
+void* Transport::incoming(std::size_t bytes) {
+  if (incoming_.size() * sizeof(double) < bytes) incoming_.resize((bytes + 7) / 8);
+  return incoming_.data();
+}
+
+void Transport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
+                             const void* base, void* out, std::size_t rcount, DType t) {
   const std::size_t eb = element_bytes(t);
-  if (incoming.size() * sizeof(double) < rcount * eb) incoming.resize((rcount * eb + 7) / 8);
-  exchange(Channel::data, g, to, sbuf, scount * eb, from, incoming.data(), rcount * eb);
-  add_into(t, acc, incoming.data(), rcount);
+  void* in = incoming(rcount * eb);
+  exchange(Channel::data, g, to, sbuf, scount * eb, from, in, rcount * eb);
+  add_elements(t, out, base, in, rcount);
 }
 
 void Transport::control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,

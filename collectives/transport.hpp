@@ -33,10 +33,11 @@ class Transport {
   // Payload: counted in stats(), which is what the ledger reads.
   void sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                 std::size_t rbytes);
-  // sendrecv of elements of type t where what arrives is added into `acc` (rcount elements) instead
-  // of stored: the reduction step of ring ReduceScatter. Counted as one message each way, like sendrecv.
-  void sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
-                    std::size_t rcount, DType t);
+  // sendrecv of elements of type t where what arrives is added to `base` and the sum written to
+  // `out` (rcount elements; out may be base) instead of stored: the reduction step of ring
+  // ReduceScatter. Counted as one message each way, like sendrecv.
+  void sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
+                    void* out, std::size_t rcount, DType t);
   // Call signatures exchanged before a collective: not payload, not counted.
   void control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                         std::size_t rbytes);
@@ -63,14 +64,18 @@ class Transport {
  protected:
   virtual void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                         void* rbuf, std::size_t rbytes) = 0;
-  // Data exchange whose received elements are added into acc. Default: exchange into a scratch
-  // buffer, then add. A transport may overlap the adding with the receiving (MPI does).
-  virtual void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, void* acc,
-                            std::size_t rcount, DType t);
+  // Data exchange whose received elements are added to base into out. Default: exchange into a
+  // scratch buffer, then add. A transport may overlap the adding with the receiving (MPI does) or
+  // add straight from the sender's buffer (sim does).
+  virtual void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
+                            const void* base, void* out, std::size_t rcount, DType t);
+  // A receive buffer of at least `bytes`, kept for the next call: a fresh one costs page faults.
+  void* incoming(std::size_t bytes);
 
  private:
   TransportStats stats_;
   std::string activity_;
+  std::vector<double> incoming_;  // raw storage with 8-byte alignment for every element type
 };
 
 }  // namespace shardlab

@@ -54,8 +54,11 @@ template <> inline float element_cast<float, float>(float v) { return v; }
 bfloat16 bfloat16_from_double(double v);
 template <> inline bfloat16 element_cast<bfloat16, double>(double v) { return bfloat16_from_double(v); }
 
-// acc[i] += in[i] for n elements of type t (bfloat16: add in float32, round back).
-void add_into(DType t, void* acc, const void* in, std::size_t n);
+// out[i] = a[i] + b[i] for n elements of type t (bfloat16: add in float32, round back). out may be
+// a (an add in place) but must not otherwise overlap a or b.
+void add_elements(DType t, void* out, const void* a, const void* b, std::size_t n);
+// acc[i] += in[i]: add_elements(t, acc, acc, in, n).
+inline void add_into(DType t, void* acc, const void* in, std::size_t n) { add_elements(t, acc, acc, in, n); }
 // n elements of type `from` at src written as type `to` at dst (the same buffer is not allowed).
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n);
 

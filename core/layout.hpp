@@ -44,5 +44,12 @@ void copy_out(const void* src, DType src_type, const Shape& shape, std::size_t d
               std::size_t len, void* dst, DType dst_type);
 void copy_in(void* dst, DType dst_type, const Shape& shape, std::size_t dim, std::size_t begin, std::size_t len,
              const void* src, DType src_type);
+// Elements before `dim` in row-major order (the product of the sizes of dims 0..dim-1): when it is
+// 1, the blocks along dim are contiguous and in order, so copy_out/copy_in are plain copies.
+inline std::size_t outer_size(const Shape& shape, std::size_t dim) {
+  std::size_t outer = 1;
+  for (std::size_t d = 0; d < dim && d < shape.size(); ++d) outer *= shape[d];
+  return outer;
+}
 
 }  // namespace shardlab

@@ -14,6 +14,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/mesh.hpp"
+#include "core/tensor.hpp"
 
 using namespace shardlab;
 using Strings = std::vector<std::string>;
@@ -95,12 +96,17 @@ const std::vector<Variant> kVariants = {
     {"all_reduce", 0, 0},     {"all_to_all", 0, 0},  {"all_to_all", 0, 1},     {"all_to_all", 1, 0},
     {"all_to_all", 1, 1}};
 
+// Both dims of every input are multiplied by this: 1 keeps messages small (the sim copies them
+// into its mailboxes); 32 makes most of them 24 KiB-2 MiB (lent: read from the sender's buffer).
+std::size_t g_scale = 1;
+
 // Local input shape for a group of n: small, and divisible where the collective needs it.
 Shape input_shape(const Variant& v, std::size_t n) {
-  if (v.op == "all_gather") return {2, 3};
-  if (v.op == "reduce_scatter") return v.dim == 0 ? Shape{2 * n, 3} : Shape{3, 2 * n};
-  if (v.op == "all_reduce") return {4, 6};  // 24 elements: divisible by every group size 1..8 used here
-  return {2 * n, 2 * n};                      // all_to_all
+  const std::size_t k = g_scale;
+  if (v.op == "all_gather") return {2 * k, 3 * k};
+  if (v.op == "reduce_scatter") return v.dim == 0 ? Shape{2 * n * k, 3 * k} : Shape{3 * k, 2 * n * k};
+  if (v.op == "all_reduce") return {4 * k, 6 * k};  // 24k^2 elements: divisible by every group size 1..8 used here
+  return {2 * n * k, 2 * n * k};                      // all_to_all
 }
 
 // What member p of group `m` must hold afterwards.
@@ -120,11 +126,12 @@ Tensor expected(const Variant& v, const std::vector<int>& m, std::size_t p) {
   }
   if (v.op == "reduce_scatter") {
     Shape out_shape = in;
-    out_shape[v.dim] = 2;
+    const std::size_t b = 2 * g_scale;  // the block each member keeps
+    out_shape[v.dim] = b;
     Tensor out = xt::zeros<double>(out_shape);
     for (std::size_t i = 0; i < out_shape[0]; ++i)
       for (std::size_t j = 0; j < out_shape[1]; ++j)
-        for (int d : m) out(i, j) += v.dim == 0 ? f(d, i + 2 * p, j) : f(d, i, j + 2 * p);
+        for (int d : m) out(i, j) += v.dim == 0 ? f(d, i + b * p, j) : f(d, i, j + b * p);
     return out;
   }
   if (v.op == "all_reduce") {
@@ -175,9 +182,10 @@ TEST_CASE("collective enumeration of ordered axis subsets") {
   CHECK(members_of(Mesh::parse("2x2x2"), 3, {"Z", "X"}) == std::vector<int>{2, 6, 3, 7});
 }
 
-TEST_CASE("collectives on the sim runtime: every op, axis subset and dim, data and ledger bytes") {
+// The cases below for every mesh in `meshes` with inputs scaled by g_scale.
+void check_every_variant(const std::vector<const char*>& meshes) {
   Runtime rt(Backend::sim);
-  for (const char* mesh_text : {"8", "2x4", "4x2", "2x2x2"}) {
+  for (const char* mesh_text : meshes) {
     const Mesh mesh = Mesh::parse(mesh_text);
     for (const Strings& axes : ordered_subsets(mesh)) {
       std::size_t n = 1;
@@ -236,6 +244,79 @@ TEST_CASE("collectives on the sim runtime: every op, axis subset and dim, data a
       }
     }
   }
+}
+
+TEST_CASE("collectives on the sim runtime: every op, axis subset and dim, data and ledger bytes") {
+  g_scale = 1;
+  check_every_variant({"8", "2x4", "4x2", "2x2x2"});
+}
+
+TEST_CASE("collectives with large messages (lent, not copied, by the sim): same data and bytes") {
+  // Dim 0 splits read the input and write the result in place; dim 1 splits go through scratch.
+  g_scale = 32;
+  check_every_variant({"2x4"});
+  g_scale = 1;
+}
+
+// Large float32 and bfloat16 programs on a float32/bfloat16 wire (the in-place paths) and float64
+// programs on a narrower wire (packed and converted). Values are small integers, exact in all three
+// types and in their sums: device d holds v(d, i, j) = d + (i + 3j) % 7.
+template <class T>
+void check_typed_large(DType wire) {
+  const Mesh mesh = Mesh::parse("2x4");
+  const std::size_t rows = 64, cols = 96;  // 24-48 KiB messages in float32, half that in bfloat16
+  auto v = [](int d, std::size_t i, std::size_t j) { return double(d) + double((i + 3 * j) % 7); };
+  Runtime rt(Backend::sim, false, wire);
+  const RunResult r = rt.run(mesh, [&](Device& dev) {
+    xt::xarray<double> in = xt::empty<double>(Shape{rows, cols});
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) in(i, j) = v(dev.id(), i, j);
+    const xt::xarray<T> x = converted<T>(in);
+    const Strings axes = {"X", "Y"};
+    return Outputs{{"ar", converted<double>(all_reduce(dev, x, axes, "A"))},
+                   {"ag", converted<double>(all_gather(dev, x, {"Y"}, 0, "A"))},
+                   {"rs", converted<double>(reduce_scatter(dev, x, axes, 0, "A"))},
+                   {"aa", converted<double>(all_to_all(dev, x, axes, 0, 0, "A"))}};
+  });
+  const std::size_t eb = element_bytes(wire), n = 8, b = rows / n;
+  for (int d = 0; d < 8; ++d) {
+    CAPTURE(d);
+    const auto& o = r.outputs[d];
+    bool ok_ar = true, ok_ag = true, ok_rs = true, ok_aa = true;
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) {
+        double sum = 0;
+        for (int e = 0; e < 8; ++e) sum += v(e, i, j);
+        ok_ar &= o.at("ar")(i, j) == sum;
+      }
+    const int row_start = d / 4 * 4;  // the Y group of d: devices 4x..4x+3
+    for (std::size_t i = 0; i < 4 * rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) ok_ag &= o.at("ag")(i, j) == v(row_start + int(i / rows), i % rows, j);
+    for (std::size_t i = 0; i < b; ++i)
+      for (std::size_t j = 0; j < cols; ++j) {
+        double sum = 0;
+        for (int e = 0; e < 8; ++e) sum += v(e, i + b * d, j);
+        ok_rs &= o.at("rs")(i, j) == sum;
+      }
+    for (std::size_t i = 0; i < rows; ++i)  // block q of the result: member q's slice d
+      for (std::size_t j = 0; j < cols; ++j) ok_aa &= o.at("aa")(i, j) == v(int(i / b), i % b + b * d, j);
+    CHECK(ok_ar);
+    CHECK(ok_ag);
+    CHECK(ok_rs);
+    CHECK(ok_aa);
+    std::size_t sent = 0;
+    for (const LedgerRow& row : r.ledger)
+      if (row.device == d) sent += row.bytes_sent;
+    const std::size_t bytes = rows * cols * eb;  // one local block on the wire
+    CHECK(sent == 2 * (n - 1) * bytes / n + 3 * bytes + (n - 1) * bytes / n + (n - 1) * bytes / n);
+  }
+}
+
+TEST_CASE("collectives of large float32 and bfloat16 blocks, in place or converted: exact data and bytes") {
+  check_typed_large<float>(DType::float32);
+  check_typed_large<bfloat16>(DType::bfloat16);
+  check_typed_large<double>(DType::float32);
+  check_typed_large<double>(DType::bfloat16);
 }
 
 TEST_CASE("collective all_reduce with uneven chunks: per-device bytes by hand") {

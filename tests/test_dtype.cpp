@@ -325,4 +325,19 @@ TEST_SUITE("dtype") {
       CHECK(f == 356.0f);
     }
   }
+  TEST_CASE("add_elements writes a + b to a third buffer and leaves both operands alone") {
+    const std::vector<float> a = {1.5f, 16777216.0f, -2.0f};
+    const std::vector<float> b = {0.25f, 3.0f, 2.0f};
+    std::vector<float> out = {9.0f, 9.0f, 9.0f, 9.0f};
+    add_elements(DType::float32, out.data(), a.data(), b.data(), 3);
+    CHECK(out == std::vector<float>{1.75f, 16777220.0f, 0.0f, 9.0f});
+    CHECK(a == std::vector<float>{1.5f, 16777216.0f, -2.0f});
+    CHECK(b == std::vector<float>{0.25f, 3.0f, 2.0f});
+    // bfloat16 rounds once, as add_into does: 256 + 3 ties up to 260 (0x4382).
+    const std::uint16_t x = 0x4380, y = 0x4040;  // 256, 3
+    std::uint16_t z = 0;
+    add_elements(DType::bfloat16, &z, &x, &y, 1);
+    CHECK(z == 0x4382);
+    CHECK(x == 0x4380);
+  }
 }

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/collectives.hpp"
@@ -328,6 +329,90 @@ TEST_CASE("sim world: a control message where data was expected is a mismatch") 
   CHECK_THROWS_AS(w.take(1, 0, Channel::data, y, sizeof y), Aborted);
   REQUIRE(w.first_error());
   CHECK_THROWS_AS(std::rethrow_exception(w.first_error()), Error);
+}
+
+TEST_CASE("sim world: a lent message is read from the sender's buffer, copied or added, then receipted") {
+  SimWorld w(2);
+  double x[3] = {1.5, -2.0, 4.0};
+  Receipt r;
+  w.post(0, 1, Channel::data, x, sizeof x, "s", &r);
+  x[2] = 8.0;  // lent, not copied: the receiver sees the buffer as it is when it reads
+  CHECK(r.state.load() == 0);
+  double y[3] = {0, 0, 0};
+  w.take(1, 0, Channel::data, y, sizeof y);
+  CHECK(y[0] == 1.5);
+  CHECK(y[1] == -2.0);
+  CHECK(y[2] == 8.0);
+  CHECK(r.state.load() == 2);
+  w.await_receipt(0, 1, r);  // returns at once
+
+  Receipt r2;
+  const double base[3] = {10.0, 20.0, 30.0};
+  double sum[3] = {0, 0, 0};
+  w.post(0, 1, Channel::data, x, sizeof x, "s", &r2);
+  w.take(1, 0, Channel::data, sizeof x, Delivery{sum, base, DType::float64, true});
+  CHECK(sum[0] == 11.5);
+  CHECK(sum[1] == 18.0);
+  CHECK(sum[2] == 38.0);
+  CHECK(base[0] == 10.0);
+  w.await_receipt(0, 1, r2);
+  CHECK_FALSE(w.first_error());
+}
+
+TEST_CASE("sim world: a lent message of the wrong size aborts, and its sender's wait ends") {
+  SimWorld w(2);
+  const double x[2] = {1.0, 2.0};
+  Receipt r;
+  w.post(0, 1, Channel::data, x, sizeof x, "all_gather of A", &r);
+  double y[1];
+  CHECK_THROWS_AS(w.take(1, 0, Channel::data, y, sizeof y), Aborted);
+  CHECK(r.state.load() == 0);  // never read
+  CHECK_THROWS_AS(w.await_receipt(0, 1, r), Aborted);
+  REQUIRE(w.first_error());
+  CHECK_THROWS_AS(std::rethrow_exception(w.first_error()), Error);
+}
+
+TEST_CASE("sim world: waiting for a receipt from a device that finished does not block") {
+  SimWorld w(2);
+  const double x[1] = {1.0};
+  Receipt r;
+  w.set_activity(0, "all_reduce of B");
+  w.post(0, 1, Channel::data, x, sizeof x, "all_reduce of B", &r);
+  w.finish(1);
+  CHECK_THROWS_AS(w.await_receipt(0, 1, r), Aborted);
+  try {
+    std::rethrow_exception(w.first_error());
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::mismatch);
+    CHECK(std::string(e.what()) ==
+          "device 0 waits in all_reduce of B for device 1, which finished its program without taking part");
+  }
+}
+
+TEST_CASE("sim world: two devices waiting for each other's receipts are reported stuck") {
+  // Each lends a message to the other and waits for the receipt without taking: no one can move.
+  SimWorld w(2);
+  const double x[1] = {1.0};
+  Receipt r0, r1;
+  w.post(0, 1, Channel::data, x, sizeof x, "a", &r0);
+  w.post(1, 0, Channel::data, x, sizeof x, "b", &r1);
+  std::string second;
+  std::thread t([&] {
+    try {
+      w.await_receipt(1, 0, r1);
+    } catch (const Aborted&) {
+      second = "aborted";
+    }
+  });
+  CHECK_THROWS_AS(w.await_receipt(0, 1, r0), Aborted);
+  t.join();
+  CHECK(second == "aborted");
+  try {
+    std::rethrow_exception(w.first_error());
+  } catch (const Error& e) {
+    CHECK(has(e.what(), "every device is stuck"));
+    CHECK(has(e.what(), "to take its message"));
+  }
 }
 
 TEST_CASE("sim world: messages between one pair arrive in order, with their bytes") {
