@@ -32,6 +32,7 @@ void unpermute_blocks(const void* from_, void* to_, const std::vector<int>& perm
 // MPICH 4.0 has no bfloat16 type: its elements move as MPI_UINT16_T and sum through a user op
 // that adds in float32 and rounds back, as the ring's own reduction does.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) { add_into(DType::bfloat16, inout, in, *len); }
+}  // namespace
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
@@ -48,7 +49,6 @@ MPI_Op mpi_sum(DType t) {
   if (op == MPI_OP_NULL) mpi_check(MPI_Op_create(&bf16_sum, 1, &op), "MPI_Op_create");
   return op;
 }
-}  // namespace
 
 const MpiTransport::GroupComm& MpiTransport::comm_for(const Group& g) {
   auto it = cache_.find(g.axes);

@@ -17,6 +17,11 @@
 
 namespace shardlab {
 
+// The MPI type that carries elements of t, and the MPI_Op that sums them (bfloat16: MPI_UINT16_T
+// and a user op adding in float32, created on first use, after MPI_Init).
+MPI_Datatype mpi_type(DType t);
+MPI_Op mpi_sum(DType t);
+
 class MpiTransport : public Transport {
  public:
   // `comms` from MpiProcess::comms(mesh); device = this rank.

@@ -19,6 +19,7 @@
 
 #include "collectives/collectives.hpp"
 #include "collectives/mpi.hpp"
+#include "collectives/mpi_transport.hpp"
 #include "collectives/runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
@@ -40,24 +41,36 @@ std::string fixed(double v, int digits) {
 
 // ---- inputs and expected values, from formulas (never from the code under test) ----
 // Member p of a group of n; every value is a small integer, so every sum is exact.
-//   all_reduce      in[i] = p + i%13             out[i] = n(n-1)/2 + n*(i%13)
+//   all_reduce      in[i] = p + i%a              out[i] = n(n-1)/2 + n*(i%a)
 //   all_gather      in[j] = p + j%13 (c = count/n of them)
 //                   out[q*c + j] = q + j%13
-//   reduce_scatter  in[i] = p + i%13 (count)      out[j] = n(n-1)/2 + n*((p*c + j)%13)
-//   all_to_all      in[i] = 100p + i%97           out[q*c + j] = 100q + (p*c + j)%97
+//   reduce_scatter  in[i] = p + i%a (count)       out[j] = n(n-1)/2 + n*((p*c + j)%a)
+//   all_to_all      in[i] = s*p + i%s             out[q*c + j] = s*q + (p*c + j)%s
+// with a = 13 and s = 100 in float32 and float64 (exact far beyond any group here). bfloat16 holds
+// integers exactly only up to 256, so there a = 5 and s = 16: every partial and final sum stays at
+// most n(n-1)/2 + 4n, and every all_to_all value under 16n, both within 256 for n <= 15.
 // MPICH's calls alternate between two inputs: variant v adds v to every input value, so v to every
 // output value of all_gather and all_to_all and n*v to those of all_reduce and reduce_scatter
 // (shift_of). A call that leaves its preallocated output untouched then shows the previous call's
 // values, off by that shift: wrong, without refilling the output before each call. Ours returns a
-// new, zero-filled tensor from every call and keeps variant 0: a second input of up to 16 MiB in a
-// sim device thread's malloc arena would push our 16 MiB all_reduce past the arena's 64 MiB heap,
-// and glibc would then map and fault in a new heap on every call (measured here: 6.5 ms -> 70-77 ms per call).
-Tensor bench_input(const std::string& op, int p, int n, std::size_t count, int variant) {
+// new tensor from every call and keeps variant 0: a second input of up to 16 MiB in a sim device
+// thread's malloc arena would push our 16 MiB all_reduce past the arena's 64 MiB heap, and glibc
+// would then map and fault in a new heap on every call (measured here: 6.5 ms -> 70-77 ms per call).
+struct Pattern {
+  std::size_t a = 13, s = 100;
+};
+Pattern pattern_of(DType t) { return t == DType::bfloat16 ? Pattern{5, 16} : Pattern{}; }
+
+template <class T>
+xt::xarray<T> bench_input(const std::string& op, int p, int n, std::size_t count, int variant, Pattern pat) {
   const std::size_t len = op == "all_gather" ? count / n : count;
-  Tensor t = xt::zeros<double>({len});
-  double* d = t.data();
+  xt::xarray<T> t = xt::empty<T>(Shape{len});
+  T* d = t.data();
   for (std::size_t i = 0; i < len; ++i)
-    d[i] = (op == "all_to_all" ? 100.0 * p + i % 97 : p + double(i % 13)) + variant;
+    d[i] = element_cast<T>((op == "all_to_all"   ? double(pat.s) * p + double(i % pat.s)
+                            : op == "all_gather" ? p + double(i % 13)
+                                                 : p + double(i % pat.a)) +
+                           variant);
   return t;
 }
 
@@ -65,31 +78,32 @@ double shift_of(const std::string& op, int n, int variant) {
   return (op == "all_reduce" || op == "reduce_scatter" ? n : 1) * double(variant);
 }
 
-// Wrong elements among the `got` doubles at `d` (a wrong length: every expected element is wrong);
+// Wrong elements among the `got` elements at `d` (a wrong length: every expected element is wrong);
 // `perturb` is added to every expected value (the input variant's shift, and 1 for --perturb-expected).
 // It runs after every timed call, so it walks the blocks with running remainders: no string compare,
 // division or modulo per element. `!(a == b)`: NaN (a call that wrote nothing) counts as wrong.
-std::size_t count_wrong(const std::string& op, int p, int n, std::size_t count, const double* d, std::size_t got,
-                        double perturb) {
+template <class T>
+std::size_t count_wrong(const std::string& op, int p, int n, std::size_t count, const T* d, std::size_t got,
+                        double perturb, Pattern pat) {
   const std::size_t c = count / n, len = op == "reduce_scatter" ? c : count;
   if (got != len) return len;
   const double tri = n * (n - 1) / 2.0;
   std::size_t wrong = 0;
-  if (op == "all_reduce" || op == "reduce_scatter") {  // tri + n * ((start + k) % 13)
-    std::size_t r = op == "all_reduce" ? 0 : (std::size_t(p) * c) % 13;
+  if (op == "all_reduce" || op == "reduce_scatter") {  // tri + n * ((start + k) % a)
+    std::size_t r = op == "all_reduce" ? 0 : (std::size_t(p) * c) % pat.a;
     for (std::size_t k = 0; k < len; ++k) {
-      wrong += !(d[k] == tri + n * double(r) + perturb);
-      if (++r == 13) r = 0;
+      wrong += !(element_cast<double>(d[k]) == tri + n * double(r) + perturb);
+      if (++r == pat.a) r = 0;
     }
     return wrong;
   }
-  const bool gather = op == "all_gather";  // block q: q + j%13, or 100q + (p*c + j)%97
+  const bool gather = op == "all_gather";  // block q: q + j%13, or s*q + (p*c + j)%s
   for (std::size_t q = 0, k = 0; q < std::size_t(n); ++q) {
-    const double base = (gather ? double(q) : 100.0 * double(q)) + perturb;
-    const std::size_t m = gather ? 13 : 97;
-    std::size_t r = gather ? 0 : (std::size_t(p) * c) % 97;
+    const double base = (gather ? double(q) : double(pat.s) * double(q)) + perturb;
+    const std::size_t m = gather ? 13 : pat.s;
+    std::size_t r = gather ? 0 : (std::size_t(p) * c) % m;
     for (std::size_t j = 0; j < c; ++j, ++k) {
-      wrong += !(d[k] == base + double(r));
+      wrong += !(element_cast<double>(d[k]) == base + double(r));
       if (++r == m) r = 0;
     }
   }
@@ -97,7 +111,8 @@ std::size_t count_wrong(const std::string& op, int p, int n, std::size_t count, 
 }
 
 // The one place the benchmark calls our collectives.
-Tensor call(const std::string& op, Device& dev, const Tensor& in, const std::vector<std::string>& axes) {
+template <class T>
+xt::xarray<T> call(const std::string& op, Device& dev, const xt::xarray<T>& in, const std::vector<std::string>& axes) {
   if (op == "all_reduce") return all_reduce(dev, in, axes, "bench");
   if (op == "all_gather") return all_gather(dev, in, axes, 0, "bench");
   if (op == "reduce_scatter") return reduce_scatter(dev, in, axes, 0, "bench");
@@ -121,19 +136,20 @@ class Mpich {
   Mpich(const Mpich&) = delete;
   Mpich& operator=(const Mpich&) = delete;
 
-  // `in` holds the op's input (count/n doubles for all_gather, count otherwise); `out` its output
-  // (count/n doubles for reduce_scatter, count otherwise).
-  void call(const std::string& op, const double* in, std::size_t count, double* out) const {
+  // `in` holds the op's input (count/n elements of type t for all_gather, count otherwise); `out`
+  // its output (count/n elements for reduce_scatter, count otherwise).
+  void call(const std::string& op, DType t, const void* in, std::size_t count, void* out) const {
     const std::size_t each = count / n_;
     if (count > static_cast<std::size_t>(INT_MAX))
       throw Error(ErrorKind::unsupported, op + " of " + std::to_string(count) +
-                                              " doubles is more than one MPI call can carry here (int counts)");
+                                              " elements is more than one MPI call can carry here (int counts)");
     const int c = static_cast<int>(count), e = static_cast<int>(each);
-    if (op == "all_reduce") check(MPI_Allreduce(in, out, c, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
-    else if (op == "all_gather") check(MPI_Allgather(in, e, MPI_DOUBLE, out, e, MPI_DOUBLE, comm_), "MPI_Allgather");
+    const MPI_Datatype ty = mpi_type(t);
+    if (op == "all_reduce") check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
+    else if (op == "all_gather") check(MPI_Allgather(in, e, ty, out, e, ty, comm_), "MPI_Allgather");
     else if (op == "reduce_scatter")
-      check(MPI_Reduce_scatter_block(in, out, e, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
-    else check(MPI_Alltoall(in, e, MPI_DOUBLE, out, e, MPI_DOUBLE, comm_), "MPI_Alltoall");
+      check(MPI_Reduce_scatter_block(in, out, e, ty, mpi_sum(t), comm_), "MPI_Reduce_scatter_block");
+    else check(MPI_Alltoall(in, e, ty, out, e, ty, comm_), "MPI_Alltoall");
   }
 
  private:
@@ -234,14 +250,116 @@ double bus_factor(const std::string& op, int n) {
   return (op == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n;
 }
 
-std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count) {
+std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count, std::size_t element_bytes) {
   if (n <= 1) return 0;
-  return (op == "all_reduce" ? 2 : 1) * std::size_t(n - 1) * (count / n) * sizeof(double);
+  return (op == "all_reduce" ? 2 : 1) * std::size_t(n - 1) * (count / n) * element_bytes;
 }
+
+namespace {
+// What every device of the collectives benchmark needs to know.
+struct Setup {
+  std::vector<std::string> axes, ops;
+  std::vector<std::size_t> bytes;
+  int iters = 0, warmup = 0;
+  bool native = false, perturb = false;
+  std::size_t memcpy_max = 0;
+  DType dtype = DType::float32;
+  Pattern pattern;
+  std::function<std::size_t(std::size_t)> count_of;  // elements timed for a size in bytes
+};
+
+// One device's part: for each size and op, warm-up calls, then timed calls of ours (and MPICH's,
+// alternating which goes first) beside a memcpy of the same bytes; seconds and wrong counts out.
+template <class T>
+Outputs time_collectives(Device& dev, const Setup& u) {
+  const Group g = dev.group(u.axes);
+  const int n = g.size();
+  std::unique_ptr<Mpich> theirs;
+  if (u.native) theirs = std::make_unique<Mpich>(g);
+  // memcpy's two buffers, mapped and touched once: no page faults in its timed copies.
+  Pages from(u.memcpy_max, 1), to(u.memcpy_max, 0);
+  const std::size_t S = u.bytes.size(), O = u.ops.size();
+  // seconds(s, k, i) and wrong(s, k, i): i = 0 ours, 1 native, 2 memcpy (seconds only)
+  Tensor seconds = xt::zeros<double>({S, O, std::size_t{3}}), wrong = xt::zeros<double>({S, O, std::size_t{2}});
+  Tensor first = xt::zeros<double>({S, O});  // iterations in which ours ran before native
+  std::vector<double> syncs;
+  syncs.reserve(S * O * u.iters * 2);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (std::size_t s = 0; s < S; ++s) {
+    const std::size_t count = u.count_of(u.bytes[s]);
+    for (std::size_t k = 0; k < O; ++k) {
+      const std::string& op = u.ops[k];
+      const xt::xarray<T> in[2] = {bench_input<T>(op, g.me, n, count, 0, u.pattern),
+                                    theirs ? bench_input<T>(op, g.me, n, count, 1, u.pattern) : xt::xarray<T>()};
+      const std::size_t out_len = op == "reduce_scatter" ? count / n : count;
+      std::vector<T> out(theirs ? out_len : 0, element_cast<T>(nan));  // MPICH's output, touched before timing
+      int calls = 0;  // MPICH's calls so far: its input variant is calls % 2
+      const double perturb = u.perturb ? 1.0 : 0.0;
+      const std::size_t copy = bytes_sent_per_device(op, n, count, sizeof(T));
+      auto run_ours = [&](bool check) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const xt::xarray<T> got = call(op, dev, in[0], u.axes);
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (check) wrong(s, k, 0) += double(count_wrong(op, g.me, n, count, got.data(), got.size(), perturb, u.pattern));
+        return sec;
+      };
+      auto run_native = [&](bool check) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const int v = calls++ % 2;
+        theirs->call(op, u.dtype, in[v].data(), count, out.data());
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (check)
+          wrong(s, k, 1) += double(
+              count_wrong(op, g.me, n, count, out.data(), out.size(), shift_of(op, n, v) + perturb, u.pattern));
+        return sec;
+      };
+      auto run_memcpy = [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::memcpy(to.data(), from.data(), copy);
+        asm volatile("" : : "r"(to.data()) : "memory");  // the copy is done and may be read: not optimised away
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      };
+      for (int w = 0; w < u.warmup; ++w) {
+        meet(dev, g);
+        run_ours(false);
+        if (theirs) {
+          meet(dev, g);
+          run_native(false);
+        }
+        run_memcpy();
+      }
+      std::vector<double> took[3] = {std::vector<double>(u.iters), std::vector<double>(u.iters),
+                                     std::vector<double>(u.iters)};
+      for (int it = 0; it < u.iters; ++it) {
+        // Which implementation goes first alternates: ours, native; native, ours; ... The order is
+        // counted from what ran, not from the parity.
+        int step = 0, ours_at = -1, native_at = -1;
+        for (int impl : {it % 2, 1 - it % 2}) {
+          if (impl == 1 && !theirs) continue;
+          syncs.push_back(meet(dev, g));
+          (impl ? native_at : ours_at) = step++;
+          took[impl][it] = impl ? run_native(true) : run_ours(true);
+        }
+        if (theirs && ours_at < native_at) first(s, k) += 1;
+        took[2][it] = run_memcpy();
+      }
+      seconds(s, k, 0) = median(took[0]);
+      seconds(s, k, 1) = theirs ? median(took[1]) : -1;
+      seconds(s, k, 2) = copy ? median(took[2]) : -1;
+    }
+  }
+  dev.ledger().clear();  // thousands of rows nobody reads
+  Tensor sync = xt::zeros<double>({std::size_t{1}});
+  sync(0) = median(syncs);
+  return {{"seconds", seconds}, {"wrong", wrong}, {"first", first}, {"sync", sync}};
+}
+}  // namespace
 
 BenchResult run_collectives_bench(const BenchOptions& o) {
   const Backend backend = parse_backend(o.backend);
-  Runtime rt(backend);
+  const DType dtype = parse_dtype(o.dtype);
+  const std::size_t eb = element_bytes(dtype);
+  Runtime rt(backend, false, dtype);
   const Mesh mesh = Mesh::parse(o.mesh.empty() ? "X=" + std::to_string(backend == Backend::mpi ? mpi::world_size() : 2)
                                                : o.mesh);
   rt.check_mesh(mesh);
@@ -255,7 +373,11 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const bool crowded = here > cores();
   const int iters = o.iters >= 1 ? o.iters : crowded ? 2 : 20, warmup = o.warmup >= 0 ? o.warmup : crowded ? 1 : 5;
   const bool native = backend == Backend::mpi;
-  auto count_of = [&](std::size_t b) { return std::max<std::size_t>(n, b / sizeof(double) / n * n); };
+  if (dtype == DType::bfloat16 && n > 15)
+    throw Error(ErrorKind::unsupported, "bench collectives in bfloat16 takes groups of at most 15 devices (its "
+                                        "values must stay exact integers up to 256); this group has " +
+                                            std::to_string(n) + ": use --dtype float32");
+  auto count_of = [n, eb](std::size_t b) { return std::max<std::size_t>(n, b / eb / n * n); };
 
   BenchResult result;
   result.group_size = n;
@@ -268,6 +390,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
               " on this host's " + std::to_string(cores()) + " cores; " + std::to_string(iters) +
               " timed calls per size after " + std::to_string(warmup) + " warm-up" +
               (native ? ", ours and native alternating which runs first" : ""));
+  h.push_back("element type: " + dtype_text(dtype) + "; size(B) = count x " + std::to_string(eb) + " B");
   h.push_back("BLAS (kernel set): " + blas_description() + "; reductions: a plain C++ loop");
   h.push_back(std::string("ours: ring all_reduce/all_gather/reduce_scatter, pairwise all_to_all over ") +
               (native ? "MPI_Isend/MPI_Irecv" : "in-process mailboxes") +
@@ -290,86 +413,27 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
 
   std::size_t memcpy_max = 0;
   for (const auto b : bytes)
-    for (const auto& op : ops) memcpy_max = std::max(memcpy_max, bytes_sent_per_device(op, n, count_of(b)));
+    for (const auto& op : ops) memcpy_max = std::max(memcpy_max, bytes_sent_per_device(op, n, count_of(b), eb));
 
+  Setup u;
+  u.axes = axes;
+  u.ops = ops;
+  u.bytes = bytes;
+  u.iters = iters;
+  u.warmup = warmup;
+  u.native = native;
+  u.perturb = o.perturb_expected;
+  u.memcpy_max = memcpy_max;
+  u.dtype = dtype;
+  u.pattern = pattern_of(dtype);
+  u.count_of = count_of;
   const Program program = [&](Device& dev) -> Outputs {
-    const Group g = dev.group(axes);
-    std::unique_ptr<Mpich> theirs;
-    if (native) theirs = std::make_unique<Mpich>(g);
-    // memcpy's two buffers, mapped and touched once: no page faults in its timed copies.
-    Pages from(memcpy_max, 1), to(memcpy_max, 0);
-    const std::size_t S = bytes.size(), O = ops.size();
-    // seconds(s, k, i) and wrong(s, k, i): i = 0 ours, 1 native, 2 memcpy (seconds only)
-    Tensor seconds = xt::zeros<double>({S, O, std::size_t{3}}), wrong = xt::zeros<double>({S, O, std::size_t{2}});
-    Tensor first = xt::zeros<double>({S, O});  // iterations in which ours ran before native
-    std::vector<double> syncs;
-    syncs.reserve(S * O * iters * 2);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (std::size_t s = 0; s < S; ++s) {
-      const std::size_t count = count_of(bytes[s]);
-      for (std::size_t k = 0; k < O; ++k) {
-        const std::string& op = ops[k];
-        const Tensor in[2] = {bench_input(op, g.me, n, count, 0),
-                              theirs ? bench_input(op, g.me, n, count, 1) : Tensor()};
-        const std::size_t out_len = op == "reduce_scatter" ? count / n : count;
-        std::vector<double> out(theirs ? out_len : 0, nan);  // MPICH's output, touched before timing
-        int calls = 0;  // MPICH's calls so far: its input variant is calls % 2
-        const double perturb = o.perturb_expected ? 1.0 : 0.0;
-        const std::size_t copy = bytes_sent_per_device(op, n, count);
-        auto run_ours = [&](bool check) {
-          const auto t0 = std::chrono::steady_clock::now();
-          const Tensor got = call(op, dev, in[0], axes);
-          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (check) wrong(s, k, 0) += double(count_wrong(op, g.me, n, count, got.data(), got.size(), perturb));
-          return sec;
-        };
-        auto run_native = [&](bool check) {
-          const auto t0 = std::chrono::steady_clock::now();
-          const int v = calls++ % 2;
-          theirs->call(op, in[v].data(), count, out.data());
-          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (check)
-            wrong(s, k, 1) += double(count_wrong(op, g.me, n, count, out.data(), out.size(), shift_of(op, n, v) + perturb));
-          return sec;
-        };
-        auto run_memcpy = [&] {
-          const auto t0 = std::chrono::steady_clock::now();
-          std::memcpy(to.data(), from.data(), copy);
-          asm volatile("" : : "r"(to.data()) : "memory");  // the copy is done and may be read: not optimised away
-          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        };
-        for (int w = 0; w < warmup; ++w) {
-          meet(dev, g);
-          run_ours(false);
-          if (theirs) {
-            meet(dev, g);
-            run_native(false);
-          }
-          run_memcpy();
-        }
-        std::vector<double> took[3] = {std::vector<double>(iters), std::vector<double>(iters), std::vector<double>(iters)};
-        for (int it = 0; it < iters; ++it) {
-          // Which implementation goes first alternates: ours, native; native, ours; ... The order is
-          // counted from what ran, not from the parity.
-          int step = 0, ours_at = -1, native_at = -1;
-          for (int impl : {it % 2, 1 - it % 2}) {
-            if (impl == 1 && !theirs) continue;
-            syncs.push_back(meet(dev, g));
-            (impl ? native_at : ours_at) = step++;
-            took[impl][it] = impl ? run_native(true) : run_ours(true);
-          }
-          if (theirs && ours_at < native_at) first(s, k) += 1;
-          took[2][it] = run_memcpy();
-        }
-        seconds(s, k, 0) = median(took[0]);
-        seconds(s, k, 1) = theirs ? median(took[1]) : -1;
-        seconds(s, k, 2) = copy ? median(took[2]) : -1;
-      }
+    switch (dtype) {
+      case DType::float32: return time_collectives<float>(dev, u);
+      case DType::bfloat16: return time_collectives<bfloat16>(dev, u);
+      case DType::float64: break;
     }
-    dev.ledger().clear();  // thousands of rows nobody reads
-    Tensor sync = xt::zeros<double>({std::size_t{1}});
-    sync(0) = median(syncs);
-    return {{"seconds", seconds}, {"wrong", wrong}, {"first", first}, {"sync", sync}};
+    return time_collectives<double>(dev, u);
   };
   const RunResult run = rt.run(mesh, program);
   if (!rt.is_root()) return result;
@@ -379,8 +443,8 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
       BenchRow row;
       row.op = ops[k];
       row.count = count_of(bytes[s]);
-      row.bytes = row.count * sizeof(double);
-      row.memcpy_bytes = bytes_sent_per_device(row.op, n, row.count);
+      row.bytes = row.count * eb;
+      row.memcpy_bytes = bytes_sent_per_device(row.op, n, row.count, eb);
       for (const auto& out : run.outputs) {
         const Tensor& sec = out.at("seconds");
         const Tensor& wr = out.at("wrong");

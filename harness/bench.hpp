@@ -29,6 +29,7 @@ struct BenchOptions {
   int iters = -1, warmup = -1;  // -1: 20 and 5, or 2 and 1 with more devices than cores
   std::string csv;              // also write the rows here, with # header rows
   bool perturb_expected = false;  // testing: every expected value off by one; #wrong must show it
+  std::string dtype = "float32";  // element type moved: float32, float64 or bfloat16
 };
 
 struct BenchRow {
@@ -55,7 +56,7 @@ std::size_t parse_bytes(const std::string& text, const std::string& what);  // "
 double bus_factor(const std::string& op, int n);                          // 2(n-1)/n or (n-1)/n
 // Bytes one member of a group of n sends in `op` on `count` doubles (count divisible by n): what the
 // memcpy column copies. 2(n-1) chunks of count/n for all_reduce, n-1 for the others.
-std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count);
+std::size_t bytes_sent_per_device(const std::string& op, int n, std::size_t count, std::size_t element_bytes);
 BenchResult run_collectives_bench(const BenchOptions& options);           // every rank takes part
 std::string bench_table(const BenchResult& result);
 std::string bench_csv(const BenchResult& result);

@@ -31,6 +31,7 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)");
   c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
+  c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_flag("--perturb-expected", o->perturb_expected,
               "testing: every expected value off by one; #wrong must count every element of every timed call and "
               "the exit be 1");

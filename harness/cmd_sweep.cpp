@@ -26,7 +26,7 @@ struct SweepOptions {
   std::string what = "bytes,share,memory,busbw";
   std::string dims = "B=64,S=8,M=256,H=1024";
   std::string share_dims = "article";
-  std::string dtype = "float32";  // element type of the bytes and memory sweeps
+  std::string dtype = "float32";  // element type of every sweep
   int max_devices = 64;
   std::string backend = "sim";
   std::string min = "1K", max = "4M";
@@ -89,6 +89,7 @@ int run_sweep(const SweepOptions& o) {
     b.min = o.min;
     b.max = o.max;
     b.iters = o.iters;
+    b.dtype = o.dtype;
     busbw_run = run_collectives_bench(b);
   }
   if (wants("machine")) {
@@ -99,6 +100,7 @@ int run_sweep(const SweepOptions& o) {
       b.ops = "all_reduce";
       b.min = "8";
       b.max = "32M";
+      b.dtype = o.dtype;
       link_run = run_collectives_bench(b);
     }
   }
@@ -160,7 +162,7 @@ Command add_sweep_command(CLI::App& app) {
                                    "fits alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();
   c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
-  c->add_option("--dtype", o->dtype, "element type of the bytes and memory sweeps: float32, float64 or bfloat16")
+  c->add_option("--dtype", o->dtype, "element type of every sweep: float32, float64 or bfloat16")
       ->capture_default_str();
   c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")
       ->capture_default_str();

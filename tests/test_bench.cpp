@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/text.hpp"
+#include "core/error.hpp"
 #include "harness/bench.hpp"
 #include "harness/sweep.hpp"
 #include "run_binary.hpp"
@@ -32,6 +33,7 @@ BenchOptions small(const std::string& mesh = "X=2") {
   o.factor = 8;
   o.iters = 3;
   o.warmup = 1;
+  o.dtype = "float64";  // the hand counts below are in 8-byte elements
   return o;
 }
 
@@ -89,19 +91,19 @@ bool has_line_starting(const std::string& text, const std::string& start) {
 
 TEST_CASE("bench collectives: bytes sent per device, as the memcpy column copies them") {
   // 1 MiB = 131072 doubles. Ring all_reduce sends 2(n-1) chunks of count/n, the others n-1.
-  CHECK(bytes_sent_per_device("all_reduce", 2, 131072) == 1048576);            // 2(1)/2 x 1 MiB
-  CHECK(bytes_sent_per_device("all_gather", 2, 131072) == 524288);             // (1)/2 x 1 MiB
-  CHECK(bytes_sent_per_device("reduce_scatter", 4, 131072) == 786432);         // 3/4 x 1 MiB
-  CHECK(bytes_sent_per_device("all_to_all", 8, 131072) == 7 * 16384 * 8);      // 7/8 x 1 MiB
-  CHECK(bytes_sent_per_device("all_reduce", 4, 131072) == 2 * 3 * 32768 * 8);  // 6/4 x 1 MiB
-  CHECK(bytes_sent_per_device("all_gather", 1, 131072) == 0);                  // a group of one sends nothing
+  CHECK(bytes_sent_per_device("all_reduce", 2, 131072, 8) == 1048576);            // 2(1)/2 x 1 MiB
+  CHECK(bytes_sent_per_device("all_gather", 2, 131072, 8) == 524288);             // (1)/2 x 1 MiB
+  CHECK(bytes_sent_per_device("reduce_scatter", 4, 131072, 8) == 786432);         // 3/4 x 1 MiB
+  CHECK(bytes_sent_per_device("all_to_all", 8, 131072, 8) == 7 * 16384 * 8);      // 7/8 x 1 MiB
+  CHECK(bytes_sent_per_device("all_reduce", 4, 131072, 8) == 2 * 3 * 32768 * 8);  // 6/4 x 1 MiB
+  CHECK(bytes_sent_per_device("all_gather", 1, 131072, 8) == 0);                  // a group of one sends nothing
   // The same as busbw's factor times the size, wherever n divides the count.
   for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"})
     for (int n : {2, 3, 4, 8}) {
       CAPTURE(op);
       CAPTURE(n);
       const std::size_t count = 24 * 1024;
-      CHECK(double(bytes_sent_per_device(op, n, count)) == doctest::Approx(bus_factor(op, n) * count * 8));
+      CHECK(double(bytes_sent_per_device(op, n, count, 8)) == doctest::Approx(bus_factor(op, n) * count * 8));
     }
 }
 
@@ -116,7 +118,7 @@ TEST_CASE("bench collectives on sim: a memcpy column and ours/memcpy for every r
     CAPTURE(row.bytes);
     CHECK(row.ours_seconds > 0);
     CHECK(row.memcpy_seconds > 0);
-    CHECK(row.memcpy_bytes == bytes_sent_per_device(row.op, 2, row.count));
+    CHECK(row.memcpy_bytes == bytes_sent_per_device(row.op, 2, row.count, 8));
     CHECK(row.memcpy_bytes == (row.op == "all_reduce" ? row.bytes : row.bytes / 2));  // n = 2
     CHECK(row.native_seconds < 0);  // no native side on sim
     CHECK(row.ours_first == -1);
@@ -193,6 +195,38 @@ TEST_CASE("bench collectives --perturb-expected: #wrong counts every element of 
   }
 }
 
+TEST_CASE("bench collectives in float32 and bfloat16: count = bytes / element size, exact values, every wrong one counted") {
+  // X=15 is the largest group whose bfloat16 values stay exact (sums up to n(n-1)/2 + 4n = 165,
+  // all_to_all values up to 16n - 1 = 239); X=16 is refused.
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    for (const std::string mesh : {"X=3", "X=15"}) {
+      CAPTURE(dtype);
+      CAPTURE(mesh);
+      const int n = mesh == "X=3" ? 3 : 15;
+      const std::size_t eb = dtype == "float32" ? 4 : 2;
+      BenchOptions o = small(mesh);
+      o.dtype = dtype;
+      o.min = o.max = "8K";
+      o.iters = 1;
+      o.warmup = 0;
+      const BenchResult r = run_collectives_bench(o);
+      REQUIRE(r.rows.size() == 4);
+      CHECK(r.wrong() == 0);
+      for (const auto& row : r.rows) {
+        CHECK(row.count == 8192 / eb / n * n);
+        CHECK(row.bytes == row.count * eb);
+        CHECK(row.memcpy_bytes == bytes_sent_per_device(row.op, n, row.count, eb));
+      }
+      o.perturb_expected = true;
+      const BenchResult bad = run_collectives_bench(o);
+      for (const auto& row : bad.rows) CHECK(row.ours_wrong == std::size_t(n) * elements(row, n));
+    }
+  }
+  BenchOptions o = small("X=16");
+  o.dtype = "bfloat16";
+  CHECK_THROWS_AS(run_collectives_bench(o), shardlab::Error);
+}
+
 TEST_CASE("shardlab bench collectives on sim: the memcpy column in the binary's table and CSV; perturbed, exit 1") {
   const std::string csv = "/tmp/shardlab_test_bench_" + std::to_string(::getpid()) + ".csv";
   const auto ok = run_binary("shardlab bench collectives --max 4K --iters 2 --warmup 0 --csv " + csv);
@@ -211,9 +245,9 @@ TEST_CASE("shardlab bench collectives on sim: the memcpy column in the binary's 
   CHECK(data_rows(text.str(), ',').size() == 8);  // 1K and 4K, four ops
   std::remove(csv.c_str());
 
-  // 1K and 4K (128 and 512 doubles) x 2 calls x 2 devices: all_reduce, all_gather and all_to_all
-  // hold count elements per device, reduce_scatter count/2.
-  const std::size_t all = 2 * 2 * ((128 + 512) * 3 + (64 + 256));
+  // 1K and 4K (256 and 1024 float32, the default type) x 2 calls x 2 devices: all_reduce,
+  // all_gather and all_to_all hold count elements per device, reduce_scatter count/2.
+  const std::size_t all = 2 * 2 * ((256 + 1024) * 3 + (128 + 512));
   const auto bad = run_binary("shardlab bench collectives --max 4K --iters 2 --warmup 0 --perturb-expected");
   CHECK(bad.status == 1);
   CHECK(bad.out.find("# total #wrong: " + std::to_string(all) + "\n") != std::string::npos);
