@@ -22,6 +22,7 @@
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
 #include "harness/ffn.hpp"
+#include "harness/ffn_bounds.hpp"
 #include "harness/session.hpp"
 #include "harness/sketch.hpp"
 #include "harness/table.hpp"
@@ -285,46 +286,12 @@ bool FfnResult::pass() const {
 
 namespace {
 
-// Tolerances of the sharded results against the reference, for element type t with unit roundoff
-// u (verify.hpp's reduction_tolerance bounds two orders of one sum; for float32 and bfloat16 it
-// also counts the rounding of partial sums moved in that type and of the stored result):
-//  - h = x W_in: integers times multiples of 1/8, so every partial sum is a multiple of 1/8 below
-//    M max|x| max|W_in|; while 8 M max|x| max|W_in| < 2^p (p = 53, 24, 8 significant bits) every
-//    order gives the same h exactly. Otherwise tol_h = reduction_tolerance(M, max|x W_in|, t, devices).
-//  - g = gelu(h): |gelu'| < 1.13, so err_g <= 1.13 tol_h (plus 0: both sides round alike).
-//  - y sums H terms g W_out: H max|W_out| err_g + the reordering of its own sum.
-//  - dg sums M products; dh = dg * gelu'(h): err_dh <= max|gelu'| (tol_dg + H-free err from h)
-//    + 2u max|dh| (one rounding per side); dx sums H terms dh W_in: H max|W_in| err_dh + its
-//    reordering; dW_in likewise over B*S with x; dW_out sums B*S products g R with g off by err_g.
-struct Tolerances {
-  double h = 0, y = 0, dx = 0, dw_in = 0, dw_out = 0;
-};
-constexpr double kGeluSlope = 1.13;  // max |gelu'(z)| = 1.1289 at z = sqrt 2
-
-template <class T>
-Tolerances tolerances(const FfnInputsOf<T>& in, const FfnReferenceOf<T>& ref, const FfnDims& d, int devices) {
-  const DType t = dtype_of<T>();
-  Tolerances tol;
-  const double g = max_abs_of(ref.g), wi = max_abs_of(in.w_in), wo = max_abs_of(in.w_out), x = max_abs_of(in.x);
-  const bool h_exact = 8.0 * d.m * x * wi < 1.0 / unit_roundoff(t);  // 1/u = 2^p
-  tol.h = h_exact ? 0.0 : reduction_tolerance(d.m, x * wi, t, devices);
-  const double err_g = kGeluSlope * tol.h;
-  tol.y = d.h * wo * err_g + reduction_tolerance(d.h, g * wo, t, devices);
-  if (ref.dh.size() == 0) return tol;
-  const double dh = max_abs_of(ref.dh), r = max_abs_of(in.r), u = unit_roundoff(t);
-  const double err_dh = kGeluSlope * reduction_tolerance(d.m, r * wo, t, devices) + 2 * u * dh +
-                        max_abs_of(ref.dg) * kGeluSlope * tol.h;  // gelu' moves by at most that much
-  tol.dx = d.h * wi * err_dh + reduction_tolerance(d.h, dh * wi, t, devices);
-  tol.dw_in = d.b * d.s * x * err_dh + reduction_tolerance(d.b * d.s, x * dh, t, devices);
-  tol.dw_out = d.b * d.s * r * err_g + reduction_tolerance(d.b * d.s, g * r, t, devices);
-  return tol;
-}
-
 // --perturb-expected: one element moved by twice its tolerance (at least 1), so a correct run must
 // FAIL, in every element type.
-Tensor perturbed(const Tensor& want, bool perturb, double tolerance) {
+Tensor perturbed(const Tensor& want, bool perturb, const Tensor& tolerance) {
   Tensor w = want;
-  if (perturb && w.size() > 0) w.data()[w.size() / 2] += std::max(1.0, 2 * tolerance);
+  const std::size_t i = w.size() / 2;
+  if (perturb && w.size() > 0) w.data()[i] += std::max(1.0, 2 * tolerance.data()[i]);
   return w;
 }
 
@@ -385,29 +352,26 @@ MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& k
 }
 
 // Sketch of one stage c = op(a) op(b), all held as [rows, cols] (a batch-and-sequence dim folded
-// into rows). gamma bounds each element's error relative to (|op(A)| |op(B)|): the sum of K
-// products in float32 arithmetic, plus one rounding per partial sum moved between up to `devices`
-// devices and the stored result, in T.
+// into rows), whose k-term sums were added over a group of `group` devices. Each element of an
+// honest c is within rho (|op(A)| |op(B)|)_ij + q |c_ij| of the exact product (gemm_rounding in
+// verify.hpp: the products in T's compute arithmetic, the partial sums added and rounded in T);
+// sketch_product applies that to |v| row by row. `exact`: the stage is exact on the 1/8 grid
+// (ffn_bounds.hpp), so rho = q = 0.
 template <class T>
 Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_t c_rows, const xt::xarray<T>& a,
                      std::size_t a_rows, bool ta, const xt::xarray<T>& b, std::size_t b_rows, bool tb, std::size_t k,
-                     int devices, std::uint64_t seed) {
+                     std::size_t group, bool exact, std::uint64_t seed) {
   constexpr std::size_t kVectors = 20;
-  // float64 and float32: k products and at most devices + 1 stored partial sums, all in T's
-  // arithmetic. bfloat16: the products in float32, then devices + 1 roundings to bfloat16.
-  const DType t = dtype_of<T>();
-  const double gamma = t == DType::bfloat16
-                           ? sum_gamma(k, compute_roundoff(t)) + (devices + 1) * unit_roundoff(t)
-                           : sum_gamma(k + static_cast<std::size_t>(devices) + 1, unit_roundoff(t));
+  const GemmRounding g = exact ? GemmRounding{} : gemm_rounding(dtype_of<T>(), k, group);
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
-                             {b.data(), b_rows, b.size() / b_rows, tb}, gamma, kVectors, seed);
+                             {b.data(), b_rows, b.size() / b_rows, tb}, g.product, kVectors, seed, g.result);
   } else {
     std::vector<xt::xarray<float>> keep;
     keep.reserve(3);
     const MatRef<float> fc = as_float(c, keep, c_rows, false), fa = as_float(a, keep, a_rows, ta),
                         fb = as_float(b, keep, b_rows, tb);
-    return sketch_product<float>(name, fc, fa, fb, gamma, kVectors, seed);
+    return sketch_product<float>(name, fc, fa, fb, g.product, kVectors, seed, g.result);
   }
 }
 
@@ -435,8 +399,8 @@ void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, st
   use_all_blas_threads();
   const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
   use_one_blas_thread();
-  const Tolerances tol = tolerances(in, ref, c.dims, plan.mesh.devices());
-  auto check = [&](const std::string& name, const xt::xarray<T>& want, double t, const std::string& label) {
+  const FfnBounds tol = ffn_bounds(in, ref, ffn_reduction_groups(plan));
+  auto check = [&](const std::string& name, const xt::xarray<T>& want, const Tensor& t, const std::string& label) {
     Verdict v = compare(label, converted<double>(got.at(name)), perturbed(converted<double>(want), c.perturb_expected, t), t);
     v.name = label;
     r.checks.push_back(v);
@@ -455,20 +419,24 @@ void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
   const FfnConfig& c = plan.config;
   const FfnDims& d = c.dims;
   const std::size_t bs = d.b * d.s;
-  const int n = plan.mesh.devices();
+  const FfnGroups n = ffn_reduction_groups(plan);
+  // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_bounds.hpp).
+  const DType t = dtype_of<T>();
+  const bool h_exact = exact_in_eighths(d.m * max_abs_of(in.x) * max_abs_of(in.w_in), t);
+  const bool dg_exact = c.backward && exact_in_eighths(d.m * max_abs_of(in.r) * max_abs_of(in.w_out), t);
   const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
   // The stages are independent checks: run them on every core.
   using Check = std::function<Verdict()>;
   std::vector<Check> checks = {
-      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n, seed); },
+      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n.h, h_exact, seed); },
       [&] { return exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))); },
-      [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n, seed + 1); }};
+      [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n.y, false, seed + 1); }};
   if (c.backward) {
-    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n, seed + 2); });
-    checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n, seed + 3); });
+    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n.dg, dg_exact, seed + 2); });
+    checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n.dw_out, false, seed + 3); });
     checks.push_back([&] { return exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"), multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))); });
-    checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n, seed + 4); });
-    checks.push_back([&] { return sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n, seed + 5); });
+    checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n.dx, false, seed + 4); });
+    checks.push_back([&] { return sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n.dw_in, false, seed + 5); });
   }
   std::vector<Verdict> verdicts = on_all_cores(checks);
   if (c.perturb_expected) {

@@ -19,8 +19,10 @@
 //   Z = C V      [M, k]    r = |C| 1      [M]
 // and passes iff |Z_ic - Y_ic| <= T_i for every row i and vector c.
 //
-// An honest C passes. If |E_ij| <= gamma (|op(A)| |op(B)|)_ij for all j, the exact sketch
-// (E V)_ic = sum_j E_ij v_jc is at most t_i = gamma s_i. The computed Z - Y differs from it by
+// An honest C passes. If |E_ij| <= gamma (|op(A)| |op(B)|)_ij + rho |C_ij| for all j (rho =
+// result_gamma: a last rounding relative to the result, as bfloat16 has), the exact sketch
+// (E V)_ic = sum_j E_ij v_jc is at most sum_j (gamma P_ij + rho |C_ij|) |v_jc| = t_i = gamma s_i + rho r_i:
+// each element's own allowance applied to |v|, summed along the row. The computed Z - Y differs from it by
 // the check's rounding; a sum of n products in double is within gamma_n sum |terms| in any
 // order (Higham, Accuracy and Stability, eq. 3.5); float -> double and times +-1 are exact:
 //   Z:  gamma_N r_i
@@ -29,7 +31,7 @@
 // so e_i <= gamma_N r_i + (gamma_N + gamma_K + gamma_K gamma_N) s_i <= delta (r_i + s_i) with
 // delta = gamma_{N+K} (Higham Lemma 3.3). r and s are computed sums of nonnegative terms, so
 // r <= r^ / (1 - delta) and s <= s^ / (1 - delta). Hence
-//   T_i = (((gamma + delta) s^_i + delta r^_i) / (1 - delta) + tiny) (1 + 32u)  >=  t_i + e_i,
+//   T_i = (((gamma + delta) s^_i + (rho + delta) r^_i) / (1 - delta) + tiny) (1 + 32u)  >=  t_i + e_i,
 // where tiny = (N + K) 2^-1074 covers products that underflow, and (1 + 32u) makes the computed
 // T_i an upper bound despite its own few roundings ((1 - u)^30 (1 + 32u) > 1).
 //
@@ -142,15 +144,16 @@ std::string false_pass_line(std::size_t vectors, double largest_tolerance, doubl
 
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
-                       std::size_t vectors, std::uint64_t seed) {
+                       std::size_t vectors, std::uint64_t seed, double result_gamma) {
   const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = vectors;
   if (op_rows(b) != inner)
     throw Error(ErrorKind::rank_mismatch, "sketch of " + name + ": op(A) is " + dims(m, inner) + " but op(B) is " +
                                               dims(op_rows(b), n) + "; the inner sizes must match");
   if (k == 0)
     throw Error(ErrorKind::unsupported, "sketch of " + name + " needs at least one random vector; 0 would pass anything");
-  if (!(gamma >= 0))
-    throw Error(ErrorKind::unsupported, "sketch of " + name + ": gamma must be >= 0, got " + g3(gamma));
+  if (!(gamma >= 0) || !(result_gamma >= 0))
+    throw Error(ErrorKind::unsupported, "sketch of " + name + ": gamma must be >= 0, got " + g3(gamma) +
+                                            (result_gamma == 0 ? "" : " and " + g3(result_gamma)));
   Verdict v;
   v.name = name;
   if (op_rows(c) != m || op_cols(c) != n) {
@@ -170,7 +173,7 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   double largest_own = 0;
   std::string first;
   for (std::size_t i = 0; i < m; ++i) {
-    const double tol = (((gamma + delta) * s[i] + delta * r[i]) / (1 - delta) + tiny) * up;
+    const double tol = (((gamma + delta) * s[i] + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
     const double own = ((delta * (r[i] + s[i]) / (1 - delta) + 2 * u * tol) + tiny) * up;
     v.tolerance = std::max(v.tolerance, tol);
     largest_own = std::max(largest_own, own);
@@ -190,8 +193,8 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
 }
 
 template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>, double,
-                                       std::size_t, std::uint64_t);
+                                       std::size_t, std::uint64_t, double);
 template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>, MatRef<double>,
-                                        double, std::size_t, std::uint64_t);
+                                        double, std::size_t, std::uint64_t, double);
 
 }  // namespace shardlab

@@ -38,20 +38,20 @@ double sum_gamma(std::size_t terms, double unit_roundoff);
 std::string false_pass_line(std::size_t vectors, double largest_tolerance, double largest_rounding);
 
 // Checks c = op(a) op(b) with `vectors` random +-1 vectors drawn from `seed` (see sketch.cpp for
-// the derivation). The caller promises every element of C within gamma * (|op(A)| |op(B)|)_ij of
-// the exact product; such a C always passes. If some element is off by more than its row's
+// the derivation). The caller promises every element of C within
+// gamma * (|op(A)| |op(B)|)_ij + result_gamma * |C_ij| of the exact product; such a C always passes. If some element is off by more than its row's
 // tolerance (plus the check's own rounding), C passes with probability <= 2^-vectors.
 // Verdict: tolerance = largest row tolerance, max_abs_error = largest |(C V - A (B V))_ic|, detail =
 // the false-pass line, after the first failing row and vector on FAIL. A C of the wrong shape
-// FAILs; A and B whose inner sizes differ, vectors = 0 or a negative gamma throw Error.
+// FAILs; A and B whose inner sizes differ, vectors = 0 or a negative gamma (or result_gamma) throw Error.
 // The seed must not be chosen after seeing C: the bound is over the draw of V.
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
-                       std::size_t vectors, std::uint64_t seed);
+                       std::size_t vectors, std::uint64_t seed, double result_gamma = 0.0);
 
 extern template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>,
-                                              double, std::size_t, std::uint64_t);
+                                              double, std::size_t, std::uint64_t, double);
 extern template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>,
-                                               MatRef<double>, double, std::size_t, std::uint64_t);
+                                               MatRef<double>, double, std::size_t, std::uint64_t, double);
 
 }  // namespace shardlab

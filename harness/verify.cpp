@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "harness/sketch.hpp"
 
 namespace shardlab {
 
@@ -14,7 +15,9 @@ std::string Verdict::line() const {
   out << (pass ? "PASS " : "FAIL ");
   if (!pass && !name.empty()) out << name << ": ";
   out << "max_abs_err=" << max_abs_error;
-  if (tolerance == 0) out << " (exact)";
+  if (worst_ratio >= 0)
+    out << " (tol " << tolerance << " largest of each element's own, worst err/tol " << worst_ratio << ")";
+  else if (tolerance == 0) out << " (exact)";
   else out << " (tol " << tolerance << ")";
   if (!detail.empty()) out << "; " << detail;
   return out.str();
@@ -55,6 +58,45 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
     }
   }
   return v;
+}
+
+Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, const Tensor& tolerance) {
+  if (shape_of(tolerance) != shape_of(want))
+    throw Error(ErrorKind::rank_mismatch, "tolerances of " + name + " have shape " + shape_text(shape_of(tolerance)) +
+                                              ", the values " + shape_text(shape_of(want)));
+  if (shape_of(got) != shape_of(want)) return compare(name, got, want, 0.0);  // names both shapes
+  Verdict v;
+  v.name = name;
+  v.worst_ratio = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got.data()[i], w = want.data()[i], tol = tolerance.data()[i];
+    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
+    v.tolerance = std::max(v.tolerance, tol);
+    const double ratio = err == 0 ? 0.0 : tol > 0 ? err / tol : INFINITY;
+    if (ratio > v.worst_ratio || std::isnan(ratio)) v.worst_ratio = std::isnan(ratio) ? INFINITY : ratio;
+    if (!(err <= tol) && v.pass) {
+      std::ostringstream d;
+      d << "first bad index " << index_text(shape_of(want), i) << ": got " << g << ", want " << w << ", tol " << tol;
+      v.detail = d.str();
+      v.pass = false;
+    }
+  }
+  return v;
+}
+
+GemmRounding gemm_rounding(DType t, std::size_t terms, std::size_t group) {
+  const double uc = compute_roundoff(t), ut = unit_roundoff(t);
+  const std::size_t adds = group > 0 ? group - 1 : 0;
+  GemmRounding r;
+  if (uc == ut) {
+    r.product = sum_gamma(terms + adds, ut);
+    return r;
+  }
+  const double gc = sum_gamma(terms, uc), gt = sum_gamma(adds, ut);
+  r.product = gc + gt + gc * gt;
+  r.result = ut / (1 - ut);
+  return r;
 }
 
 double reduction_tolerance(std::size_t terms, double max_abs_term) {

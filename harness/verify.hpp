@@ -15,12 +15,36 @@ struct Verdict {
   std::string name;        // what was checked, e.g. "C"
   bool pass = true;
   double max_abs_error = 0;
-  double tolerance = 0;
+  double tolerance = 0;     // with a tolerance per element: the largest of them
+  // With a tolerance per element: the largest |got - want| / tol over the elements (1 = at the
+  // limit; an error where the tolerance is 0 makes it infinite). Negative: one scalar tolerance.
+  double worst_ratio = -1;
   std::string detail;      // first bad index or replica disagreement, empty on PASS
-  std::string line() const;  // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"
+  // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
+  // element "PASS max_abs_err=0.01 (tol 0.2 largest of each element's own, worst err/tol 0.25)".
+  std::string line() const;
 };
 
 Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance = 0.0);
+// Each element against its own tolerance (same shape as want): passes iff |got_i - want_i| <= tol_i
+// for every i. The first bad index names its tolerance.
+Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, const Tensor& tolerance);
+
+// The rounding error of one contraction of `terms` products whose local partial sums, one per
+// device of a group of `group` devices, are added in element type t (group = 1: one device, no
+// reduction). Elementwise, with A and B the operands as the devices hold them,
+//     |computed - exact| <= product * (|A| |B|) + result * |computed|.
+// Each product passes at most `terms` roundings of the compute arithmetic (u_c; any order,
+// Higham's gamma_terms). float32, float64: the group's adds are group - 1 more roundings in the
+// same arithmetic, so product = gamma_{terms + group - 1}(u) and result = 0. bfloat16: the local
+// sum is rounded to bfloat16 and each add of the group rounds again (u_t = 2^-8); every rounding
+// but the last touches a partial sum whose terms are a subset of the product's, so they add
+// gamma_{group - 1}(u_t) relative to |A| |B| (Higham's Lemma 3.3 combines the two gammas), while
+// the last rounding is relative to the result itself: result = u_t / (1 - u_t).
+struct GemmRounding {
+  double product = 0, result = 0;
+};
+GemmRounding gemm_rounding(DType t, std::size_t terms, std::size_t group = 1);
 
 // Tolerance for comparing two sums of the same `terms` numbers added in different orders (the
 // sharded sum adds local partial sums, then combines them over the ring; the reference adds

@@ -1,7 +1,9 @@
 // harness/ffn.{hpp,cpp}: the collectives each strategy derives forward and backward against the
 // articles' lists, bytes from the ring formulas written out here, the sharded gradients against an
 // unsharded reference built here from reference_einsum (no BLAS, no ffn_reference), the analytic
-// gradients against central differences, memory counted by hand, and `shardlab ffn` end to end.
+// gradients against central differences, memory counted by hand, and `shardlab ffn` end to end;
+// the per-element error bounds (ffn_bounds.hpp): well below the values, never exceeded by a run,
+// and tight enough that the errors a wrong sharding makes fail the full check and the sketch.
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,8 @@
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
 #include "harness/ffn.hpp"
+#include "harness/ffn_bounds.hpp"
+#include "harness/sketch.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace shardlab;
@@ -61,6 +65,40 @@ Expected expected(const FfnInputs& in) {
 }
 
 double max_diff(const Tensor& a, const Tensor& b) { return xt::amax(xt::abs(a - b))(); }
+double max_abs(const Tensor& a) { return xt::amax(xt::abs(a))(); }
+
+// Largest bound of each tensor against its largest value, from the float64 layer written here.
+template <class T>
+void check_margins(const FfnDims& dims, const FfnGroups& groups, double margin) {
+  const FfnInputsOf<T> in = ffn_inputs_as<T>(dims, 0, true);
+  const FfnBounds b = ffn_bounds(in, ffn_reference(in, true), groups);
+  const Expected want = expected(ffn_inputs(dims, 0));
+  const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> pairs[] = {
+      {"y", {&b.y, &want.y}}, {"dx", {&b.dx, &want.dx}}, {"dW_in", {&b.dw_in, &want.dw_in}},
+      {"dW_out", {&b.dw_out, &want.dw_out}}};
+  for (const auto& [name, p] : pairs) {
+    CAPTURE(name);
+    CAPTURE(max_abs(*p.first));
+    CAPTURE(max_abs(*p.second));
+    CHECK(max_abs(*p.first) * margin <= max_abs(*p.second));
+  }
+}
+
+// y [B,S,M] with the block b < B/2, m < M/4 (device (0, 0)'s block under gspmd on X=2,Y=4)
+// replaced: by the partial sum over the first quarter of H alone (its ReduceScatter over Y left
+// out), or by the block beside it (m in [M/4, M/2): blocks put in the wrong place).
+Tensor wrong_y(const Tensor& y, const Tensor& g, const Tensor& w_out, bool missing_reduction) {
+  Tensor out = y;
+  const std::size_t B = y.shape()[0], S = y.shape()[1], M = y.shape()[2], H = g.shape()[2];
+  for (std::size_t b = 0; b < B / 2; ++b)
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t m = 0; m < M / 4; ++m) {
+        double partial = 0;
+        for (std::size_t h = 0; h < H / 4; ++h) partial += g(b, s, h) * w_out(h, m);
+        out(b, s, m) = missing_reduction ? partial : y(b, s, m + M / 4);
+      }
+  return out;
+}
 
 nlohmann::json ffn_json(const std::string& args, int want_status = 0) {
   auto r = run_binary("shardlab ffn --dtype float64 " + args);
@@ -291,6 +329,125 @@ TEST_SUITE("ffn") {
       CAPTURE(bad);
       CHECK(r.status == 2);
       CHECK(shardlab::testing::count_lines(r.err) == 1);
+    }
+  }
+
+  TEST_CASE("ffn bounds: reduction groups from the plan") {
+    FfnConfig c = config("gspmd", true);
+    const FfnGroups g = ffn_reduction_groups(plan_ffn(k2x4, c));
+    CHECK(g.h == 1);  // both operands gathered, H stays split: no reduction
+    CHECK(g.y == 4);  // reduce_scatter y over Y
+    const FfnGroups p = ffn_reduction_groups(plan_ffn(kLine, config("pairwise", true)));
+    CHECK(p.h == 1);
+    CHECK(p.y == 4);   // all_reduce y over Y
+    CHECK(p.dx == 4);  // all_reduce dx over Y
+  }
+
+  TEST_CASE("ffn bounds: every tolerance well below its tensor's values (gspmd X=2,Y=4, default dims)") {
+    // The old scalar tolerances were 3.9 (y), 14 (dx), 56 (dW_in) and 16 (dW_out) in bfloat16: more
+    // than the values themselves.
+    FfnConfig c = config("gspmd", true);
+    const FfnGroups groups = ffn_reduction_groups(plan_ffn(k2x4, c));
+    {
+      INFO("bfloat16");
+      check_margins<bfloat16>(FfnDims{}, groups, 8);
+    }
+    {
+      INFO("float32");
+      check_margins<float>(FfnDims{}, groups, 4096);
+    }
+    {
+      INFO("float64");
+      check_margins<double>(FfnDims{}, groups, 1e12);
+    }
+  }
+
+  TEST_CASE("ffn bounds hold: every strategy, float32 and bfloat16, several seeds, exact and inexact h") {
+    // {4,2,512,256}: 8 sum_m |x W_in| is about 700 > 2^8, so in bfloat16 most of h is rounded and
+    // the bound of every later stage carries the propagated part.
+    const FfnDims dims_list[] = {FfnDims{}, FfnDims{4, 2, 512, 256}};
+    {
+      const FfnInputsOf<bfloat16> in = ffn_inputs_as<bfloat16>(dims_list[1], 1, true);
+      const FfnBounds b = ffn_bounds(in, ffn_reference(in, true), FfnGroups{});
+      REQUIRE(max_abs(b.h) > 0);
+      REQUIRE(max_abs(b.g) > 0);
+      REQUIRE(max_abs(b.dh) > 0);
+    }
+    for (DType t : {DType::bfloat16, DType::float32}) {
+      Runtime rt(Backend::sim, false, t);
+      for (const auto& s : ffn_strategies()) {
+        const Mesh mesh = Mesh::parse(ffn_default_mesh(s));
+        for (const FfnDims& dims : dims_list)
+          for (std::uint64_t seed : {1, 2, 3}) {
+            CAPTURE(dtype_name(t));
+            CAPTURE(s.name);
+            CAPTURE(ffn_dims_text(dims));
+            CAPTURE(seed);
+            FfnConfig c = config(s.name, true, dims);
+            c.dtype = t;
+            c.seed = seed;
+            c.verify = "full";
+            c.finite_differences = false;
+            const FfnResult r = run_ffn(rt, mesh, c);
+            CHECK(r.pass());
+            int compared = 0;
+            for (const auto& v : r.checks)
+              if (v.worst_ratio >= 0) {
+                CAPTURE(v.line());
+                CHECK(v.worst_ratio <= 1);
+                CHECK(v.tolerance > 0);
+                ++compared;
+              }
+            CHECK(compared == 4);  // y, dx, dW_in, dW_out
+          }
+      }
+    }
+  }
+
+  TEST_CASE("ffn bounds: a missing reduction or a misplaced block of y fails in bfloat16, full and sketch") {
+    const FfnConfig c = config("gspmd", false);
+    const FfnGroups groups = ffn_reduction_groups(plan_ffn(k2x4, c));
+    const FfnInputsOf<bfloat16> in = ffn_inputs_as<bfloat16>(c.dims, 0, false);
+    const FfnReferenceOf<bfloat16> ref = ffn_reference(in, false);
+    const FfnBounds b = ffn_bounds(in, ref, groups);
+    const Tensor y = converted<double>(ref.y), g = converted<double>(ref.g), w_out = converted<double>(in.w_out);
+    const std::size_t bs = c.dims.b * c.dims.s;
+    const GemmRounding rho = gemm_rounding(DType::bfloat16, c.dims.h, groups.y);
+    auto sketch = [&](const Tensor& candidate) {
+      const xt::xarray<float> fc = converted<float>(candidate), fg = converted<float>(g), fw = converted<float>(w_out);
+      return sketch_product<float>("y", {fc.data(), bs, c.dims.m}, {fg.data(), bs, c.dims.h}, {fw.data(), c.dims.h, c.dims.m},
+                                   rho.product, 20, 99, rho.result);
+    };
+    CHECK(compare("y", y, y, b.y).pass);
+    CHECK(sketch(y).pass);
+    // The old scalar tolerance of y: reduction_tolerance over H terms of max|g| max|W_out|, 8 devices.
+    const double old_tol = reduction_tolerance(c.dims.h, max_abs(g) * max_abs(w_out), DType::bfloat16, 8);
+    for (bool missing : {true, false}) {
+      CAPTURE(missing);
+      const Tensor bad = wrong_y(y, g, w_out, missing);
+      CHECK(max_diff(bad, y) > 0.5);
+      CHECK(max_diff(bad, y) < old_tol);  // the old check let it through
+      const Verdict full = compare("y", bad, y, b.y);
+      CHECK_FALSE(full.pass);
+      CHECK(full.worst_ratio > 4);
+      CHECK_FALSE(sketch(bad).pass);
+    }
+    // One element scaled by 1.25 (a partial sum counted a quarter too often) fails the full check.
+    Tensor scaled = y;
+    std::size_t big = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      if (std::fabs(y.data()[i]) > std::fabs(y.data()[big])) big = i;
+    scaled.data()[big] *= 1.25;
+    CHECK_FALSE(compare("y", scaled, y, b.y).pass);
+  }
+
+  TEST_CASE("shardlab ffn --dtype bfloat16: passes in both verify modes; --perturb-expected fails them") {
+    for (const char* mode : {"full", "sketch"}) {
+      CAPTURE(mode);
+      auto ok = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --verify ") + mode);
+      CHECK(ok.status == 0);
+      auto bad = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --perturb-expected --verify ") + mode);
+      CHECK(bad.status == 1);
     }
   }
 }

@@ -239,3 +239,37 @@ TEST_CASE("sketch_product: the bound is per row: 4 times every element's allowan
     for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 4 * gamma));
   CHECK(check(c, a, b, gamma, 20, 0).pass);
 }
+
+TEST_CASE("sketch_product: result_gamma allows each element a last rounding relative to itself, row by row") {
+  // A C of products rounded once to bfloat16 (8 significant bits): integers 175..567 mostly round.
+  const auto a = random_mat<double>(6, 7, false, 5, 5, 9, true), b = random_mat<double>(7, 9, false, 6, 5, 9, true);
+  Mat<double> c = product(a, b);
+  double largest_row_c = 0;
+  int rounded = 0;
+  for (std::size_t i = 0; i < c.rows; ++i) {
+    double row = 0;
+    for (std::size_t j = 0; j < c.cols; ++j) {
+      const double exact = c.at(i, j);
+      c.at(i, j) = round_to(DType::bfloat16, exact);
+      rounded += c.at(i, j) != exact;
+      row += std::fabs(c.at(i, j));
+    }
+    largest_row_c = std::max(largest_row_c, row);
+  }
+  REQUIRE(rounded > 10);
+  const double q = 0x1.0p-8 / (1 - 0x1.0p-8);  // |fl(z) - z| <= u |z| <= u / (1 - u) |fl(z)|
+  for (std::uint64_t seed = 0; seed < 10; ++seed) {
+    const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, seed, q);
+    CAPTURE(seed);
+    CHECK(v.pass);
+    // The row tolerance is q sum_j |C_ij| (|v_j| = 1), plus the check's own rounding.
+    CHECK(v.tolerance == doctest::Approx(q * largest_row_c).epsilon(1e-9));
+  }
+  // Without it the rounded C is not the product.
+  CHECK_FALSE(sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0).pass);
+  CHECK_THROWS_AS(sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0, -1.0), Error);
+  // One element off by its row's whole tolerance, twice over: caught.
+  Mat<double> off = c;
+  off.at(3, 4) += 2 * q * largest_row_c + 1;
+  CHECK_FALSE(sketch_product("C", off.ref(), a.ref(), b.ref(), 0.0, 20, 0, q).pass);
+}

@@ -1,8 +1,10 @@
-// harness/verify.cpp: compare(), reduction_tolerance(), verify_output() and Verdict::line().
+// harness/verify.cpp: compare() (one tolerance or one per element), reduction_tolerance(),
+// gemm_rounding(), verify_output() and Verdict::line().
 #include <doctest/doctest.h>
 
 #include <cfloat>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,90 @@ TEST_CASE("compare: tolerance") {
   Verdict bad = compare("s", got, want, 0.25);
   CHECK_FALSE(bad.pass);
   CHECK(bad.detail == "first bad index [2]: got 3.5, want 3");
+}
+
+TEST_CASE("compare: a tolerance per element") {
+  const Tensor want = Tensor{1.0, 2.0, 3.0, 4.0};
+  const Tensor tol = Tensor{0.5, 0.0, 0.25, 2.0};
+  // Element 3 is off by 1.5: within its own 2, beyond every other element's.
+  Verdict ok = compare("s", Tensor{1.25, 2.0, 2.75, 5.5}, want, tol);
+  CHECK(ok.pass);
+  CHECK(ok.max_abs_error == 1.5);
+  CHECK(ok.tolerance == 2.0);       // the largest
+  // Ratios 0.25/0.5, 0 (exact where the tolerance is 0), 0.25/0.25 at the limit, 1.5/2.
+  CHECK(ok.worst_ratio == 1.0);
+  CHECK(ok.detail.empty());
+  CHECK(ok.line() == "PASS max_abs_err=1.5 (tol 2 largest of each element's own, worst err/tol 1)");
+  // 0.5 off where the tolerance is 0.25 fails, though 0.5 is below the largest tolerance.
+  Verdict bad = compare("s", Tensor{1.0, 2.0, 3.5, 4.0}, want, tol);
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.worst_ratio == 2.0);
+  CHECK(bad.detail == "first bad index [2]: got 3.5, want 3, tol 0.25");
+  // Any error where the tolerance is 0: infinitely over.
+  Verdict zero = compare("s", Tensor{1.0, 2.0 + 1e-12, 3.0, 4.0}, want, tol);
+  CHECK_FALSE(zero.pass);
+  CHECK(std::isinf(zero.worst_ratio));
+  // NaN never passes; shapes are checked.
+  CHECK_FALSE(compare("s", Tensor{1.0, NAN, 3.0, 4.0}, want, tol).pass);
+  const Verdict shape = compare("s", Tensor{1.0, 2.0}, want, tol);
+  CHECK_FALSE(shape.pass);
+  CHECK(has(shape.detail, "has shape [2], expected [4]"));
+  CHECK_THROWS_AS(compare("s", want, want, Tensor{1.0}), Error);
+  // A scalar tolerance keeps the old line.
+  CHECK(compare("s", want, want, 0.5).worst_ratio < 0);
+  CHECK(compare("s", want, want, 0.5).line() == "PASS max_abs_err=0 (tol 0.5)");
+}
+
+TEST_CASE("gemm_rounding: the gammas written out") {
+  const double f = 0x1.0p-24, b = 0x1.0p-8, d = 0x1.0p-53;
+  // float32, 64 terms over a group of 4: 64 + 3 roundings in float32, nothing relative to the result.
+  GemmRounding r = gemm_rounding(DType::float32, 64, 4);
+  CHECK(r.product == doctest::Approx(67 * f / (1 - 67 * f)).epsilon(1e-12));
+  CHECK(r.result == 0.0);
+  CHECK(gemm_rounding(DType::float64, 10).product == doctest::Approx(10 * d / (1 - 10 * d)).epsilon(1e-12));
+  // bfloat16, 64 terms over 4 devices: float32 sums, then the local rounding and 2 of the 3 adds
+  // relative to |A| |B| (gamma_3 of 2^-8 counts 3), the last add relative to the result.
+  r = gemm_rounding(DType::bfloat16, 64, 4);
+  const double gc = 64 * f / (1 - 64 * f), gt = 3 * b / (1 - 3 * b);
+  CHECK(r.product == doctest::Approx(gc + gt + gc * gt).epsilon(1e-12));
+  CHECK(r.result == doctest::Approx(b / (1 - b)).epsilon(1e-12));
+  // One device: the single rounding to bfloat16 is the last one.
+  r = gemm_rounding(DType::bfloat16, 64, 1);
+  CHECK(r.product == doctest::Approx(gc).epsilon(1e-12));
+  CHECK(r.result == doctest::Approx(b / (1 - b)).epsilon(1e-12));
+}
+
+TEST_CASE("gemm_rounding bounds a bfloat16 dot product reduced over a ring, and is not loose by orders") {
+  // Each device sums its k/P products in float32 and rounds to bfloat16; the partial sums are added
+  // one at a time in float32, each sum rounded to bfloat16 (what add_elements does). Exact value in
+  // double: products of two bfloat16 are exact, and these sums of them need far fewer than 53 bits.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const std::size_t k = 256;
+  double worst = 0;
+  for (std::size_t group : {1, 2, 4, 8}) {
+    const GemmRounding g = gemm_rounding(DType::bfloat16, k, group);
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> a(k), bv(k);
+      double exact = 0, abs_sum = 0;
+      for (std::size_t l = 0; l < k; ++l) {
+        a[l] = float(bfloat16(dist(rng) + (trial % 2 ? 0.5f : 0.0f))), bv[l] = float(bfloat16(dist(rng)));
+        exact += double(a[l]) * bv[l];
+        abs_sum += std::fabs(double(a[l]) * bv[l]);
+      }
+      bfloat16 acc;
+      for (std::size_t p = 0; p < group; ++p) {
+        float local = 0;
+        for (std::size_t l = p * k / group; l < (p + 1) * k / group; ++l) local += a[l] * bv[l];
+        acc = p == 0 ? bfloat16(local) : bfloat16(float(acc) + float(bfloat16(local)));
+      }
+      const double got = float(acc), bound = g.product * abs_sum + g.result * std::fabs(got);
+      CAPTURE(group);
+      CHECK(std::fabs(got - exact) <= bound);
+      worst = std::max(worst, std::fabs(got - exact) / bound);
+    }
+  }
+  CHECK(worst > 0.05);  // some trial uses more than 5% of its bound
 }
 
 TEST_CASE("compare: shape mismatch") {
