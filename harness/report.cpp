@@ -138,9 +138,12 @@ std::string report_json(const Report& report) {
     j["max_abs_error"] = report.max_abs_error();
     j["tolerance"] = report.tolerance();
     j["checks"] = nlohmann::ordered_json::array();
-    for (const auto& c : report.checks)
-      j["checks"].push_back({{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
-                             {"tolerance", c.tolerance}, {"detail", c.detail}});
+    for (const auto& c : report.checks) {
+      nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
+                                    {"tolerance", c.tolerance}, {"detail", c.detail}};
+      if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
+      j["checks"].push_back(one);
+    }
   } else {
     j["plan_only"] = true;
   }

@@ -449,5 +449,19 @@ TEST_SUITE("ffn") {
       auto bad = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --perturb-expected --verify ") + mode);
       CHECK(bad.status == 1);
     }
+    // --json: each full check carries its worst error/tolerance; the largest tolerances are well under
+    // the values (up to 3.3 for y, 22 for dW_in; the old scalar tolerances were 3.9 to 56).
+    auto r = run_binary("shardlab ffn --dtype bfloat16 --backward --verify full --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    int full = 0;
+    for (const auto& c : j["checks"])
+      if (c.contains("worst_ratio")) {
+        CAPTURE(c.dump());
+        CHECK(c["worst_ratio"].get<double>() <= 1);
+        CHECK(c["tolerance"].get<double>() < 0.5);
+        ++full;
+      }
+    CHECK(full == 4);
   }
 }
