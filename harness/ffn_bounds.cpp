@@ -23,7 +23,10 @@
 // 2. Exact stages: x and dy are integers and W_in, W_out multiples of 1/8 (ffn_inputs), so every
 //    partial sum of h = x W_in and dg = dy W_out^T is a whole number of eighths no larger than
 //    (|A| |B|)_ij; while 8 (|A| |B|)_ij is below 1/u_t (2^8, 2^24, 2^53) both sides get that element
-//    exactly, in any order, and its bound is 0.
+//    exactly, in any order, and its bound is 0. For bfloat16 the sums are often exact in float32
+//    (8 (|A| |B|)_ij < 2^24) but not in bfloat16: then the local sums are exact and only the
+//    bfloat16 roundings remain, gamma_k(u_c) = 0 in 1.; with no group adding partial sums both
+//    sides round the same exact value once and the bound is 0 again (h at the article's dims).
 // 3. g = gelu(h), each side rounding the compute-type value G^(h) once to t (only bfloat16 rounds:
 //    float32 and float64 compute in their own type). If E_h = 0 the two sides read the same bits and
 //    write the same bits: E_g = 0. Otherwise |gelu'| <= kGeluSlope, and G^ is within
@@ -80,20 +83,29 @@ Tensor contraction_bound(const std::string& eq, const Tensor& abs_a, const Tenso
   return finish(contract(e, abs_a, Tensor((1 + rs) * *err_b + both * abs_b)), abs_c, t, k, group);
 }
 
-// 1. without a computed operand, or 2.: an element exact on the 1/8 grid gets 0.
+// 1. without a computed operand, or 2.: an element exact on the 1/8 grid gets 0; one whose sums are
+// exact in the compute arithmetic only (bfloat16's float32) has no gamma_k part (terms = 0), and 0
+// when no group adds partial sums (both sides round the same exact sum once).
 Tensor input_contraction_bound(const std::string& eq, const Tensor& abs_a, const Tensor& abs_b, const Tensor& abs_c,
                                DType t, std::size_t k, std::size_t group) {
   const Tensor sums = contract(Einsum::parse(eq), abs_a, abs_b);
   const double both = gemm_rounding(t, k, group).product + gemm_rounding(t, k, 1).product;
-  Tensor bound = finish(Tensor(both * sums), abs_c, t, k, group);
-  for (std::size_t i = 0; i < bound.size(); ++i)
-    if (exact_in_eighths(sums.data()[i], t)) bound.data()[i] = 0;
-  return bound;
+  const double both_exact = gemm_rounding(t, 0, group).product;  // the reference's part is 0
+  const Tensor bound = finish(Tensor(both * sums), abs_c, t, k, group);
+  Tensor exact_sums = finish(Tensor(both_exact * sums), abs_c, t, k, group);
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    double& e = exact_sums.data()[i];
+    if (exact_in_eighths(sums.data()[i], t) || (group == 1 && exact_in_eighths(sums.data()[i], t, true))) e = 0;
+    else if (!exact_in_eighths(sums.data()[i], t, true)) e = bound.data()[i];
+  }
+  return exact_sums;
 }
 
 }  // namespace
 
-bool exact_in_eighths(double abs_sum, DType t) { return 8.0 * abs_sum < 1.0 / unit_roundoff(t); }
+bool exact_in_eighths(double abs_sum, DType t, bool in_compute) {
+  return 8.0 * abs_sum < 1.0 / (in_compute ? compute_roundoff(t) : unit_roundoff(t));
+}
 
 FfnGroups ffn_reduction_groups(const FfnPlan& plan) {
   FfnGroups g;

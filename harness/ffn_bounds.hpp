@@ -27,7 +27,8 @@ FfnBounds ffn_bounds(const FfnInputsOf<T>& in, const FfnReferenceOf<T>& ref, con
 // True when every partial sum of a contraction with operands on the 1/8 grid (x and dy integers,
 // W_in and W_out eighths, ffn_inputs) is exact in t: a sum of |terms| at most `abs_sum` is a whole
 // number of eighths below 8 abs_sum, exact while that stays within t's exact integers (1/u).
-bool exact_in_eighths(double abs_sum, DType t);
+// in_compute: exact in t's compute arithmetic instead (float32 for bfloat16).
+bool exact_in_eighths(double abs_sum, DType t, bool in_compute = false);
 
 constexpr double kGeluSlope = 1.13;  // max |gelu'(z)| = 1.1289 at z = sqrt 2
 constexpr double kGeluCurve = 0.80;  // max |gelu''(z)| = 2 phi(0) = 0.7979 at z = 0

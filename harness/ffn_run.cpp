@@ -355,14 +355,15 @@ MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& k
 // into rows), whose k-term sums were added over a group of `group` devices. Each element of an
 // honest c is within rho (|op(A)| |op(B)|)_ij + q |c_ij| of the exact product (gemm_rounding in
 // verify.hpp: the products in T's compute arithmetic, the partial sums added and rounded in T);
-// sketch_product applies that to |v| row by row. `exact`: the stage is exact on the 1/8 grid
-// (ffn_bounds.hpp), so rho = q = 0.
+// sketch_product applies that to |v| row by row. `exact`: the stage's sums are exact on the 1/8 grid
+// (ffn_bounds.hpp) in T, so rho = q = 0; `compute_exact`: in T's compute arithmetic, so only the
+// roundings to T remain (gemm_rounding of 0 terms).
 template <class T>
 Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_t c_rows, const xt::xarray<T>& a,
                      std::size_t a_rows, bool ta, const xt::xarray<T>& b, std::size_t b_rows, bool tb, std::size_t k,
-                     std::size_t group, bool exact, std::uint64_t seed) {
+                     std::size_t group, bool exact, std::uint64_t seed, bool compute_exact = false) {
   constexpr std::size_t kVectors = 20;
-  const GemmRounding g = exact ? GemmRounding{} : gemm_rounding(dtype_of<T>(), k, group);
+  const GemmRounding g = exact ? GemmRounding{} : gemm_rounding(dtype_of<T>(), compute_exact ? 0 : k, group);
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
                              {b.data(), b_rows, b.size() / b_rows, tb}, g.product, kVectors, seed, g.result);
@@ -398,8 +399,8 @@ void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, st
   const FfnConfig& c = plan.config;
   use_all_blas_threads();
   const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
+  const FfnBounds tol = ffn_bounds(in, ref, ffn_reduction_groups(plan));  // one float64 GEMM per stage
   use_one_blas_thread();
-  const FfnBounds tol = ffn_bounds(in, ref, ffn_reduction_groups(plan));
   auto check = [&](const std::string& name, const xt::xarray<T>& want, const Tensor& t, const std::string& label) {
     Verdict v = compare(label, converted<double>(got.at(name)), perturbed(converted<double>(want), c.perturb_expected, t), t);
     v.name = label;
@@ -422,17 +423,19 @@ void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
   const FfnGroups n = ffn_reduction_groups(plan);
   // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_bounds.hpp).
   const DType t = dtype_of<T>();
-  const bool h_exact = exact_in_eighths(d.m * max_abs_of(in.x) * max_abs_of(in.w_in), t);
-  const bool dg_exact = c.backward && exact_in_eighths(d.m * max_abs_of(in.r) * max_abs_of(in.w_out), t);
+  const double h_sum = d.m * max_abs_of(in.x) * max_abs_of(in.w_in);
+  const double dg_sum = c.backward ? d.m * max_abs_of(in.r) * max_abs_of(in.w_out) : 0.0;
+  const bool h_exact = exact_in_eighths(h_sum, t), dg_exact = c.backward && exact_in_eighths(dg_sum, t);
+  const bool h_sums_exact = exact_in_eighths(h_sum, t, true), dg_sums_exact = exact_in_eighths(dg_sum, t, true);
   const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
   // The stages are independent checks: run them on every core.
   using Check = std::function<Verdict()>;
   std::vector<Check> checks = {
-      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n.h, h_exact, seed); },
+      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n.h, h_exact, seed, h_sums_exact); },
       [&] { return exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))); },
       [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n.y, false, seed + 1); }};
   if (c.backward) {
-    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n.dg, dg_exact, seed + 2); });
+    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n.dg, dg_exact, seed + 2, dg_sums_exact); });
     checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n.dw_out, false, seed + 3); });
     checks.push_back([&] { return exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"), multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))); });
     checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n.dx, false, seed + 4); });

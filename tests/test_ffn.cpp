@@ -341,6 +341,8 @@ TEST_SUITE("ffn") {
     CHECK(p.h == 1);
     CHECK(p.y == 4);   // all_reduce y over Y
     CHECK(p.dx == 4);  // all_reduce dx over Y
+    const FfnGroups r = ffn_reduction_groups(plan_ffn(kLine, config("row", true)));
+    CHECK(r.h == 4);  // all_reduce h over Y
   }
 
   TEST_CASE("ffn bounds: every tolerance well below its tensor's values (gspmd X=2,Y=4, default dims)") {
@@ -367,11 +369,28 @@ TEST_SUITE("ffn") {
     // the bound of every later stage carries the propagated part.
     const FfnDims dims_list[] = {FfnDims{}, FfnDims{4, 2, 512, 256}};
     {
+      // Exact in float32, so with no group adding partial sums of h both sides round the same sum:
+      // 0. With h added over 4 devices in bfloat16 (the row strategy), not.
       const FfnInputsOf<bfloat16> in = ffn_inputs_as<bfloat16>(dims_list[1], 1, true);
-      const FfnBounds b = ffn_bounds(in, ffn_reference(in, true), FfnGroups{});
+      const FfnReferenceOf<bfloat16> ref = ffn_reference(in, true);
+      CHECK(max_abs(ffn_bounds(in, ref, FfnGroups{}).h) == 0);
+      FfnGroups row;
+      row.h = row.dg = 4;
+      const FfnBounds b = ffn_bounds(in, ref, row);
       REQUIRE(max_abs(b.h) > 0);
       REQUIRE(max_abs(b.g) > 0);
       REQUIRE(max_abs(b.dh) > 0);
+      // Exactly the bfloat16 roundings: gamma_3(2^-8) sum |x||W_in| + 2 u' |h|, over 1 - u'
+      // (float32 sums exact, so no gamma_k of float32), up to the underflow and float64 slack.
+      const Tensor sums = reference_einsum(Einsum::parse("bsm,mh->bsh"), xt::abs(converted<double>(in.x)),
+                                           xt::abs(converted<double>(in.w_in)));
+      const double u = 0x1.0p-8, q = u / (1 - u), g3 = 3 * u / (1 - 3 * u);
+      for (std::size_t i = 0; i < sums.size(); i += 97) {
+        const double h = std::fabs(double(float(ref.h.data()[i])));
+        const double want = 8 * sums.data()[i] < 256 ? 0.0 : (g3 * sums.data()[i] + 2 * q * h) / (1 - q);
+        CAPTURE(i);
+        CHECK(b.h.data()[i] == doctest::Approx(want).epsilon(1e-9));
+      }
     }
     for (DType t : {DType::bfloat16, DType::float32}) {
       Runtime rt(Backend::sim, false, t);
