@@ -38,7 +38,7 @@ CallRecord::CallRecord(Device& dev, const Group& group, const std::string& op, c
   row_.element_bytes = dev.element_bytes();
   row_.input_bytes = input_bytes;
   dev.transport().set_activity(signature);
-  check_group_agrees(dev, group, signature);
+  if (!dev.transport().checks_signatures()) check_group_agrees(dev, group, signature);
   before_ = dev.transport().stats();
   start_ = std::chrono::steady_clock::now();
 }

@@ -12,7 +12,9 @@ namespace shardlab {
 class CallRecord {
  public:
   // `signature` describes the call in words ("all_gather over Y of A[4, 4] along dim 1"); every
-  // member of the group must pass the same one.
+  // member of the group must pass the same one. It becomes the device's activity; where the
+  // transport does not compare activities on its data messages (MPI), the group first exchanges
+  // signatures around its ring.
   CallRecord(Device& dev, const Group& group, const std::string& op, const std::string& tensor,
              const std::string& algorithm, std::size_t input_bytes, const std::string& signature);
   // Writes the ledger row: bytes and messages from the transport's counters, or, for `modeled`

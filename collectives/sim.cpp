@@ -109,6 +109,14 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   Message m = std::move(box.front());
   box.pop_front();
   ++taken_[at];
+  // Data moves only between devices in the same call: a ring of these checks (every member takes
+  // from the one before it) is the signature exchange MPI does with a message of its own.
+  if (to.activity && m.channel == ch && m.activity != *to.activity) {
+    abort_locked(std::make_exception_ptr(Error(
+        ErrorKind::mismatch, "collectives do not match: device " + std::to_string(dst) + " calls " + *to.activity +
+                                 ", device " + std::to_string(src) + " calls " + m.activity)));
+    throw Aborted{};
+  }
   if (m.channel != ch || m.size != bytes) {
     std::string why = "collectives do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
                       " and expected " + std::to_string(bytes) + " bytes from device " + std::to_string(src) +
@@ -243,13 +251,16 @@ void SimTransport::set_activity(const std::string& what) {
 
 void SimTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                             void* rbuf, std::size_t rbytes) {
-  move(ch, g.members[to], sbuf, sbytes, g.members[from], rbytes, Delivery{rbuf});
+  Delivery d{rbuf};
+  if (ch == Channel::data) d.activity = &activity();
+  move(ch, g.members[to], sbuf, sbytes, g.members[from], rbytes, d);
 }
 
 void SimTransport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
                                 const void* base, void* out, std::size_t rcount, DType t) {
   const std::size_t eb = element_bytes(t);
-  move(Channel::data, g.members[to], sbuf, scount * eb, g.members[from], rcount * eb, Delivery{out, base, t, true});
+  move(Channel::data, g.members[to], sbuf, scount * eb, g.members[from], rcount * eb,
+       Delivery{out, base, t, true, &activity()});
 }
 
 void SimTransport::move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,

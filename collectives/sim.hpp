@@ -35,12 +35,14 @@ struct Receipt {
 };
 
 // What take() does with a payload: copy it to `out`, or (add) write base + payload to out as
-// elements of `type`.
+// elements of `type`. With `activity`, the message must have been posted in that activity (the
+// call signature the receiver is in), else the run stops with a mismatch.
 struct Delivery {
   void* out = nullptr;
   const void* base = nullptr;
   DType type = DType::float64;
   bool add = false;
+  const std::string* activity = nullptr;
 };
 
 class SimWorld {
@@ -110,6 +112,7 @@ class SimTransport : public Transport {
  public:
   SimTransport(SimWorld& world, int device) : world_(world), device_(device) {}
   void set_activity(const std::string& what) override;
+  bool checks_signatures() const override { return true; }
 
  protected:
   void exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,

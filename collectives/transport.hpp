@@ -57,6 +57,10 @@ class Transport {
   virtual bool native_all_to_all(const Group&, DType, const void* /*in*/, std::size_t /*n_each*/, void* /*out*/) {
     return false;
   }
+  // True when every data message carries the sender's activity (the call's signature) and the
+  // receiver compares it with its own before it takes the payload: then a collective needs no
+  // signature exchange of its own (the sim does this; MPI exchanges signatures first).
+  virtual bool checks_signatures() const { return false; }
   // What this device is doing, for error messages about mismatched or stuck collectives.
   virtual void set_activity(const std::string& what) { activity_ = what; }
   const std::string& activity() const { return activity_; }

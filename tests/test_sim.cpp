@@ -88,7 +88,7 @@ TEST_CASE("sim: mismatched collectives whose messages happen to have equal sizes
         return Outputs{{"o", reduce_scatter(dev, block(1, {4}), {"X"}, 0, "A")}};
       },
       ErrorKind::mismatch);
-  CHECK(has(msg, "collectives do not match within the group over X"));
+  CHECK(has(msg, "collectives do not match: device "));
   CHECK(has(msg, "all_gather over X of A[2] along dim 0"));
   CHECK(has(msg, "reduce_scatter over X of A[4] along dim 0"));
 }
@@ -357,6 +357,25 @@ TEST_CASE("sim world: a lent message is read from the sender's buffer, copied or
   CHECK(base[0] == 10.0);
   w.await_receipt(0, 1, r2);
   CHECK_FALSE(w.first_error());
+}
+
+TEST_CASE("sim world: a data message posted in another call is refused before its bytes move") {
+  SimWorld w(2);
+  const double x[1] = {7.0};
+  w.post(0, 1, Channel::data, x, sizeof x, "all_gather over X of A[1] along dim 0");
+  double y[1] = {0.0};
+  const std::string mine = "reduce_scatter over X of A[2] along dim 0";
+  Delivery d{y};
+  d.activity = &mine;
+  CHECK_THROWS_AS(w.take(1, 0, Channel::data, sizeof y, d), Aborted);
+  CHECK(y[0] == 0.0);
+  try {
+    std::rethrow_exception(w.first_error());
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::mismatch);
+    CHECK(std::string(e.what()) == "collectives do not match: device 1 calls reduce_scatter over X of A[2] along dim 0, "
+                                   "device 0 calls all_gather over X of A[1] along dim 0");
+  }
 }
 
 TEST_CASE("sim world: a lent message of the wrong size aborts, and its sender's wait ends") {
