@@ -1,0 +1,38 @@
+// The planner's search: the cheapest way to run one contraction, instead of the articles' fixed
+// rules (planner.hpp's plan_contraction, kept as `--plan article`).
+//
+// A layout is a spec. From the operands' given specs a device may, one step at a time:
+//   - AllGather a suffix of a dim's mesh axes (a dim on (X,Y) gathers Y, or X and Y);
+//   - slice a dim by a mesh axis it does not use yet, locally and for free (appended innermost);
+//   - AllToAll the innermost axis of one dim onto the end of another dim's list;
+// then contract once every dim the operands share is split the same way in both and no mesh axis
+// splits a free dim of each (the product is then partial over the contracted dims' axes); then,
+// on the result: AllReduce any set of its partial axes, ReduceScatter a run of them onto a dim,
+// or the three moves above, until it has the output spec (partial sums the output asks for are
+// kept). Each step costs the bytes one device sends (predicted_bytes_sent). Mesh axes of size 1
+// are dropped from every spec first: they split nothing, so they produce no steps.
+//
+// The search is Dijkstra over each operand's layouts (the two move independently before the
+// contraction), then over the result's layouts from every product it can form. Ties: fewer bytes,
+// then fewer collectives, then fewer FLOPs per device, then the articles' plan.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "harness/planner.hpp"
+
+namespace shardlab {
+
+struct SearchResult {
+  Plan best;                        // the cheapest plan
+  Plan article;                     // plan_contraction's, for comparison
+  std::vector<Plan> alternatives;   // the next cheapest plans through other products, best first (at most 4)
+  std::size_t layouts_explored = 0; // states settled by the search
+};
+
+// Without `out`, the target is the spec the articles' plan ends with. Throws as plan_contraction
+// does for specs that do not fit, and Error(unsupported) if no plan reaches `out`.
+SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
+
+}  // namespace shardlab
