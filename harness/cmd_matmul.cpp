@@ -13,6 +13,7 @@
 #include "core/text.hpp"
 #include "harness/cli.hpp"
 #include "harness/npy.hpp"
+#include "harness/plan_search.hpp"
 #include "harness/planner.hpp"
 #include "harness/session.hpp"
 #include "harness/table.hpp"
@@ -33,6 +34,8 @@ struct ContractionOptions {
   std::string a_in, b_in, out, out_dtype;  // out_dtype empty: the inputs' type
   std::string names = "A,B,C";         // labels of the operands and the result
   std::string outer_gather = "B";      // which operand gives up an outer dim on a clashing axis
+  std::string plan = "search";         // search: the fewest bytes; article: the articles' rules
+  bool explain = false;                // also the articles' plan and the best rejected ones
   bool plan_only = false;
 };
 
@@ -60,6 +63,9 @@ void add_common(CLI::App* c, ContractionOptions& o) {
       ->capture_default_str();
   c->add_option("--names", o.names, "labels of A, B and the result in the plan and ledger, like x,W_in,h")
       ->capture_default_str();
+  c->add_option("--plan", o.plan, "search (the fewest bytes per device) or article (the articles' rules)")
+      ->capture_default_str();
+  c->add_flag("--explain", o.explain, "with --plan search: also the articles' plan and the best rejected ones");
   c->add_flag("--plan-only", o.plan_only, "print the plan and stop");
   c->add_flag("--json", o.common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o.common.quiet, "print only the verdict line");
@@ -140,14 +146,27 @@ int run_contraction(const ContractionOptions& o) {
   for (const auto& n : names)
     if (!is_identifier(trim(n))) throw Error(ErrorKind::parse, "--names label '" + n + "' is not a plain name");
   const std::string result = trim(names[2]);
-  const Plan plan = plan_contraction(eq, mesh, {trim(names[0]), sa, shape_of(in.a)}, {trim(names[1]), sb, shape_of(in.b)},
-                                     so, {o.outer_gather == "A", result, session.element_bytes()});
+  if (o.plan != "search" && o.plan != "article")
+    throw Error(ErrorKind::parse, "--plan is '" + o.plan + "'; use search (the fewest bytes) or article (the articles' rules)");
+  const Operand op_a{trim(names[0]), sa, shape_of(in.a)}, op_b{trim(names[1]), sb, shape_of(in.b)};
+  const PlanOptions popts{o.outer_gather == "A", result, session.element_bytes()};
+  const SearchResult found = o.plan == "search" ? search_contraction(eq, mesh, op_a, op_b, so, popts) : SearchResult{};
+  const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, op_a, op_b, so, popts);
   auto& out = session.out();
   out << "shardlab " << (o.einsum ? "einsum " : "matmul ") << eq.text() << ": " << plan.a.name << " "
       << shape_text(shape_of(in.a)) << ", " << plan.b.name << " " << shape_text(shape_of(in.b)) << " (" << in.source << ") on mesh " << mesh.text() << ", "
       << o.common.backend << " backend\n\n"
       << plan_text(plan) << "\n";
   auto& rep = session.report();
+  rep.strings["plan_kind"] = o.plan;
+  if (o.plan == "search") {
+    const std::size_t mine = plan.predicted_bytes_per_device(), art = found.article.predicted_bytes_per_device();
+    out << "  search: the fewest bytes of " << found.layouts_explored << " layouts explored; the articles' rules ("
+        << "--plan article) send " << art << " bytes per device"
+        << (art == mine ? ", the same" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
+    rep.numbers["article_bytes_per_device"] = static_cast<double>(art);
+    if (o.explain) out << explain_text(found) << "\n";
+  }
   rep.strings["einsum"] = eq.text();
   rep.strings["a_spec"] = sa.text();
   rep.strings["b_spec"] = sb.text();

@@ -35,4 +35,10 @@ struct SearchResult {
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
 
+// "8.00x" (a / b), or "all of" when b is 0 and a is not.
+std::string times_text(double a, double b);
+// For --explain: the chosen plan, the articles' and the best rejected ones, one block each with
+// its bytes per device, collectives and steps.
+std::string explain_text(const SearchResult& r);
+
 }  // namespace shardlab

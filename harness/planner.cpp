@@ -232,6 +232,7 @@ std::string step_kind_name(StepKind kind) {
     case StepKind::contract: return "contract";
     case StepKind::all_reduce: return "all_reduce";
     case StepKind::reduce_scatter: return "reduce_scatter";
+    case StepKind::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -364,6 +365,9 @@ xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a
       case StepKind::all_reduce:
         y = all_reduce(dev, x, s.axes, s.tensor);
         break;
+      case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
+        y = all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
+        break;
       case StepKind::contract:
         y = local_contract(plan.eq, *cur[kA], *cur[kB], dev.dtype());
         break;
@@ -414,7 +418,8 @@ std::string plan_text(const Plan& plan) {
   int i = 1;
   for (const auto& s : plan.steps) {
     const std::string& letters = s.operand == kA ? plan.eq.a : s.operand == kB ? plan.eq.b : plan.eq.out;
-    const std::string dim = s.dim < 0 ? "" : std::string(1, letters[s.dim]);
+    std::string dim = s.dim < 0 ? "" : std::string(1, letters[s.dim]);
+    if (s.to_dim >= 0) dim += ">" + std::string(1, letters[s.to_dim]);
     std::string spec, local, reason = s.reason;
     if (s.kind == StepKind::contract) {
       spec = plan.a_used.notation(plan.a.name, names(kA)) + " x " + plan.b_used.notation(plan.b.name, names(kB)) +
@@ -443,7 +448,9 @@ std::string plan_summary(const Plan& plan) {
   for (const auto& s : plan.steps) {
     if (s.kind == StepKind::contract) parts.push_back("contract " + plan.eq.text());
     else parts.push_back(step_kind_name(s.kind) + " " + s.tensor + " over " + axes_text(s.axes) +
-                         (s.dim >= 0 ? " along dim " + std::to_string(s.dim) : ""));
+                         (s.to_dim >= 0 ? " from dim " + std::to_string(s.dim) + " to dim " + std::to_string(s.to_dim)
+                          : s.dim >= 0  ? " along dim " + std::to_string(s.dim)
+                                        : ""));
   }
   return join(parts, "; ");
 }

@@ -37,7 +37,7 @@ namespace shardlab {
 
 struct CollectiveSummary;  // harness/report.hpp
 
-enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter };
+enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all };
 std::string step_kind_name(StepKind kind);  // "all_gather" ... as in the ledger
 
 struct PlanStep {
@@ -46,6 +46,7 @@ struct PlanStep {
   std::string tensor;              // its label, as written into the ledger
   std::vector<std::string> axes;   // mesh axes of the group (or of the slice)
   int dim = -1;                    // the tensor dim it acts on; -1 for contract and all_reduce
+  int to_dim = -1;                 // all_to_all: the dim the axis moves to (it leaves `dim`)
   Spec before, after;              // the tensor's spec around this step
   Shape local_before, local_after; // its local block shape around this step
   std::size_t predicted_bytes = 0; // bytes sent by one device (0 for local steps)

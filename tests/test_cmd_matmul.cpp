@@ -71,8 +71,8 @@ TEST_SUITE("cmd_matmul") {
     const std::string a_in = temp("a32.npy"), b_in = temp("b32.npy"), c_out = temp("c32.npy");
     save_npy(a_in, random_integers({4, 16}, 3, -4, 4), NpyType::float32);
     save_npy(b_in, random_integers({16, 4}, 4, -4, 4), NpyType::float32);
-    auto r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " + b_in + " --out " +
-                        c_out + " --out-dtype float32 --json");
+    auto r = run_binary("shardlab matmul --plan article --dtype float64 --a-spec _,Y --b-spec X,_ --a-in " + a_in + " --b-in " +
+                        b_in + " --out " + c_out + " --out-dtype float32 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
@@ -160,7 +160,7 @@ TEST_SUITE("cmd_matmul") {
   }
 
   TEST_CASE("shardlab matmul --plan-only --json: planned collectives, no verdict fields") {
-    auto r = run_binary("shardlab matmul --dtype float64 --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
+    auto r = run_binary("shardlab matmul --plan article --dtype float64 --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
     CHECK(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["plan_only"] == true);

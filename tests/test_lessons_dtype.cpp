@@ -105,9 +105,10 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("shardlab matmul, K split over Y: one AllReduce of the 4x4 C, 2(n-1)/n x element size x 16") {
-    // n = 4 devices on Y; C has 16 elements.
+    // n = 4 devices on Y; C has 16 elements. The articles' plan (Case 1A): the search would also
+    // split the AllReduce over the idle X axis and gather after it (80 bytes instead of 96).
     const double n = 4;
-    const auto j = run_json("shardlab matmul --a-spec _,Y --b-spec Y,_ --json");  // default: float32
+    const auto j = run_json("shardlab matmul --plan article --a-spec _,Y --b-spec Y,_ --json");  // default: float32
     CHECK(j["pass"] == true);
     CHECK(j["dtype"] == "float32");
     CHECK(j["element_bytes"] == 4);
@@ -116,7 +117,7 @@ TEST_SUITE("lessons") {
     CHECK(j["collectives"][0]["group_size"] == 4);
     CHECK(j["collectives"][0]["bytes_per_device"].get<double>() == 2 * (n - 1) / n * 4 * 16);  // 96
     CHECK(j["collectives"][0]["predicted_bytes_per_device"].get<double>() == 96);
-    const auto h = run_json("shardlab matmul --a-spec _,Y --b-spec Y,_ --json --dtype bfloat16");
+    const auto h = run_json("shardlab matmul --plan article --a-spec _,Y --b-spec Y,_ --json --dtype bfloat16");
     CHECK(h["pass"] == true);
     CHECK(h["dtype"] == "bfloat16");
     CHECK(h["element_bytes"] == 2);

@@ -1,0 +1,410 @@
+#include "harness/plan_search.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "collectives/predict.hpp"
+#include "core/error.hpp"
+#include "core/layout.hpp"
+#include "core/text.hpp"
+
+namespace shardlab {
+
+namespace {
+
+using Axes = std::vector<std::string>;
+constexpr int kA = 0, kB = 1, kC = 2;
+
+bool contains(const Axes& axes, const std::string& a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
+
+// What a path costs: bytes one device sends, then how many collectives (the first tie-break).
+struct Cost {
+  std::size_t bytes = 0;
+  int collectives = 0;
+  bool operator<(const Cost& o) const { return bytes != o.bytes ? bytes < o.bytes : collectives < o.collectives; }
+  bool operator==(const Cost& o) const { return bytes == o.bytes && collectives == o.collectives; }
+  Cost operator+(const Cost& o) const { return {bytes + o.bytes, collectives + o.collectives}; }
+};
+
+// One step on one tensor: what it does and the spec it leads to.
+struct Move {
+  StepKind kind = StepKind::contract;
+  Axes axes;
+  int dim = -1, to_dim = -1;
+  Spec after;
+};
+
+// The tensor a search runs on: its global shape and what the plan calls it.
+struct Subject {
+  const Mesh& mesh;
+  Shape shape;
+  std::size_t element_bytes;
+};
+
+Cost cost_of(const Subject& t, const Spec& before, const Move& m) {
+  if (m.kind == StepKind::local_slice) return {};
+  const std::size_t in = bytes_of(local_shape(t.mesh, before, t.shape), t.element_bytes);
+  return {predicted_bytes_sent(step_kind_name(m.kind), t.mesh.axes_size(m.axes), in, t.element_bytes), 1};
+}
+
+// Every single step from spec s. Axes of size 1 never appear (they were dropped).
+std::vector<Move> moves_from(const Subject& t, const Spec& s) {
+  std::vector<Move> out;
+  const Shape local = local_shape(t.mesh, s, t.shape);
+  const Axes used = s.used_axes();
+  auto add = [&](StepKind kind, Axes axes, int dim, int to_dim, Spec after) {
+    out.push_back(Move{kind, std::move(axes), dim, to_dim, std::move(after)});
+  };
+  for (std::size_t d = 0; d < s.rank(); ++d) {
+    const Axes& list = s.dims[d];
+    for (std::size_t k = 0; k < list.size(); ++k) {  // AllGather the suffix from k
+      Spec after = s;
+      after.dims[d].resize(k);
+      add(StepKind::all_gather, Axes(list.begin() + static_cast<long>(k), list.end()), int(d), -1, after);
+    }
+    for (const auto& x : t.mesh.names()) {  // a free slice by an axis nothing uses yet
+      const std::size_t n = static_cast<std::size_t>(t.mesh.axis_size(x));
+      if (n < 2 || contains(used, x) || local[d] % n != 0) continue;
+      Spec after = s;
+      after.dims[d].push_back(x);
+      add(StepKind::local_slice, {x}, int(d), -1, after);
+    }
+    if (list.empty()) continue;
+    const std::string& x = list.back();  // AllToAll: the innermost axis to the end of another dim
+    const std::size_t n = static_cast<std::size_t>(t.mesh.axis_size(x));
+    for (std::size_t j = 0; j < s.rank(); ++j) {
+      if (j == d || local[j] % n != 0) continue;
+      Spec after = s;
+      after.dims[d].pop_back();
+      after.dims[j].push_back(x);
+      add(StepKind::all_to_all, {x}, int(d), int(j), after);
+    }
+  }
+  if (s.partial.empty()) return out;
+  // Partial sums: AllReduce any subset, ReduceScatter any ordered run onto a dim. Subsets and
+  // runs keep mesh order / every order; there are at most 4 partial axes.
+  const Axes& p = s.partial;
+  const std::size_t subsets = std::size_t{1} << p.size();
+  for (std::size_t mask = 1; mask < subsets; ++mask) {
+    Axes pick, rest;
+    for (std::size_t i = 0; i < p.size(); ++i) (mask >> i & 1 ? pick : rest).push_back(p[i]);
+    Spec reduced = s;
+    reduced.partial = rest;
+    add(StepKind::all_reduce, pick, -1, -1, reduced);
+    std::sort(pick.begin(), pick.end());
+    do {
+      const std::size_t n = static_cast<std::size_t>(t.mesh.axes_size(pick));
+      for (std::size_t d = 0; d < s.rank(); ++d) {
+        if (local[d] % n != 0) continue;
+        Spec after = reduced;
+        after.dims[d].insert(after.dims[d].end(), pick.begin(), pick.end());
+        add(StepKind::reduce_scatter, pick, int(d), -1, after);
+      }
+    } while (std::next_permutation(pick.begin(), pick.end()));
+  }
+  return out;
+}
+
+// A compact key for a spec: per dim the mesh axis indices, then the partial ones.
+std::string key_of(const Mesh& mesh, const Spec& s) {
+  std::string k;
+  for (const auto& d : s.dims) {
+    for (const auto& a : d) k += static_cast<char>('a' + mesh.axis(a));
+    k += '|';
+  }
+  k += '#';
+  for (const auto& a : s.partial) k += static_cast<char>('a' + mesh.axis(a));
+  return k;
+}
+
+// Dijkstra over the layouts of one tensor from one or more starting layouts (each with a cost
+// already paid). States costing more than `bound` bytes are not expanded; with `target`, it stops
+// once the target is settled. Settled states keep their cost and how they were reached.
+class Layouts {
+ public:
+  struct Node {
+    Spec spec;
+    Cost cost;
+    std::string prev;  // key of the state before; empty at a start
+    Move move;
+    bool settled = false;
+  };
+
+  Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, std::size_t bound,
+          const Spec* target = nullptr)
+      : mesh_(t.mesh) {
+    using Item = std::pair<Cost, std::string>;
+    auto later = [](const Item& x, const Item& y) { return y.first < x.first || (x.first == y.first && y.second < x.second); };
+    std::priority_queue<Item, std::vector<Item>, decltype(later)> queue(later);
+    for (const auto& [spec, c] : starts) {
+      const std::string k = key_of(mesh_, spec);
+      auto it = nodes_.find(k);
+      if (it != nodes_.end() && !(c < it->second.cost)) continue;
+      nodes_[k] = Node{spec, c, "", {}, false};
+      queue.push({c, k});
+    }
+    const std::string goal = target ? key_of(mesh_, *target) : "";
+    while (!queue.empty()) {
+      const auto [c, k] = queue.top();
+      queue.pop();
+      Node& node = nodes_[k];
+      if (node.settled || node.cost < c) continue;
+      node.settled = true;
+      settled_.push_back(k);
+      if (target && k == goal) break;
+      const Spec here = node.spec;
+      for (auto& m : moves_from(t, here)) {
+        const Cost next = c + cost_of(t, here, m);
+        if (next.bytes > bound) continue;
+        const std::string key = key_of(mesh_, m.after);
+        auto it = nodes_.find(key);
+        if (it != nodes_.end() && (it->second.settled || !(next < it->second.cost))) continue;
+        Spec after = m.after;
+        nodes_[key] = Node{std::move(after), next, k, std::move(m), false};
+        queue.push({next, key});
+      }
+    }
+  }
+
+  // Settled states in order of cost.
+  const std::vector<std::string>& settled() const { return settled_; }
+  const Node* find(const Spec& s) const { return find_key(key_of(mesh_, s)); }
+  const Node* find_key(const std::string& key) const {
+    auto it = nodes_.find(key);
+    return it == nodes_.end() || !it->second.settled ? nullptr : &it->second;
+  }
+  // The start a settled state was reached from, and the moves from it, in order.
+  std::vector<Move> path_to(const Spec& s, Spec* start = nullptr) const {
+    std::vector<Move> out;
+    std::string k = key_of(mesh_, s);
+    for (; !nodes_.at(k).prev.empty(); k = nodes_.at(k).prev) out.push_back(nodes_.at(k).move);
+    if (start) *start = nodes_.at(k).spec;
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  const Mesh& mesh_;
+  std::unordered_map<std::string, Node> nodes_;
+  std::vector<std::string> settled_;
+};
+
+// The spec without axes of size 1 (they split nothing).
+Spec without_unit_axes(const Mesh& mesh, Spec s) {
+  auto drop = [&](Axes& l) {
+    l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& a) { return mesh.axis_size(a) == 1; }), l.end());
+  };
+  for (auto& d : s.dims) drop(d);
+  drop(s.partial);
+  return s;
+}
+
+// A candidate: operand layouts to multiply, the product, and its total cost.
+struct Candidate {
+  Spec a_used, b_used;
+  Spec product;
+  Cost cost;
+  double flops = 0;
+};
+
+bool better(const Candidate& x, const Candidate& y) {
+  if (!(x.cost == y.cost)) return x.cost < y.cost;
+  return x.flops < y.flops;
+}
+
+std::string reason_for(const Move& m, const std::string& letters) {
+  auto dim = [&](int d) { return std::string(1, static_cast<char>(std::toupper(letters[static_cast<std::size_t>(d)]))); };
+  switch (m.kind) {
+    case StepKind::all_gather: return "gather dim " + dim(m.dim) + " over " + axes_text(m.axes);
+    case StepKind::local_slice:
+      return "slice dim " + dim(m.dim) + " over " + axes_text(m.axes) + ": this device's part, no messages";
+    case StepKind::all_to_all:
+      return "move the split over " + axes_text(m.axes) + " from dim " + dim(m.dim) + " to dim " + dim(m.to_dim);
+    case StepKind::reduce_scatter:
+      return "sum the partial products over " + axes_text(m.axes) + ", each device keeping its slice of dim " +
+             dim(m.dim);
+    case StepKind::all_reduce: return "sum the partial products over " + axes_text(m.axes) + " on every device";
+    case StepKind::contract: break;
+  }
+  return "";
+}
+
+}  // namespace
+
+SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                const std::optional<Spec>& out, const PlanOptions& options) {
+  SearchResult r;
+  // The articles' plan checks every input (and says what is wrong); its output is the default target.
+  r.article = plan_contraction(eq, mesh, a, b, out, options);
+  const Plan& art = r.article;
+  const Spec target = without_unit_axes(mesh, art.out_spec);
+  const std::string letters[3] = {eq.a, eq.b, eq.out};
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes},
+                              {mesh, b.shape, options.element_bytes},
+                              {mesh, art.out_shape, options.element_bytes}};
+  // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
+  const std::size_t bound = art.predicted_bytes_per_device();
+  const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
+                          Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
+  r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
+
+  // B's layouts by how they split the dims B shares with A: a pair multiplies only if these match.
+  const std::string shared = eq.contracted() + eq.batch();
+  auto shared_key = [&](int o, const Spec& s) {
+    std::string k;
+    for (char c : shared) k += axes_text(s.dims[letters[o].find(c)]) + "|";
+    return k;
+  };
+  std::unordered_map<std::string, std::vector<const Layouts::Node*>> b_by_shared;
+  for (const auto& k : ops[kB].settled()) {
+    const auto* n = ops[kB].find_key(k);
+    b_by_shared[shared_key(kB, n->spec)].push_back(n);
+  }
+
+  // The cheapest pair of operand layouts for each product they can form.
+  std::map<std::string, Candidate> products;
+  for (const auto& ak : ops[kA].settled()) {
+    const auto* an = ops[kA].find_key(ak);
+    auto match = b_by_shared.find(shared_key(kA, an->spec));
+    if (match == b_by_shared.end()) continue;
+    Axes a_free_axes;
+    for (char c : eq.a_free())
+      for (const auto& x : an->spec.dims[eq.a.find(c)]) a_free_axes.push_back(x);
+    for (const auto* bn : match->second) {
+      const Cost before = an->cost + bn->cost;
+      if (before.bytes > bound) break;  // B's layouts come in order of cost
+      bool clash = false;
+      for (char c : eq.b_free())
+        for (const auto& x : bn->spec.dims[eq.b.find(c)]) clash = clash || contains(a_free_axes, x);
+      if (clash) continue;
+      Spec p = Spec::replicated(eq.out.size());
+      for (std::size_t i = 0; i < eq.out.size(); ++i) {
+        const char c = eq.out[i];
+        p.dims[i] = eq.a.find(c) != std::string::npos ? an->spec.dims[eq.a.find(c)] : bn->spec.dims[eq.b.find(c)];
+      }
+      for (char c : eq.contracted())
+        for (const auto& x : an->spec.dims[eq.a.find(c)]) p.partial.push_back(x);
+      Candidate cand{an->spec, bn->spec, p, before,
+                     contraction_flops(eq, local_shape(mesh, an->spec, a.shape), local_shape(mesh, bn->spec, b.shape))};
+      const std::string pk = key_of(mesh, p);
+      auto at = products.find(pk);
+      if (at == products.end() || better(cand, at->second)) products[pk] = cand;
+    }
+  }
+  if (products.empty())
+    throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
+                                            target.text() + " for " + options.result_name);
+  // One search over the result's layouts from every product at once, each starting with what its
+  // operands cost: the target's cost is then the cheapest plan's.
+  std::vector<std::pair<Spec, Cost>> starts;
+  for (const auto& kv : products) starts.push_back({kv.second.product, kv.second.cost});
+  const Layouts finish(subject[kC], starts, bound, &target);
+  r.layouts_explored += finish.settled().size();
+  const auto* done = finish.find(target);
+  if (!done)
+    throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
+                                            target.text() + " for " + options.result_name);
+  Spec chosen_product;
+  const std::vector<Move> tail = finish.path_to(target, &chosen_product);
+  const Candidate chosen = products.at(key_of(mesh, chosen_product));
+
+  auto build = [&](const Candidate& c, const std::vector<Move>& result_moves) {
+    Plan plan = art;  // inputs, names, shapes, output as the articles' plan has them
+    plan.steps.clear();
+    Spec cur[3] = {without_unit_axes(mesh, a.spec), without_unit_axes(mesh, b.spec), c.product};
+    const std::string label[3] = {a.name, b.name, options.result_name};
+    auto push = [&](int o, const Move& m) {
+      PlanStep s;
+      s.kind = m.kind;
+      s.operand = o;
+      s.tensor = label[o];
+      s.axes = m.axes;
+      s.dim = m.dim;
+      s.to_dim = m.to_dim;
+      s.before = cur[o];
+      s.local_before = local_shape(mesh, cur[o], subject[o].shape);
+      s.predicted_bytes = cost_of(subject[o], cur[o], m).bytes;
+      s.reason = reason_for(m, letters[o]);
+      cur[o] = m.after;
+      s.after = cur[o];
+      s.local_after = local_shape(mesh, cur[o], subject[o].shape);
+      plan.steps.push_back(std::move(s));
+    };
+    for (const auto& m : ops[kA].path_to(c.a_used)) push(kA, m);
+    for (const auto& m : ops[kB].path_to(c.b_used)) push(kB, m);
+    plan.a_used = cur[kA];
+    plan.b_used = cur[kB];
+    plan.product = c.product;
+    PlanStep s;
+    s.kind = StepKind::contract;
+    s.operand = kC;
+    s.tensor = label[kC];
+    s.before = s.after = c.product;
+    s.local_before = s.local_after = local_shape(mesh, c.product, art.out_shape);
+    s.flops = c.flops;
+    s.reason = c.product.is_partial() ? "local product; each is a partial sum over " + axes_text(c.product.partial)
+                                      : "local product; every term of each sum is on this device";
+    plan.steps.push_back(std::move(s));
+    for (const auto& m : result_moves) push(kC, m);
+    return plan;
+  };
+  r.best = build(chosen, tail);
+  // Ties go to the articles' plan.
+  const Cost art_cost{art.predicted_bytes_per_device(), static_cast<int>(art.collectives().size())};
+  if (art_cost == done->cost && art.flops_per_device() <= chosen.flops) r.best = art;
+
+  // The best rejected plans: through the other products whose operands cost least, each finished
+  // by a search of its own (a few small searches, bounded like the first).
+  std::vector<const Candidate*> others;
+  for (const auto& kv : products)
+    if (key_of(mesh, kv.second.product) != key_of(mesh, chosen_product)) others.push_back(&kv.second);
+  std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
+  std::vector<Plan> alt;
+  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
+    const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, bound, &target);
+    if (own.find(target)) alt.push_back(build(*others[i], own.path_to(target)));
+  }
+  const std::string art_summary = plan_summary(art);
+  std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
+    return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
+  });
+  for (auto& p : alt)
+    if (r.alternatives.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != plan_summary(r.best))
+      r.alternatives.push_back(std::move(p));
+  return r;
+}
+
+std::string times_text(double a, double b) {
+  if (b <= 0) return a > 0 ? "infinitely many times" : "1.00x";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", a / b);
+  return buf;
+}
+
+std::string explain_text(const SearchResult& r) {
+  const std::size_t best = r.best.predicted_bytes_per_device();
+  auto block = [&](const std::string& label, const Plan& p) {
+    const std::size_t bytes = p.predicted_bytes_per_device(), n = p.collectives().size();
+    std::string out = "  " + label + ": " + std::to_string(bytes) + " bytes per device in " + std::to_string(n) +
+                      " collective" + (n == 1 ? "" : "s");
+    if (&p != &r.best) out += bytes == best ? " (as many)" : " (" + times_text(double(bytes), double(best)) + ")";
+    out += "\n";
+    for (const auto& s : p.steps) {
+      std::string what = s.kind == StepKind::contract ? "contract" : step_kind_name(s.kind) + " " + s.tensor;
+      if (!s.axes.empty()) what += " over " + axes_text(s.axes);
+      out += "      " + what + ": " + (s.kind == StepKind::contract ? s.after.text() : s.before.text() + " -> " + s.after.text()) +
+             (s.predicted_bytes ? ", " + std::to_string(s.predicted_bytes) + " B" : "") + "\n";
+    }
+    return out;
+  };
+  std::string out = "Why this plan (--explain): the search compared every product it could form\n";
+  out += block("chosen", r.best);
+  out += block("the articles' rules", r.article);
+  for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
+  return out;
+}
+
+}  // namespace shardlab
