@@ -161,10 +161,14 @@ int run_contraction(const ContractionOptions& o) {
   rep.strings["plan_kind"] = o.plan;
   if (o.plan == "search") {
     const std::size_t mine = plan.predicted_bytes_per_device(), art = found.article.predicted_bytes_per_device();
-    out << "  search: the fewest bytes of " << found.layouts_explored << " layouts explored; the articles' rules ("
-        << "--plan article) send " << art << " bytes per device"
-        << (art == mine ? ", the same" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
-    rep.numbers["article_bytes_per_device"] = static_cast<double>(art);
+    out << "  search: the fewest bytes of " << found.layouts_explored << " layouts explored; ";
+    if (found.article_refusal.empty()) {
+      out << "the articles' rules (--plan article) send " << art << " bytes per device"
+          << (art == mine ? ", the same" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
+      rep.numbers["article_bytes_per_device"] = static_cast<double>(art);
+    } else {
+      out << "the articles' rules cannot reach this output\n\n";
+    }
     if (o.explain) out << explain_text(found) << "\n";
   }
   rep.strings["einsum"] = eq.text();

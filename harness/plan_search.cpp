@@ -238,15 +238,29 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
                                 const std::optional<Spec>& out, const PlanOptions& options) {
   SearchResult r;
   // The articles' plan checks every input (and says what is wrong); its output is the default target.
-  r.article = plan_contraction(eq, mesh, a, b, out, options);
-  const Plan& art = r.article;
+  // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
+  // result, with no bound.
+  Plan base;
+  std::size_t bound = 0;
+  try {
+    r.article = plan_contraction(eq, mesh, a, b, out, options);
+    base = r.article;
+    bound = r.article.predicted_bytes_per_device();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unsupported || !out) throw;
+    r.article_refusal = e.what();
+    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
+    base.out_spec = *out;
+    base.out_given = true;
+    bound = static_cast<std::size_t>(-1);
+  }
+  const Plan& art = base;
   const Spec target = without_unit_axes(mesh, art.out_spec);
   const std::string letters[3] = {eq.a, eq.b, eq.out};
   const Subject subject[3] = {{mesh, a.shape, options.element_bytes},
                               {mesh, b.shape, options.element_bytes},
                               {mesh, art.out_shape, options.element_bytes}};
   // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
-  const std::size_t bound = art.predicted_bytes_per_device();
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
@@ -354,7 +368,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   r.best = build(chosen, tail);
   // Ties go to the articles' plan.
   const Cost art_cost{art.predicted_bytes_per_device(), static_cast<int>(art.collectives().size())};
-  if (art_cost == done->cost && art.flops_per_device() <= chosen.flops) r.best = art;
+  if (r.article_refusal.empty() && art_cost == done->cost && art.flops_per_device() <= chosen.flops) r.best = art;
 
   // The best rejected plans: through the other products whose operands cost least, each finished
   // by a search of its own (a few small searches, bounded like the first).
@@ -367,7 +381,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
     const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, bound, &target);
     if (own.find(target)) alt.push_back(build(*others[i], own.path_to(target)));
   }
-  const std::string art_summary = plan_summary(art);
+  const std::string art_summary = r.article_refusal.empty() ? plan_summary(art) : "";
   std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
     return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
   });
@@ -402,7 +416,10 @@ std::string explain_text(const SearchResult& r) {
   };
   std::string out = "Why this plan (--explain): the search compared every product it could form\n";
   out += block("chosen", r.best);
-  out += block("the articles' rules", r.article);
+  if (r.article_refusal.empty())
+    out += block("the articles' rules", r.article);
+  else
+    out += "  the articles' rules: none (" + r.article_refusal + ")\n";
   for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
   return out;
 }

@@ -25,13 +25,15 @@ namespace shardlab {
 
 struct SearchResult {
   Plan best;                        // the cheapest plan
-  Plan article;                     // plan_contraction's, for comparison
+  Plan article;                     // plan_contraction's, for comparison (empty if it refused)
+  std::string article_refusal;      // why plan_contraction cannot reach the output, or empty
   std::vector<Plan> alternatives;   // the next cheapest plans through other products, best first (at most 4)
   std::size_t layouts_explored = 0; // states settled by the search
 };
 
 // Without `out`, the target is the spec the articles' plan ends with. Throws as plan_contraction
-// does for specs that do not fit, and Error(unsupported) if no plan reaches `out`.
+// does for specs that do not fit, and Error(unsupported) if no plan reaches `out`. Partial-sum
+// outputs the articles' rules refuse are searched for too (article_refusal says why they refused).
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
 

@@ -159,6 +159,27 @@ TEST_SUITE("cmd_matmul") {
     CHECK(r.out.find("Run:") == std::string::npos);
   }
 
+  TEST_CASE("shardlab matmul --explain: the articles' plan (Case 1B) and the cheaper searched one, both byte counts") {
+    // Default mesh X=2,Y=4, A 4x16 on K_Y, B 16x4 on K_X, float32. The articles' rules gather both
+    // operands: A's K over Y (3 blocks of 4x4: 192 B) and B's K over X (one 8x4 block: 128 B).
+    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --explain");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("the articles' rules: 320 bytes per device in 2 collectives") != std::string::npos);
+    CHECK(r.out.find("chosen: ") != std::string::npos);
+    CHECK(r.out.find("the articles' rules (--plan article) send 320 bytes per device") != std::string::npos);
+    // The searched plan is cheaper and still verifies.
+    const auto j = nlohmann::json::parse(run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --json").out);
+    CHECK(j["pass"] == true);
+    CHECK(j["plan_kind"] == "search");
+    CHECK(j["article_bytes_per_device"] == 320);
+    CHECK(j["plan_bytes_per_device"].get<double>() < 320);
+    // A partial-sum output the articles' rules refuse: kept partial over X, summed over Y only.
+    const auto p = nlohmann::json::parse(
+        run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --out-spec _,_{X} --json").out);
+    CHECK(p["pass"] == true);
+    CHECK(p["out_spec"] == "_,_{X}");
+  }
+
   TEST_CASE("shardlab matmul --plan-only --json: planned collectives, no verdict fields") {
     auto r = run_binary("shardlab matmul --plan article --dtype float64 --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --shape 4,16,4 --plan-only --json");
     CHECK(r.status == 0);
@@ -204,7 +225,7 @@ TEST_SUITE("cmd_matmul") {
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype int8", "float32 or float64"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype bfloat16",
          "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly, so use --out-dtype float32"},
-        {"matmul --a-spec _,Y --b-spec Y,_ --out-spec _,_{X}", "partial"},
+        {"einsum bi,bj-\\>bij --specs _,_ _,_ --dims b=4,i=4,j=4 --out-spec _,_,_{X}", "no plan takes"},
         {"matmul --a-spec _,Y", "--b-spec is required"},
         {"einsum ik,kj --specs _,Y Y,_", "give --dims"},
         {"einsum ik,kj,jl --specs _,Y Y,_ --dims i=4", "exactly two"},

@@ -1,8 +1,7 @@
-// The planner's search (issue 12) against an independent brute-force enumerator
-// (tests/brute_plans.hpp). Until harness/plan_search.cpp exists the enumerator is checked on hand
-// cases and against the articles' planner (it may only ever find fewer bytes); building with
-// -DSHARDLAB_HAVE_SEARCH adds the test that the search finds exactly the enumerator's minimum and
-// that its plans run and verify on the sim backend.
+// The planner's search (harness/plan_search.cpp) against an independent brute-force enumerator
+// (tests/brute_plans.hpp). The enumerator is checked on hand cases and against the articles'
+// planner (it may only ever find fewer bytes); then the search must find exactly the enumerator's
+// minimum, and its plans run and verify on the sim backend.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,12 +17,10 @@
 #include "harness/planner.hpp"
 #include "tests/brute_plans.hpp"
 
-#ifdef SHARDLAB_HAVE_SEARCH
 #include "collectives/runtime.hpp"
 #include "core/layout.hpp"
 #include "harness/plan_search.hpp"
 #include "harness/report.hpp"
-#endif
 
 using namespace shardlab;
 
@@ -241,7 +238,6 @@ TEST_SUITE("plan search") {
     MESSAGE(m.str());
   }
 
-#ifdef SHARDLAB_HAVE_SEARCH
   TEST_CASE("brute: search_contraction finds exactly the enumerator's minimum, and its plans verify") {
     Rng rng(20240612);
     int compared = 0, refused = 0, runs = 0;
@@ -291,5 +287,4 @@ TEST_SUITE("plan search") {
     MESSAGE(compared << " random cases compared with the enumerator, " << runs << " of their plans run on the sim backend, "
                      << refused << " outputs refused by the search");
   }
-#endif
 }
