@@ -54,4 +54,14 @@ std::string cost_text(const Plan& plan);
 // Verdict that the run's collectives are the planner's, op by op, with the bytes it predicted.
 Verdict planner_agrees(const Plan& plan, const std::vector<CollectiveSummary>& run);
 
+// The search's plan for the lesson's case (same specs and output), beside the articles'. When it
+// sends fewer bytes it is run on the same devices (every rank calls this) and verified against
+// A B and against its own prediction; `text` (root only) tells the learner what it does and what
+// it saves, `checks` holds the verdicts (empty when the articles' plan is already the cheapest).
+struct CheaperPlan {
+  std::string text;
+  std::vector<Verdict> checks;
+};
+CheaperPlan run_cheaper_plan(Runtime& runtime, const Mesh& mesh, const MatmulCase& c, DType dtype);
+
 }  // namespace shardlab

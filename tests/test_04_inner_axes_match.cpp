@@ -21,7 +21,11 @@ TEST_SUITE("lessons") {
     CHECK(ar["bytes_per_device"].get<double>() == 2.0 * 3 / 4 * 16 * 8);
     CHECK(ar["bytes_per_device"] == ar["predicted_bytes_per_device"]);
     CHECK(j["bytes_per_device"].get<double>() == 192);
-    CHECK(j["checks"].size() == 3);  // partial sums, C, planner agrees
+    // partial sums, C, planner agrees; then the searched plan's C and its bytes
+    REQUIRE(j["checks"].size() == 5);
+    CHECK(j["checks"][3]["name"] == "C by the searched plan");
+    CHECK(j["checks"][3]["pass"] == true);
+    CHECK(j["checks"][4]["pass"] == true);
   }
 
   TEST_CASE("lesson 04 text: partial sums, duplicated work along X, the planner's plan") {
@@ -31,6 +35,9 @@ TEST_SUITE("lessons") {
     CHECK(r.out.find("{0,4} {1,5} {2,6} {3,7}") != std::string::npos);
     CHECK(r.out.find("128 on every device; unsharded 512 / 8 devices = 64: 2x") != std::string::npos);
     CHECK(r.out.find("contract ik,kj->ij; all_reduce C over Y") != std::string::npos);
+    // The search slices A's rows over the idle X first: AllReduce of a [2, 4] C over Y,
+    // 2*3/4*64 = 96 bytes, then AllGather over X, 1*64 = 64: 160 against the article's 192.
+    CHECK(r.out.find("Cheaper: the search sends 160 bytes per device instead of 192 (1.20x less)") != std::string::npos);
     CHECK(r.out.find("Takeaway:") != std::string::npos);
     CHECK(r.out.find("\nPASS 04_inner_axes_match") != std::string::npos);
   }

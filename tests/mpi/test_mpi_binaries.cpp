@@ -49,7 +49,7 @@ TEST_SUITE("mpi binaries") {
     if (!runs_here()) return;
     for (const std::string& launch : {kClean, kClean + "mpiexec -n 2 "}) {  // clean: not this job's PMI
       CAPTURE(launch);
-      auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --plan-only --backend mpi", launch);
+      auto r = run_binary("shardlab matmul --plan article --a-spec _,Y --b-spec Y,_ --plan-only --backend mpi", launch);
       CHECK(r.status == 0);
       CHECK(r.err.empty());
       // Printed once (by rank 0), however many processes. One ring AllReduce of the 4x4 C in the
