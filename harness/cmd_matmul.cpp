@@ -169,7 +169,10 @@ int run_contraction(const ContractionOptions& o) {
     } else {
       out << "the articles' rules cannot reach this output\n\n";
     }
-    if (o.explain) out << explain_text(found) << "\n";
+    if (o.explain) {
+      out << explain_text(found) << "\n";
+      rep.json["alternatives"] = alternatives_json(found);
+    }
   }
   rep.strings["einsum"] = eq.text();
   rep.strings["a_spec"] = sa.text();

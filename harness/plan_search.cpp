@@ -391,6 +391,37 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   return r;
 }
 
+std::string cases_text(const Einsum& eq, const Mesh& mesh, const Spec& a_in, const Spec& b_in) {
+  const Spec a = without_unit_axes(mesh, a_in), b = without_unit_axes(mesh, b_in);
+  bool same = false, mismatch = false, one_side = false;
+  for (char c : eq.contracted()) {
+    const Axes& x = a.dims[eq.a.find(c)];
+    const Axes& y = b.dims[eq.b.find(c)];
+    if (x.empty() && y.empty()) continue;
+    if (x == y) same = true;
+    else if (!x.empty() && !y.empty()) mismatch = true;
+    else one_side = true;
+  }
+  Axes a_free, b_free;
+  for (char c : eq.a_free()) for (const auto& x : a.dims[eq.a.find(c)]) a_free.push_back(x);
+  for (char c : eq.b_free()) for (const auto& x : b.dims[eq.b.find(c)]) b_free.push_back(x);
+  bool clash = false;
+  for (const auto& x : a_free) clash = clash || contains(b_free, x);
+  const bool outer = !a_free.empty() || !b_free.empty();
+  std::vector<std::string> article;
+  if (same) article.push_back("Case 1A");
+  if (mismatch || one_side) article.push_back("Case 1B");
+  if (outer) article.push_back("Case 2");
+  std::string out = article.empty() ? "nothing split" : join(article, " + ");
+  if (outer && (same || mismatch || one_side)) out += " (full sharding)";
+  std::vector<std::string> book;
+  if (!same && !mismatch && !one_side) book.push_back("1");
+  if (one_side || mismatch) book.push_back("2");
+  if (same) book.push_back("3");
+  if (clash) book.push_back("4");
+  return out + "; book case " + join(book, " + ");
+}
+
 std::string times_text(double a, double b) {
   if (b <= 0) return a > 0 ? "infinitely many times" : "1.00x";
   char buf[32];
@@ -402,10 +433,10 @@ std::string explain_text(const SearchResult& r) {
   const std::size_t best = r.best.predicted_bytes_per_device();
   auto block = [&](const std::string& label, const Plan& p) {
     const std::size_t bytes = p.predicted_bytes_per_device(), n = p.collectives().size();
-    std::string out = "  " + label + ": " + std::to_string(bytes) + " bytes per device in " + std::to_string(n) +
-                      " collective" + (n == 1 ? "" : "s");
+    std::string out = "  " + label + ": " + std::to_string(bytes) + " B per device";
     if (&p != &r.best) out += bytes == best ? " (as many)" : " (" + times_text(double(bytes), double(best)) + ")";
-    out += "\n";
+    out += ", " + std::to_string(n) + " collective" + (n == 1 ? "" : "s") + ", multiplies as " +
+           cases_text(p.eq, p.mesh, p.a_used, p.b_used) + "\n";
     for (const auto& s : p.steps) {
       std::string what = s.kind == StepKind::contract ? "contract" : step_kind_name(s.kind) + " " + s.tensor;
       if (!s.axes.empty()) what += " over " + axes_text(s.axes);
@@ -414,7 +445,10 @@ std::string explain_text(const SearchResult& r) {
     }
     return out;
   };
-  std::string out = "Why this plan (--explain): the search compared every product it could form\n";
+  const Plan& given = r.article_refusal.empty() ? r.article : r.best;
+  std::string out = "Why this plan (--explain): the inputs are " +
+                    cases_text(given.eq, given.mesh, given.a.spec, given.b.spec) +
+                    ";\nthe search compared every product it could form; each plan multiplies in the case named\n";
   out += block("chosen", r.best);
   if (r.article_refusal.empty())
     out += block("the articles' rules", r.article);
@@ -422,6 +456,25 @@ std::string explain_text(const SearchResult& r) {
     out += "  the articles' rules: none (" + r.article_refusal + ")\n";
   for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
   return out;
+}
+
+std::string alternatives_json(const SearchResult& r) {
+  auto quoted = [](const std::string& t) {
+    std::string out = "\"";
+    for (char c : t) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  auto entry = [&](const std::string& label, const Plan& p) {
+    return "{\"label\": " + quoted(label) + ", \"bytes_per_device\": " + std::to_string(p.predicted_bytes_per_device()) +
+           ", \"collectives\": " + std::to_string(p.collectives().size()) + ", \"plan\": " + quoted(plan_summary(p)) + "}";
+  };
+  std::string out = "[" + entry("chosen", r.best);
+  if (r.article_refusal.empty()) out += ", " + entry("article", r.article);
+  for (const auto& p : r.alternatives) out += ", " + entry("rejected", p);
+  return out + "]";
 }
 
 }  // namespace shardlab

@@ -153,6 +153,7 @@ std::string report_json(const Report& report) {
   if (!report.plan_only) j["bytes_per_device"] = report.bytes_per_device;
   for (const auto& kv : report.numbers) j[kv.first] = number_json(kv.second);
   for (const auto& kv : report.strings) j[kv.first] = kv.second;
+  for (const auto& kv : report.json) j[kv.first] = nlohmann::ordered_json::parse(kv.second);
   return j.dump(2);
 }
 

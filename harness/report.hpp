@@ -38,6 +38,7 @@ struct Report {
   std::size_t bytes_per_device = 0;
   std::map<std::string, double> numbers;       // extra numeric fields for --json
   std::map<std::string, std::string> strings;  // extra text fields for --json
+  std::map<std::string, std::string> json;     // extra fields already written as JSON text
   // --plan-only: nothing ran, so the JSON has "plan_only": true and no verdict fields; the
   // collectives are the planned ones (`predicted_bytes_per_device` only).
   bool plan_only = false;

@@ -164,7 +164,9 @@ TEST_SUITE("cmd_matmul") {
     // operands: A's K over Y (3 blocks of 4x4: 192 B) and B's K over X (one 8x4 block: 128 B).
     auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --explain");
     CHECK(r.status == 0);
-    CHECK(r.out.find("the articles' rules: 320 bytes per device in 2 collectives") != std::string::npos);
+    CHECK(r.out.find("the inputs are Case 1B; book case 2") != std::string::npos);
+    CHECK(r.out.find("the articles' rules: 320 B per device (") != std::string::npos);
+    CHECK(r.out.find(", 2 collectives, multiplies as nothing split; book case 1") != std::string::npos);
     CHECK(r.out.find("chosen: ") != std::string::npos);
     CHECK(r.out.find("the articles' rules (--plan article) send 320 bytes per device") != std::string::npos);
     // The searched plan is cheaper and still verifies.
@@ -173,6 +175,13 @@ TEST_SUITE("cmd_matmul") {
     CHECK(j["plan_kind"] == "search");
     CHECK(j["article_bytes_per_device"] == 320);
     CHECK(j["plan_bytes_per_device"].get<double>() < 320);
+    const auto e = nlohmann::json::parse(run_binary("shardlab matmul --a-spec _,Y --b-spec X,_ --explain --json").out);
+    REQUIRE(e["alternatives"].size() >= 2);
+    CHECK(e["alternatives"][0]["label"] == "chosen");
+    CHECK(e["alternatives"][0]["bytes_per_device"] == e["plan_bytes_per_device"]);
+    CHECK(e["alternatives"][1]["label"] == "article");
+    CHECK(e["alternatives"][1]["bytes_per_device"] == 320);
+    CHECK(e["alternatives"][1]["plan"] == "all_gather A over Y along dim 1; all_gather B over X along dim 0; contract ik,kj->ij");
     // A partial-sum output the articles' rules refuse: kept partial over X, summed over Y only.
     const auto p = nlohmann::json::parse(
         run_binary("shardlab matmul --mesh X=2,Y=4 --a-spec _,Y --b-spec Y,_ --out-spec _,_{X} --json").out);

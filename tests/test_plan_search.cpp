@@ -288,3 +288,19 @@ TEST_SUITE("plan search") {
                      << refused << " outputs refused by the search");
   }
 }
+
+TEST_CASE("cases_text: the articles' and the scaling book's names for pairs of layouts") {
+  const Einsum eq = Einsum::parse("ik,kj->ij");
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  auto at = [&](const char* a, const char* b) { return cases_text(eq, mesh, Spec::parse(a), Spec::parse(b)); };
+  CHECK(at("_,Y", "Y,_") == "Case 1A; book case 3");                     // lesson 04
+  CHECK(at("_,Y", "X,_") == "Case 1B; book case 2");                     // lesson 05: mismatch
+  CHECK(at("_,Y", "_,_") == "Case 1B; book case 2");                     // one side split
+  CHECK(at("X,_", "_,_") == "Case 2; book case 1");                      // outer only
+  CHECK(at("X,_", "_,X") == "Case 2; book case 1 + 4");                  // both free dims on X
+  CHECK(at("X,Y", "X,_") == "Case 1B + Case 2 (full sharding); book case 2");  // lesson 06
+  CHECK(at("X,Y", "Y,X") == "Case 1A + Case 2 (full sharding); book case 3 + 4");
+  CHECK(at("_,_", "_,_") == "nothing split; book case 1");
+  // An axis of size 1 splits nothing.
+  CHECK(cases_text(eq, Mesh::parse("X=1,Y=2"), Spec::parse("_,X"), Spec::parse("X,_")) == "nothing split; book case 1");
+}
