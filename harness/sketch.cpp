@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -43,6 +45,9 @@
 // The detail line reports the largest T_i as the row's tolerance and the largest f_i as the
 // check's own rounding. The bound is per row: an error spread over a row must exceed the sum
 // of that row's elementwise allowances to be caught (test_sketch.cpp shows one that is not).
+// That is why sketch_product can add exact row sampling (check_rows, sketch.hpp): a few rows
+// recomputed in double and compared element by element, which sees a block-shaped error (a missing
+// reduction, a stale block) that the per-row tolerance hides, if one of its rows is drawn.
 
 namespace shardlab {
 
@@ -70,15 +75,15 @@ std::string dims(std::size_t rows, std::size_t cols) { return shape_text(Shape{r
 template <class T> std::size_t op_rows(MatRef<T> x) { return x.transposed ? x.cols : x.rows; }
 template <class T> std::size_t op_cols(MatRef<T> x) { return x.transposed ? x.rows : x.cols; }
 
-// out [op_rows, k] = op(X) in [op_cols, k]  and  out_abs [op_rows] = |op(X)| in_abs [op_cols].
+// out [op_rows, k] = op(X) in [op_cols, k]  and  out_abs [op_rows, k_abs] = |op(X)| in_abs [op_cols, k_abs].
 // X is read once, a block of storage rows at a time converted to double in `buf`. Not
 // transposed, a block gives rows of the results; transposed, every block adds to all of them.
 template <class T>
 void apply(MatRef<T> x, const double* in, std::size_t k, const double* in_abs, double* out,
-           double* out_abs, std::vector<double>& buf) {
+           double* out_abs, std::vector<double>& buf, std::size_t k_abs = 1) {
   const std::size_t cols = x.cols, out_rows = op_rows(x);
   std::fill(out, out + out_rows * k, 0.0);
-  std::fill(out_abs, out_abs + out_rows, 0.0);
+  std::fill(out_abs, out_abs + out_rows * k_abs, 0.0);
   if (x.rows == 0 || cols == 0) return;
   const std::size_t step = std::max<std::size_t>(1, sketch_buffer_doubles / cols);
   buf.resize(std::min(step, x.rows) * cols);
@@ -96,7 +101,15 @@ void apply(MatRef<T> x, const double* in, std::size_t k, const double* in_abs, d
       xt::blas::gemm(blk, vin, vout, true, false, 1.0, 1.0);
     }
     absolute(buf.data(), size);
-    if (!x.transposed) {
+    if (k_abs > 1 && !x.transposed) {
+      auto vin = xt::adapt(in_abs, cols * k_abs, xt::no_ownership(), Matrix{cols, k_abs});
+      auto vout = xt::adapt(out_abs + r0 * k_abs, n * k_abs, xt::no_ownership(), Matrix{n, k_abs});
+      xt::blas::gemm(blk, vin, vout);
+    } else if (k_abs > 1) {
+      auto vin = xt::adapt(in_abs + r0 * k_abs, n * k_abs, xt::no_ownership(), Matrix{n, k_abs});
+      auto vout = xt::adapt(out_abs, cols * k_abs, xt::no_ownership(), Matrix{cols, k_abs});
+      xt::blas::gemm(blk, vin, vout, true, false, 1.0, 1.0);
+    } else if (!x.transposed) {
       auto vin = xt::adapt(in_abs, cols, xt::no_ownership(), Vector{cols});
       auto vout = xt::adapt(out_abs + r0, n, xt::no_ownership(), Vector{n});
       xt::blas::gemv(blk, vin, vout);
@@ -126,7 +139,96 @@ std::vector<double> rademacher(std::size_t n, std::size_t k, std::uint64_t seed)
 
 std::string g3(double x) { return format_number(x, "%.3g"); }
 
+// A uniform integer in [0, bound), bound > 0: rejection keeps it exactly uniform (no modulo bias).
+std::uint64_t below(std::mt19937_64& rng, std::uint64_t bound) {
+  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % bound;  // a whole number of bounds
+  std::uint64_t x;
+  while ((x = rng()) >= limit) {
+  }
+  return x % bound;
+}
+
+template <class T>
+double at(MatRef<T> x, std::size_t i, std::size_t j) {  // op(X)_ij as double
+  return static_cast<double>(x.transposed ? x.data[j * x.cols + i] : x.data[i * x.cols + j]);
+}
+
+// The row sampler's seed: its own stream, so the rows drawn do not depend on the vectors' bits.
+std::uint64_t rows_seed(std::uint64_t seed) { return seed * 6364136223846793005ULL + 1442695040888963407ULL; }
+
 }  // namespace
+
+std::vector<std::size_t> sample_rows(std::size_t n, std::size_t r, std::uint64_t seed) {
+  r = std::min(r, n);
+  // Floyd's algorithm: after step j the chosen set is a uniform r-subset of 0..j.
+  std::vector<char> chosen(n, 0);
+  std::mt19937_64 rng(seed);
+  for (std::size_t j = n - r; j < n; ++j) {
+    const std::size_t t = static_cast<std::size_t>(below(rng, j + 1));
+    chosen[chosen[t] ? j : t] = 1;
+  }
+  std::vector<std::size_t> out;
+  out.reserve(r);
+  for (std::size_t i = 0; i < n; ++i)
+    if (chosen[i]) out.push_back(i);
+  return out;
+}
+
+std::string rows_line(std::size_t sampled, std::size_t rows, std::size_t one_in) {
+  std::string s = "rows: " + std::to_string(sampled) + " of " + std::to_string(rows) +
+                  " recomputed exactly, each element against its own bound; ";
+  if (sampled >= rows) return s + "every row is checked, so no error is missed";
+  if (one_in <= 1) return s + "an error in every row is never missed";
+  const std::string f = std::to_string(one_in), g = std::to_string(one_in - 1), r = std::to_string(sampled);
+  const double p = std::pow(1.0 - 1.0 / static_cast<double>(one_in), static_cast<double>(sampled));
+  return s + "an error in 1/" + f + " of the rows is missed with probability <= (" + g + "/" + f + ")^" + r + " = " +
+         format_number(p, "%.2g");
+}
+
+template <class T>
+RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double result_gamma, std::size_t rows,
+                    std::uint64_t seed) {
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
+  if (op_rows(b) != inner || op_rows(c) != m || op_cols(c) != n)
+    throw Error(ErrorKind::rank_mismatch, "row check: C is " + dims(op_rows(c), op_cols(c)) + ", op(A) " +
+                                              dims(m, inner) + " and op(B) " + dims(op_rows(b), n) + "; they do not fit");
+  RowCheck out;
+  out.rows = m;
+  const std::vector<std::size_t> picked = sample_rows(m, rows, seed);
+  const std::size_t r = picked.size();
+  out.sampled = r;
+  if (r == 0 || n == 0) return out;
+  // R^T [inner, r]: column q is row picked[q] of op(A), in double, and |R^T| beside it.
+  std::vector<double> rt(inner * r), rt_abs(inner * r);
+  for (std::size_t l = 0; l < inner; ++l)
+    for (std::size_t q = 0; q < r; ++q) {
+      rt[l * r + q] = at(a, picked[q], l);
+      rt_abs[l * r + q] = std::fabs(rt[l * r + q]);
+    }
+  // op(B)^T R^T = (R op(B))^T [n, r]: B read once with its transposition flipped, as apply reads it.
+  std::vector<double> exact(n * r), p(n * r), buf;
+  apply(MatRef<T>{b.data, b.rows, b.cols, !b.transposed}, rt.data(), r, rt_abs.data(), exact.data(), p.data(), buf, r);
+
+  // The computed row is within gk P of the exact one (a double sum of `inner` products, any order),
+  // and P^ >= (1 - gk) P: see the header for the tolerance.
+  const double u = double_unit_roundoff, gk = sum_gamma(inner, u), up = 1 + 32 * u;
+  const double tiny = static_cast<double>(inner + 1) * 0x1.0p-1074;
+  for (std::size_t q = 0; q < r; ++q)
+    for (std::size_t j = 0; j < n; ++j) {
+      const double cij = at(c, picked[q], j), want = exact[j * r + q];
+      const double tol = ((gamma + gk) * p[j * r + q] / (1 - gk) + result_gamma * std::fabs(cij) + tiny) * up;
+      const double diff = cij - want, err = std::isnan(diff) ? INFINITY : std::fabs(diff);
+      out.max_abs_error = std::max(out.max_abs_error, err);
+      out.largest_bound = std::max(out.largest_bound, tol);
+      out.worst_ratio = std::max(out.worst_ratio, err / tol);  // tol > 0: tiny
+      if (!(err <= tol) && out.pass) {
+        out.pass = false;
+        out.first = "first failing sampled element [" + std::to_string(picked[q]) + ", " + std::to_string(j) +
+                    "]: |C_ij - (A B)_ij| = " + g3(err) + " > its bound " + g3(tol) + "; ";
+      }
+    }
+  return out;
+}
 
 double sum_gamma(std::size_t terms, double unit_roundoff) {
   const double nu = static_cast<double>(terms) * unit_roundoff;
@@ -144,7 +246,8 @@ std::string false_pass_line(std::size_t vectors, double largest_tolerance, doubl
 
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
-                       std::size_t vectors, std::uint64_t seed, double result_gamma) {
+                       std::size_t vectors, std::uint64_t seed, double result_gamma, std::size_t rows,
+                       std::size_t one_in) {
   const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = vectors;
   if (op_rows(b) != inner)
     throw Error(ErrorKind::rank_mismatch, "sketch of " + name + ": op(A) is " + dims(m, inner) + " but op(B) is " +
@@ -189,12 +292,24 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     }
   }
   v.detail = first + false_pass_line(k, v.tolerance, largest_own);
+  if (rows == 0) return v;
+  // The headline figures stay the projections'; the sampled rows' are named in their own clause.
+  const RowCheck rc = check_rows(c, a, b, gamma, result_gamma, rows, rows_seed(seed));
+  if (!rc.pass) v.pass = false;
+  v.detail = first + rc.first + false_pass_line(k, v.tolerance, largest_own) + "; " +
+             rows_line(rc.sampled, rc.rows, one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
+             g3(rc.max_abs_error) + ", largest bound " + g3(rc.largest_bound) + ", worst error/bound " +
+             g3(rc.worst_ratio) + ")";
   return v;
 }
 
 template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>, double,
-                                       std::size_t, std::uint64_t, double);
+                                       std::size_t, std::uint64_t, double, std::size_t, std::size_t);
 template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>, MatRef<double>,
-                                        double, std::size_t, std::uint64_t, double);
+                                        double, std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,
+                                    std::uint64_t);
+template RowCheck check_rows<double>(MatRef<double>, MatRef<double>, MatRef<double>, double, double, std::size_t,
+                                     std::uint64_t);
 
 }  // namespace shardlab

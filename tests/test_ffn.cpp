@@ -418,6 +418,23 @@ TEST_SUITE("ffn") {
                 ++compared;
               }
             CHECK(compared == 4);  // y, dx, dW_in, dW_out
+            if (seed != 1) continue;
+            // Sketch verification, projections and sampled rows: passes; a planted missing reduction
+            // in y (--perturb-expected) fails.
+            c.verify = "sketch";
+            const FfnResult sk = run_ffn(rt, mesh, c);
+            CHECK(sk.pass());
+            int sketched = 0;
+            for (const auto& v : sk.checks)
+              if (v.name.find("(sketch)") != std::string::npos) {
+                CAPTURE(v.line());
+                CHECK(v.pass);
+                CHECK(v.detail.find("rows: ") != std::string::npos);
+                ++sketched;
+              }
+            CHECK(sketched == 6);  // h, y, dg, dW_out, dx, dW_in
+            c.perturb_expected = true;
+            CHECK_FALSE(run_ffn(rt, mesh, c).pass());
           }
       }
     }
@@ -458,6 +475,48 @@ TEST_SUITE("ffn") {
       if (std::fabs(y.data()[i]) > std::fabs(y.data()[big])) big = i;
     scaled.data()[big] *= 1.25;
     CHECK_FALSE(compare("y", scaled, y, b.y).pass);
+  }
+
+  TEST_CASE("ffn sketch rows: a missing reduction the projections let through at M=64,H=4096 bfloat16 is caught by the rows") {
+    // The row tolerance of the projections grows like H, the error of a missing reduction like
+    // sqrt(H): here the projections alone pass it; 64 sampled rows, element by element, do not.
+    const FfnDims dims{8, 32, 64, 4096};
+    const FfnConfig c = config("gspmd", false, dims);
+    const FfnGroups groups = ffn_reduction_groups(plan_ffn(k2x4, c));
+    const FfnInputsOf<bfloat16> in = ffn_inputs_as<bfloat16>(dims, 0, false);
+    const FfnReferenceOf<bfloat16> ref = ffn_reference(in, false);
+    const Tensor y = converted<double>(ref.y), g = converted<double>(ref.g), w_out = converted<double>(in.w_out);
+    const std::size_t bs = dims.b * dims.s;
+    const GemmRounding rho = gemm_rounding(DType::bfloat16, dims.h, groups.y);
+    const xt::xarray<float> fg = converted<float>(g), fw = converted<float>(w_out);
+    auto sketch = [&](const Tensor& candidate, std::size_t rows, std::uint64_t seed) {
+      const xt::xarray<float> fc = converted<float>(converted<bfloat16>(candidate));  // y as bfloat16 holds it
+      return sketch_product<float>("y", {fc.data(), bs, dims.m}, {fg.data(), bs, dims.h}, {fw.data(), dims.h, dims.m},
+                                   rho.product, 20, seed, rho.result, rows, 8);
+    };
+    CHECK(sketch(y, 64, 5).pass);
+    const Tensor bad = wrong_y(y, g, w_out, true);  // half of the 256 rows wrong
+    for (std::uint64_t seed = 0; seed < 5; ++seed) {
+      CAPTURE(seed);
+      const Verdict alone = sketch(bad, 0, seed), both = sketch(bad, 64, seed);
+      if (seed == 0) MESSAGE("projections alone: " << alone.line());
+      CHECK(alone.pass);
+      CHECK_FALSE(both.pass);
+      CHECK(both.detail.find("first failing sampled element") != std::string::npos);
+      CHECK(both.detail.find("first failing row") == std::string::npos);  // the projections still pass
+      CHECK(both.detail.find("rows: 64 of 256 recomputed exactly") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("shardlab ffn --verify sketch prints the rows line") {
+    auto r = run_binary("shardlab ffn --dtype float32 --backward --verify sketch");
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("rows: 32 of 32 recomputed exactly, each element against its own bound; every row is checked") !=
+          std::string::npos);
+    auto big = run_binary("shardlab ffn --dtype float32 --verify sketch --dims B=8,S=32");
+    REQUIRE(big.status == 0);
+    CHECK(big.out.find("rows: 64 of 256 recomputed exactly, each element against its own bound; an error in 1/8 of the "
+                       "rows is missed with probability <= (7/8)^64 = 0.00019") != std::string::npos);
   }
 
   TEST_CASE("shardlab ffn --dtype bfloat16: passes in both verify modes; --perturb-expected fails them") {

@@ -273,3 +273,100 @@ TEST_CASE("sketch_product: result_gamma allows each element a last rounding rela
   off.at(3, 4) += 2 * q * largest_row_c + 1;
   CHECK_FALSE(sketch_product("C", off.ref(), a.ref(), b.ref(), 0.0, 20, 0, q).pass);
 }
+
+TEST_CASE("sample_rows and rows_line (sketch rows)") {
+  const auto rows = sample_rows(100, 10, 3);
+  REQUIRE(rows.size() == 10);
+  CHECK(std::is_sorted(rows.begin(), rows.end()));
+  CHECK(std::adjacent_find(rows.begin(), rows.end()) == rows.end());  // distinct
+  CHECK(rows.back() < 100);
+  CHECK(sample_rows(100, 10, 3) == rows);  // the same seed, the same rows
+  CHECK(sample_rows(7, 64, 0) == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(sample_rows(0, 64, 0).empty());
+  // Every row equally likely: 2000 draws of 5 of 20, each row drawn 500 times on average (sd ~19).
+  std::vector<int> count(20, 0);
+  for (std::uint64_t s = 0; s < 2000; ++s)
+    for (std::size_t i : sample_rows(20, 5, s)) ++count[i];
+  for (int c : count) {
+    CHECK(c > 420);
+    CHECK(c < 580);
+  }
+  CHECK(rows_line(64, 4096, 8) == "rows: 64 of 4096 recomputed exactly, each element against its own bound; an error in "
+                                  "1/8 of the rows is missed with probability <= (7/8)^64 = 0.00019");
+  CHECK(rows_line(32, 32, 8) ==
+        "rows: 32 of 32 recomputed exactly, each element against its own bound; every row is checked, so no error is missed");
+}
+
+TEST_CASE("sketch check_rows: honest products pass element by element, transposed or not; one wrong element fails when drawn") {
+  for (int flags = 0; flags < 8; ++flags) {
+    CAPTURE(flags);
+    const auto a = random_mat<float>(30, 257, flags & 1, 50 + flags, -1, 1, false);
+    const auto b = random_mat<float>(257, 19, flags & 2, 60 + flags, -1, 1, false);
+    auto c = product(a, b, flags & 4);
+    const double gamma = sum_gamma(257, float_unit_roundoff);
+    const RowCheck ok = check_rows(c.ref(), a.ref(), b.ref(), gamma, 0.0, 8, flags);
+    CHECK(ok.pass);
+    CHECK(ok.sampled == 8);
+    CHECK(ok.rows == 30);
+    CHECK(ok.worst_ratio <= 1);
+    CHECK(ok.max_abs_error > 0);  // float rounding seen, and allowed
+    // Without the rounding allowance the float product is not exact.
+    CHECK_FALSE(check_rows(c.ref(), a.ref(), b.ref(), 0.0, 0.0, 30, flags).pass);
+    // Every row drawn: an element off by 1.01 times its own allowance fails.
+    const double off = 1.01 * gamma * abs_product(a, b, 7, 3) + 1e-6;
+    c.at(7, 3) = static_cast<float>(static_cast<double>(c.at(7, 3)) + off);
+    const RowCheck bad = check_rows(c.ref(), a.ref(), b.ref(), gamma, 0.0, 30, flags);
+    CHECK_FALSE(bad.pass);
+    CHECK(has(bad.first, "first failing sampled element [7, 3]: |C_ij - (A B)_ij| = "));
+  }
+  Mat<double> wrong{6, 5};
+  CHECK_THROWS_AS(check_rows(wrong.ref(), A.ref(), B.ref(), 0.0, 0.0, 4, 0), Error);
+}
+
+TEST_CASE("sketch check_rows: an error in k of n rows is missed about C(n-k, r) / C(n, r) <= (1 - k/n)^r of the time") {
+  const std::size_t n = 40, k = 4, r = 8;
+  const auto a = random_mat<double>(n, 9, false, 70, -9, 9, true), b = random_mat<double>(9, 5, false, 71, -9, 9, true);
+  auto c = product(a, b);
+  for (std::size_t i : {3u, 17u, 18u, 39u}) c.at(i, 2) += 1;  // 4 wrong rows of 40
+  double exact = 1;  // C(36, 8) / C(40, 8): the chance all 8 rows drawn are among the 36 right ones
+  for (std::size_t j = 0; j < r; ++j) exact *= static_cast<double>(n - k - j) / static_cast<double>(n - j);
+  const double bound = std::pow(1.0 - double(k) / double(n), double(r));
+  REQUIRE(exact <= bound);
+  const int seeds = 200;
+  int missed = 0;
+  for (int s = 0; s < seeds; ++s) missed += check_rows(c.ref(), a.ref(), b.ref(), 0.0, 0.0, r, s).pass;
+  const double mean = seeds * exact, sd = std::sqrt(seeds * exact * (1 - exact));
+  MESSAGE(missed << " of " << seeds << " seeds missed it; exact mean " << mean << " (sd " << sd << "), bound "
+                 << seeds * bound);
+  CHECK(missed <= seeds * bound + 3 * std::sqrt(seeds * bound * (1 - bound)));  // 0.43^8 allows 86 +- 7
+  CHECK(std::fabs(missed - mean) <= 4 * sd);                                      // and it is near the exact rate
+  // All rows drawn: never missed. Fewer wrong rows, more rows drawn: missed less often.
+  for (int s = 0; s < seeds; ++s) CHECK_FALSE(check_rows(c.ref(), a.ref(), b.ref(), 0.0, 0.0, n, s).pass);
+  // Through sketch_product: the projections catch this one anyway (an integer error of 1), so the
+  // rows show in the detail only.
+  const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0, 0.0, 64, 8);
+  CHECK_FALSE(v.pass);
+  CHECK(has(v.detail, "rows: 40 of 40 recomputed exactly"));
+}
+
+TEST_CASE("sketch_product with rows: a spread error the projections pass fails when its rows are drawn") {
+  // The per-row case above (4 times every element's allowance on a 2000-wide row): the projections
+  // pass it, the sampled rows compare each element with its own bound.
+  const auto a = random_mat<float>(3, 32, false, 40, 0, 1, false), b = random_mat<float>(32, 2000, false, 41, 0, 1, false);
+  const double gamma = sum_gamma(32, float_unit_roundoff);
+  auto c = product(a, b);
+  for (std::size_t i = 0; i < c.rows; ++i)
+    for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 4 * gamma));
+  const Verdict alone = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0);
+  const Verdict both = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8);
+  CHECK(alone.pass);
+  CHECK_FALSE(both.pass);
+  CHECK(both.max_abs_error == alone.max_abs_error);  // the headline figures stay the projections'
+  CHECK(both.tolerance == alone.tolerance);
+  CHECK(has(both.detail, "first failing sampled element [0, "));
+  CHECK(has(both.detail, "; rows: 3 of 3 recomputed exactly, each element against its own bound; every row is checked, "
+                         "so no error is missed (sampled elements: largest |C_ij - (A B)_ij| "));
+  // An honest product passes both.
+  const auto honest = product(a, b);
+  CHECK(sketch_product("C", honest.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8).pass);
+}
