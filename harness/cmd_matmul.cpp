@@ -12,6 +12,7 @@
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/cli.hpp"
+#include "harness/cost.hpp"
 #include "harness/npy.hpp"
 #include "harness/plan_search.hpp"
 #include "harness/planner.hpp"
@@ -35,6 +36,8 @@ struct ContractionOptions {
   std::string names = "A,B,C";         // labels of the operands and the result
   std::string outer_gather = "B";      // which operand gives up an outer dim on a clashing axis
   std::string plan = "search";         // search: the fewest bytes; article: the articles' rules
+  std::string objective = "bytes";     // bytes, or time (needs --preset)
+  std::string preset;                  // hardware of --objective time
   bool explain = false;                // also the articles' plan and the best rejected ones
   bool plan_only = false;
 };
@@ -66,6 +69,9 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_option("--plan", o.plan, "search (the fewest bytes per device) or article (the articles' rules)")
       ->capture_default_str();
   c->add_flag("--explain", o.explain, "with --plan search: also the articles' plan and the best rejected ones");
+  c->add_option("--objective", o.objective, "what the search minimises: bytes (per device) or time (modeled on --preset)")
+      ->capture_default_str();
+  c->add_option("--preset", o.preset, "hardware for --objective time, as in shardlab cost (e.g. tpu-v4)");
   c->add_flag("--plan-only", o.plan_only, "print the plan and stop");
   c->add_flag("--json", o.common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o.common.quiet, "print only the verdict line");
@@ -149,7 +155,17 @@ int run_contraction(const ContractionOptions& o) {
   if (o.plan != "search" && o.plan != "article")
     throw Error(ErrorKind::parse, "--plan is '" + o.plan + "'; use search (the fewest bytes) or article (the articles' rules)");
   const Operand op_a{trim(names[0]), sa, shape_of(in.a)}, op_b{trim(names[1]), sb, shape_of(in.b)};
-  const PlanOptions popts{o.outer_gather == "A", result, session.element_bytes()};
+  if (o.objective != "bytes" && o.objective != "time")
+    throw Error(ErrorKind::parse, "--objective is '" + o.objective + "'; use bytes or time (with --preset)");
+  if (o.objective == "time" && o.preset.empty())
+    throw Error(ErrorKind::parse, "--objective time needs --preset, the hardware to model (see shardlab cost)");
+  if (o.objective == "bytes" && !o.preset.empty())
+    throw Error(ErrorKind::parse, "--preset is only read with --objective time");
+  if (o.objective == "time" && o.plan != "search")
+    throw Error(ErrorKind::parse, "--objective time picks among searched plans; drop --plan article");
+  const Hardware* hw = o.objective == "time" ? &hardware_preset(o.preset) : nullptr;
+  PlanOptions popts{o.outer_gather == "A", result, session.element_bytes()};
+  popts.time_on = hw;
   const SearchResult found = o.plan == "search" ? search_contraction(eq, mesh, op_a, op_b, so, popts) : SearchResult{};
   const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, op_a, op_b, so, popts);
   auto& out = session.out();
@@ -161,8 +177,18 @@ int run_contraction(const ContractionOptions& o) {
   rep.strings["plan_kind"] = o.plan;
   if (o.plan == "search") {
     const std::size_t mine = plan.predicted_bytes_per_device(), art = found.article.predicted_bytes_per_device();
-    out << "  search: the fewest bytes of " << found.layouts_explored << " layouts explored; ";
-    if (found.article_refusal.empty()) {
+    out << "  search: " << (hw ? "the least modeled time on " + hw->name : std::string("the fewest bytes")) << " of "
+        << found.layouts_explored << " layouts explored; ";
+    if (hw) {
+      const double t = plan_objective(plan, hw);
+      out << "this plan " << t * 1e6 << " us";
+      if (found.article_refusal.empty())
+        out << ", the articles' " << plan_objective(found.article, hw) * 1e6 << " us (" << art << " bytes)";
+      out << "\n\n";
+      rep.numbers["modeled_seconds"] = t;
+      if (found.article_refusal.empty()) rep.numbers["article_modeled_seconds"] = plan_objective(found.article, hw);
+      rep.strings["objective"] = "time on " + hw->name;
+    } else if (found.article_refusal.empty()) {
       out << "the articles' rules (--plan article) send " << art << " bytes per device"
           << (art == mine ? ", the same" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
       rep.numbers["article_bytes_per_device"] = static_cast<double>(art);

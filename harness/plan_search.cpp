@@ -1,12 +1,14 @@
 #include "harness/plan_search.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <map>
 #include <queue>
 #include <unordered_map>
 
 #include "collectives/predict.hpp"
+#include "harness/cost.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
@@ -20,13 +22,18 @@ constexpr int kA = 0, kB = 1, kC = 2;
 
 bool contains(const Axes& axes, const std::string& a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
 
-// What a path costs: bytes one device sends, then how many collectives (the first tie-break).
+// What a path costs: the objective (bytes one device sends, or modeled seconds), then bytes, then
+// how many collectives.
 struct Cost {
+  double key = 0;
   std::size_t bytes = 0;
   int collectives = 0;
-  bool operator<(const Cost& o) const { return bytes != o.bytes ? bytes < o.bytes : collectives < o.collectives; }
-  bool operator==(const Cost& o) const { return bytes == o.bytes && collectives == o.collectives; }
-  Cost operator+(const Cost& o) const { return {bytes + o.bytes, collectives + o.collectives}; }
+  bool operator<(const Cost& o) const {
+    if (key != o.key) return key < o.key;
+    return bytes != o.bytes ? bytes < o.bytes : collectives < o.collectives;
+  }
+  bool operator==(const Cost& o) const { return key == o.key && bytes == o.bytes && collectives == o.collectives; }
+  Cost operator+(const Cost& o) const { return {key + o.key, bytes + o.bytes, collectives + o.collectives}; }
 };
 
 // One step on one tensor: what it does and the spec it leads to.
@@ -37,17 +44,26 @@ struct Move {
   Spec after;
 };
 
-// The tensor a search runs on: its global shape and what the plan calls it.
+// The tensor a search runs on: its global shape, element size, and the hardware of a time objective.
 struct Subject {
   const Mesh& mesh;
   Shape shape;
   std::size_t element_bytes;
+  const Hardware* hw = nullptr;
 };
 
 Cost cost_of(const Subject& t, const Spec& before, const Move& m) {
   if (m.kind == StepKind::local_slice) return {};
+  const std::string op = step_kind_name(m.kind);
+  const int p = t.mesh.axes_size(m.axes);
   const std::size_t in = bytes_of(local_shape(t.mesh, before, t.shape), t.element_bytes);
-  return {predicted_bytes_sent(step_kind_name(m.kind), t.mesh.axes_size(m.axes), in, t.element_bytes), 1};
+  const std::size_t sent = predicted_bytes_sent(op, p, in, t.element_bytes);
+  if (!t.hw) return {double(sent), sent, 1};
+  // The model's n is the whole tensor of the collective: the gathered result of an AllGather,
+  // the input of the others (as harness/step_cost.cpp prices the FFN's steps).
+  const double whole = m.kind == StepKind::all_gather ? double(in) * p : double(in);
+  const Algorithm algo = m.kind == StepKind::all_to_all ? Algorithm::pairwise : Algorithm::ring;
+  return {collective_seconds(op, algo, p, whole, *t.hw), sent, 1};
 }
 
 // Every single step from spec s. Axes of size 1 never appear (they were dropped).
@@ -133,7 +149,7 @@ class Layouts {
     bool settled = false;
   };
 
-  Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, std::size_t bound,
+  Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, double bound,
           const Spec* target = nullptr)
       : mesh_(t.mesh) {
     using Item = std::pair<Cost, std::string>;
@@ -158,7 +174,7 @@ class Layouts {
       const Spec here = node.spec;
       for (auto& m : moves_from(t, here)) {
         const Cost next = c + cost_of(t, here, m);
-        if (next.bytes > bound) continue;
+        if (next.key > bound) continue;
         const std::string key = key_of(mesh_, m.after);
         auto it = nodes_.find(key);
         if (it != nodes_.end() && (it->second.settled || !(next < it->second.cost))) continue;
@@ -234,6 +250,22 @@ std::string reason_for(const Move& m, const std::string& letters) {
 
 }  // namespace
 
+double plan_objective(const Plan& plan, const Hardware* hw) {
+  if (!hw) return double(plan.predicted_bytes_per_device());
+  double seconds = compute_seconds(plan.flops_per_device(), *hw);
+  const Subject t[3] = {{plan.mesh, plan.a.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.b.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.out_shape, plan.element_bytes, hw}};
+  for (const auto& s : plan.steps) {
+    if (!s.communicates() || plan.mesh.axes_size(s.axes) <= 1) continue;
+    Move m;
+    m.kind = s.kind;
+    m.axes = s.axes;
+    seconds += cost_of(t[s.operand], s.before, m).key;
+  }
+  return seconds;
+}
+
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out, const PlanOptions& options) {
   SearchResult r;
@@ -241,25 +273,25 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
   // result, with no bound.
   Plan base;
-  std::size_t bound = 0;
+  double bound = 0;
   try {
     r.article = plan_contraction(eq, mesh, a, b, out, options);
     base = r.article;
-    bound = r.article.predicted_bytes_per_device();
+    bound = plan_objective(r.article, options.time_on);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::unsupported || !out) throw;
     r.article_refusal = e.what();
     base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
     base.out_spec = *out;
     base.out_given = true;
-    bound = static_cast<std::size_t>(-1);
+    bound = std::numeric_limits<double>::infinity();
   }
   const Plan& art = base;
   const Spec target = without_unit_axes(mesh, art.out_spec);
   const std::string letters[3] = {eq.a, eq.b, eq.out};
-  const Subject subject[3] = {{mesh, a.shape, options.element_bytes},
-                              {mesh, b.shape, options.element_bytes},
-                              {mesh, art.out_shape, options.element_bytes}};
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
+                              {mesh, b.shape, options.element_bytes, options.time_on},
+                              {mesh, art.out_shape, options.element_bytes, options.time_on}};
   // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
@@ -289,7 +321,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
       for (const auto& x : an->spec.dims[eq.a.find(c)]) a_free_axes.push_back(x);
     for (const auto* bn : match->second) {
       const Cost before = an->cost + bn->cost;
-      if (before.bytes > bound) break;  // B's layouts come in order of cost
+      if (before.key > bound) break;  // B's layouts come in order of cost
       bool clash = false;
       for (char c : eq.b_free())
         for (const auto& x : bn->spec.dims[eq.b.find(c)]) clash = clash || contains(a_free_axes, x);
@@ -303,6 +335,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
         for (const auto& x : an->spec.dims[eq.a.find(c)]) p.partial.push_back(x);
       Candidate cand{an->spec, bn->spec, p, before,
                      contraction_flops(eq, local_shape(mesh, an->spec, a.shape), local_shape(mesh, bn->spec, b.shape))};
+      if (options.time_on) cand.cost.key += compute_seconds(cand.flops, *options.time_on);
       const std::string pk = key_of(mesh, p);
       auto at = products.find(pk);
       if (at == products.end() || better(cand, at->second)) products[pk] = cand;
@@ -367,7 +400,8 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   };
   r.best = build(chosen, tail);
   // Ties go to the articles' plan.
-  const Cost art_cost{art.predicted_bytes_per_device(), static_cast<int>(art.collectives().size())};
+  const Cost art_cost{plan_objective(art, options.time_on), art.predicted_bytes_per_device(),
+                      static_cast<int>(art.collectives().size())};
   if (r.article_refusal.empty() && art_cost == done->cost && art.flops_per_device() <= chosen.flops) r.best = art;
 
   // The best rejected plans: through the other products whose operands cost least, each finished

@@ -44,6 +44,10 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
 // E.g. "Case 1B + Case 2 (full sharding); book case 4". Axes of size 1 split nothing.
 std::string cases_text(const Einsum& eq, const Mesh& mesh, const Spec& a, const Spec& b);
 
+// What the search minimises for a plan: its bytes per device, or with hardware its modeled seconds
+// (every collective by the alpha-beta model of harness/cost.hpp plus the contraction's compute).
+double plan_objective(const Plan& plan, const Hardware* hw);
+
 // "8.00x" (a / b), or "all of" when b is 0 and a is not.
 std::string times_text(double a, double b);
 // For --explain: the chosen plan, the articles' and the best rejected ones, one block each with

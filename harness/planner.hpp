@@ -36,6 +36,7 @@
 namespace shardlab {
 
 struct CollectiveSummary;  // harness/report.hpp
+struct Hardware;           // harness/cost.hpp
 
 enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all };
 std::string step_kind_name(StepKind kind);  // "all_gather" ... as in the ledger
@@ -66,6 +67,9 @@ struct PlanOptions {
   bool gather_first_on_outer_conflict = false;
   std::string result_name = "C";
   std::size_t element_bytes = 8;  // of the element type the plan moves and stores (Runtime's default, float64)
+  // The search's objective: null, the fewest bytes per device; else the least modeled time on this
+  // hardware (collectives by the alpha-beta model, the contraction at its matmul rate).
+  const Hardware* time_on = nullptr;
 };
 
 struct Plan {
