@@ -12,6 +12,7 @@
 #include "core/text.hpp"
 #include "harness/ffn.hpp"
 #include "harness/machine.hpp"
+#include "harness/plan_search.hpp"
 #include "harness/session.hpp"
 #include "harness/step_cost.hpp"
 
@@ -80,6 +81,26 @@ std::string stages_text(const FfnPlan& p) {
            s.out_spec.text() + ": " + (what.empty() ? "no messages" : what) + "\n";
   }
   return out;
+}
+
+// For each contraction, the search's plan with the same operand specs and output spec: a line
+// wherever it sends fewer bytes than the strategy's plan (the strategy keeps its own layouts).
+std::string cheaper_stages_text(const FfnPlan& p) {
+  std::string out;
+  for (const auto& s : p.stages) {
+    if (s.kind != FfnStage::Kind::contraction || (s.phase == FfnPhase::backward && !p.config.backward)) continue;
+    const Plan& mine = s.plan;
+    const SearchResult found = search_contraction(mine.eq, p.mesh, mine.a, mine.b, mine.out_spec,
+                                                  {false, mine.result_name, mine.element_bytes});
+    const std::size_t ours = mine.predicted_bytes_per_device(), best = found.best.predicted_bytes_per_device();
+    if (best >= ours) continue;
+    std::vector<std::string> steps;
+    for (const auto& st : found.best.steps)
+      if (st.kind != StepKind::contract) steps.push_back(step_kind_name(st.kind) + " " + st.tensor + " over " + axes_text(st.axes));
+    out += "  " + s.title + ": " + std::to_string(best) + " B per device instead of " + std::to_string(ours) + " (" +
+           times_text(double(ours), double(best)) + " less)\n      " + join(steps, ", ") + "\n";
+  }
+  return out.empty() ? "  none: every contraction's plan already sends the fewest bytes for its specs\n" : out;
 }
 
 nlohmann::ordered_json plan_json(const FfnPlan& p) {
@@ -154,7 +175,9 @@ int run(const FfnOptions& o) {
       << (config.backward ? "forward and backward (L = sum(y * R))" : "forward") << "\n";
   if (!strategy.rules.empty()) out << "  rules " << mapping_text(ffn_rules(strategy, session.mesh())) << "\n";
   out << "  specs " << specs_line(preview.specs) << "\n\nStages (each contraction planned from the specs):\n"
-      << stages_text(preview);
+      << stages_text(preview)
+      << "Where the planner's search finds a cheaper plan for a stage (same specs in and out; not run):\n"
+      << cheaper_stages_text(preview);
 
   const FfnResult r = run_ffn(session, config);
   ffn_report_fields(r, session.report());

@@ -18,6 +18,7 @@
 #include "harness/ffn.hpp"
 #include "harness/ffn_bounds.hpp"
 #include "harness/sketch.hpp"
+#include "tests/brute_plans.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace shardlab;
@@ -541,5 +542,34 @@ TEST_SUITE("ffn") {
         ++full;
       }
     CHECK(full == 4);
+  }
+}
+
+TEST_CASE("shardlab ffn: where the search beats a stage's plan, the report gives the brute-force minimum") {
+  // For every strategy on its default mesh, each contraction's specs in and out go to the
+  // independent enumerator (tests/brute_plans.hpp); the report must name exactly the stages the
+  // enumerator can do cheaper, with its byte count.
+  for (const char* st : {"gspmd", "column", "row", "pairwise", "row_column", "data"}) {
+    CAPTURE(st);
+    auto r = run_binary(std::string("shardlab ffn --dtype float64 --backward --strategy ") + st);
+    REQUIRE(r.status == 0);
+    const std::string mesh_text = std::string(st) == "gspmd" ? "X=2,Y=4" : std::string(st) == "data" ? "X=4" : "Y=4";
+    FfnConfig c;
+    c.strategy = st;
+    c.backward = true;
+    c.dtype = DType::float64;
+    const FfnPlan p = plan_ffn(Mesh::parse(mesh_text), c);
+    int cheaper = 0;
+    for (const auto& s : p.stages) {
+      if (s.kind != FfnStage::Kind::contraction) continue;
+      const auto best = brute::brute_min_bytes(s.plan.eq, p.mesh, s.plan.a, s.plan.b, s.plan.out_spec, 8);
+      REQUIRE(best);
+      const std::size_t ours = s.plan.predicted_bytes_per_device();
+      CHECK(*best <= ours);
+      const std::string line = "  " + s.title + ": " + std::to_string(*best) + " B per device instead of " + std::to_string(ours);
+      CHECK_MESSAGE((r.out.find(line) != std::string::npos) == (*best < ours), line);
+      cheaper += *best < ours;
+    }
+    if (cheaper == 0) CHECK(r.out.find("none: every contraction's plan already sends the fewest bytes") != std::string::npos);
   }
 }
