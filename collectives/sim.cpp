@@ -161,9 +161,12 @@ void SimWorld::await_receipt(int src, int dst, Receipt& r) {
   awaited_[src] = nullptr;
 }
 
-void SimWorld::settle(int src, Receipt& r) {
+void SimWorld::settle(int src, int dst, Receipt& r) {
   std::unique_lock<std::mutex> lock(mu_);
   while (r.state.load(std::memory_order_relaxed) == 1) wake_[src].wait(lock);
+  // Never read: take it back, so nobody finds a pointer into a frame that is unwinding.
+  auto& box = box_[static_cast<std::size_t>(dst) * n_ + src];
+  box.erase(std::remove_if(box.begin(), box.end(), [&](const Message& m) { return m.receipt == &r; }), box.end());
 }
 
 bool SimWorld::abort_if_stuck_locked() {
@@ -279,7 +282,7 @@ void SimTransport::move(Channel ch, int to, const void* sbuf, std::size_t sbytes
   try {
     world_.take(device_, from, ch, rbytes, d);
   } catch (...) {
-    world_.settle(device_, r);
+    world_.settle(device_, to, r);
     throw;
   }
   world_.await_receipt(device_, to, r);

@@ -58,8 +58,9 @@ class SimWorld {
   // Blocks until dst has read the message src lent it. After an abort: throws Aborted, but never
   // while the receiver is still reading (the buffer must outlive that).
   void await_receipt(int src, int dst, Receipt& r);
-  // After a failure between post and await: returns once nobody reads the lent buffer.
-  void settle(int src, Receipt& r);
+  // After a failure between post and await: returns once nobody reads the lent buffer, with the
+  // message withdrawn from dst's mailbox if it was never taken.
+  void settle(int src, int dst, Receipt& r);
 
   void set_activity(int device, const std::string& what);
   void finish(int device);                                      // device's program returned

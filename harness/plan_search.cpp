@@ -1,6 +1,7 @@
 #include "harness/plan_search.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <cstdio>
 #include <map>
@@ -124,16 +125,18 @@ std::vector<Move> moves_from(const Subject& t, const Spec& s) {
   return out;
 }
 
-// A compact key for a spec: per dim the mesh axis indices, then the partial ones.
+// A compact key for a spec: per dim the mesh axis indices, then the partial ones (sorted).
 std::string key_of(const Mesh& mesh, const Spec& s) {
   std::string k;
   for (const auto& d : s.dims) {
     for (const auto& a : d) k += static_cast<char>('a' + mesh.axis(a));
     k += '|';
   }
-  k += '#';
-  for (const auto& a : s.partial) k += static_cast<char>('a' + mesh.axis(a));
-  return k;
+  // Partial sums over a set of axes: the order they are listed in means nothing.
+  std::string partial;
+  for (const auto& a : s.partial) partial += static_cast<char>('a' + mesh.axis(a));
+  std::sort(partial.begin(), partial.end());
+  return k + '#' + partial;
 }
 
 // Dijkstra over the layouts of one tensor from one or more starting layouts (each with a cost
@@ -278,6 +281,8 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
     r.article = plan_contraction(eq, mesh, a, b, out, options);
     base = r.article;
     bound = plan_objective(r.article, options.time_on);
+    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
+    if (options.time_on) bound *= 1 + 1e-9;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::unsupported || !out) throw;
     r.article_refusal = e.what();
@@ -351,6 +356,10 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   const Layouts finish(subject[kC], starts, bound, &target);
   r.layouts_explored += finish.settled().size();
   const auto* done = finish.find(target);
+  if (!done && r.article_refusal.empty()) {  // nothing cheaper than the articles' plan: keep it
+    r.best = r.article;
+    return r;
+  }
   if (!done)
     throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
                                             target.text() + " for " + options.result_name);
@@ -402,7 +411,9 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   // Ties go to the articles' plan.
   const Cost art_cost{plan_objective(art, options.time_on), art.predicted_bytes_per_device(),
                       static_cast<int>(art.collectives().size())};
-  if (r.article_refusal.empty() && art_cost == done->cost && art.flops_per_device() <= chosen.flops) r.best = art;
+  const bool tie = std::abs(art_cost.key - done->cost.key) <= 1e-9 * std::max(1.0, std::abs(art_cost.key)) &&
+                   art_cost.bytes == done->cost.bytes && art_cost.collectives == done->cost.collectives;
+  if (r.article_refusal.empty() && tie && art.flops_per_device() <= chosen.flops) r.best = art;
 
   // The best rejected plans: through the other products whose operands cost least, each finished
   // by a search of its own (a few small searches, bounded like the first).

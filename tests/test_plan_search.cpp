@@ -331,3 +331,16 @@ TEST_CASE("search --objective time: alpha-bound small tensors gather, bandwidth-
   REQUIRE(large.collectives().size() == 1);
   CHECK(large.collectives()[0]->kind == StepKind::all_reduce);
 }
+
+TEST_CASE("search: partial sums over a set of axes, in whatever order the output spec lists them") {
+  // K split over (X,Y) in both: the product is partial over X and Y, which is what either order asks.
+  const Einsum eq = Einsum::parse("ik,kj->ij");
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  for (const char* out : {"_,_{X,Y}", "_,_{Y,X}"}) {
+    CAPTURE(out);
+    const SearchResult r = search_contraction(eq, mesh, {"A", Spec::parse("_,(X,Y)"), {4, 16}},
+                                              {"B", Spec::parse("(X,Y),_"), {16, 4}}, Spec::parse(out), {false, "C", 4});
+    CHECK(r.best.predicted_bytes_per_device() == 0);
+    CHECK(r.best.collectives().empty());
+  }
+}

@@ -391,6 +391,19 @@ TEST_CASE("sim world: a lent message of the wrong size aborts, and its sender's 
   CHECK_THROWS_AS(std::rethrow_exception(w.first_error()), Error);
 }
 
+TEST_CASE("sim world: settle withdraws a lent message nobody took") {
+  SimWorld w(2);
+  const double x[1] = {1.0}, later[1] = {2.0};
+  Receipt r;
+  w.post(0, 1, Channel::data, x, sizeof x, "a", &r);
+  w.settle(0, 1, r);  // the sender unwinds before anyone read it
+  w.post(0, 1, Channel::data, later, sizeof later, "a");
+  double y[1] = {0.0};
+  w.take(1, 0, Channel::data, y, sizeof y);
+  CHECK(y[0] == 2.0);  // the withdrawn message is gone
+  CHECK(r.state.load() == 0);
+}
+
 TEST_CASE("sim world: waiting for a receipt from a device that finished does not block") {
   SimWorld w(2);
   const double x[1] = {1.0};
