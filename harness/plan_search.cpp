@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <cstdio>
 #include <map>
 #include <queue>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "collectives/predict.hpp"
 #include "harness/cost.hpp"
@@ -469,9 +470,7 @@ std::string cases_text(const Einsum& eq, const Mesh& mesh, const Spec& a_in, con
 
 std::string times_text(double a, double b) {
   if (b <= 0) return a > 0 ? "infinitely many times" : "1.00x";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2fx", a / b);
-  return buf;
+  return format_number(a / b, "%.2f") + "x";
 }
 
 std::string explain_text(const SearchResult& r) {
@@ -504,22 +503,17 @@ std::string explain_text(const SearchResult& r) {
 }
 
 std::string alternatives_json(const SearchResult& r) {
-  auto quoted = [](const std::string& t) {
-    std::string out = "\"";
-    for (char c : t) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    return out + "\"";
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  auto add = [&](const std::string& label, const Plan& p) {
+    out.push_back({{"label", label},
+                   {"bytes_per_device", p.predicted_bytes_per_device()},
+                   {"collectives", p.collectives().size()},
+                   {"plan", plan_summary(p)}});
   };
-  auto entry = [&](const std::string& label, const Plan& p) {
-    return "{\"label\": " + quoted(label) + ", \"bytes_per_device\": " + std::to_string(p.predicted_bytes_per_device()) +
-           ", \"collectives\": " + std::to_string(p.collectives().size()) + ", \"plan\": " + quoted(plan_summary(p)) + "}";
-  };
-  std::string out = "[" + entry("chosen", r.best);
-  if (r.article_refusal.empty()) out += ", " + entry("article", r.article);
-  for (const auto& p : r.alternatives) out += ", " + entry("rejected", p);
-  return out + "]";
+  add("chosen", r.best);
+  if (r.article_refusal.empty()) add("article", r.article);
+  for (const auto& p : r.alternatives) add("rejected", p);
+  return out.dump();
 }
 
 }  // namespace shardlab
