@@ -14,6 +14,7 @@
 #include "harness/cost.hpp"
 #include "harness/machine.hpp"
 #include "harness/table.hpp"
+#include "harness/topology.hpp"
 
 namespace shardlab {
 
@@ -23,6 +24,8 @@ struct CostOptions {
   std::string ops = "all_reduce,all_gather";
   std::string sizes = "4K,256K,16M";
   int devices = 8;
+  bool devices_given = false;
+  std::string axes;  // the mesh axis sizes the group spans, e.g. "4,4"; default one axis of `devices`
   std::string presets = "all";
   bool sources = false, json = false;
   std::string machine;  // a machine.dat for the this-machine preset
@@ -63,10 +66,29 @@ int run(const CostOptions& o) {
   for (const auto& n : pick(o.presets, preset_names, "--preset")) presets.push_back(&hardware_preset(n, known));
   std::vector<double> sizes;
   for (const auto& s : split(o.sizes, ',')) sizes.push_back(double(parse_bytes(trim(s), "--bytes")));
-  const int p = o.devices;
+  std::vector<int> axes;
+  if (!o.axes.empty()) {
+    long long product = 1;
+    for (const auto& w : split(o.axes, ',')) {
+      const long size = parse_positive(trim(w), "--axes");
+      product *= size;
+      if (product > 65536) throw Error(ErrorKind::parse, "--axes " + o.axes + " spans more than 65536 devices");
+      axes.push_back(int(size));
+    }
+    if (o.devices_given && product != o.devices)
+      throw Error(ErrorKind::parse, "--axes " + o.axes + " spans " + std::to_string(product) + " devices but --devices is " +
+                                        std::to_string(o.devices));
+  } else {
+    axes.push_back(o.devices);
+  }
+  int p = 1;
+  for (int a : axes) p *= a;
+  std::vector<std::string> axes_words;
+  for (int a : axes) axes_words.push_back(std::to_string(a));
 
   nlohmann::ordered_json j;
   j["devices"] = p;
+  j["axes"] = axes;
   j["presets"] = nlohmann::ordered_json::array();
   for (const Hardware* h : presets)
     j["presets"].push_back({{"name", h->name},
@@ -76,33 +98,42 @@ int run(const CostOptions& o) {
                             {"reduce_bytes_per_s", h->reduce_bytes_per_s},
                             {"flops_per_s", h->flops_per_s},
                             {"element_bytes", h->element_bytes},
+                            {"topology", topology_name(h->topology)},
+                            {"torus_dims", h->torus_dims},
+                            {"wrap_from", h->wrap_from},
                             {"source", h->source}});
   j["rows"] = nlohmann::ordered_json::array();
+  j["wired"] = nlohmann::ordered_json::array();
   j["ring_faster_above_bytes"] = nlohmann::ordered_json::object();
 
   std::string text = "shardlab cost: modeled time of collectives on a group of " + std::to_string(p) +
-                     " devices (alpha-beta-gamma, harness/cost.hpp)\n"
-                     "  a = alpha, s per message; b = s per byte on a link; g = s per byte reduced; n = the whole tensor\n"
-                     "  ring all_gather (p-1)a + n(p-1)/p b; reduce_scatter adds n(p-1)/p g; all_reduce 2(p-1)a + "
-                     "2n(p-1)/p b + n(p-1)/p g\n"
-                     "  recursive doubling: log2(p) a with the same bytes for all_gather and reduce_scatter; all_reduce "
-                     "log2(p) a + n log2(p) (b + g)\n\nPresets";
+                     " devices (alpha-beta-gamma)\n"
+                     "  a = alpha, s per message; b = s per byte on a link; g = s per byte reduced; n = whole tensor\n"
+                     "  ring all_gather (p-1)a + n(p-1)/p b; reduce_scatter adds n(p-1)/p g;\n"
+                     "  ring all_reduce 2(p-1)a + 2n(p-1)/p b + n(p-1)/p g\n"
+                     "  recursive doubling: log2(p) a, all_gather and reduce_scatter sending the same bytes;\n"
+                     "  doubling all_reduce log2(p) a + n log2(p) (b + g)\n"
+                     "  wired_us: the bandwidth algorithm on the preset's wiring (harness/topology.hpp): a torus\n"
+                     "  uses both directions of every axis the group spans (" + join(axes_words, "x") +
+                     " here; --axes 4,4 spans two)\n  and prices all_to_all by its bisection\n\nPresets";
   text += o.sources ? ":\n" : " (--sources says where each number comes from):\n";
-  Table pt({"preset", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/element", "what"});
+  Table pt({"preset", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/element", "topology"});
   for (const Hardware* h : presets)
     pt.add({h->name, format_number(h->alpha * 1e6, "%.2f"), format_number(h->bytes_per_s / 1e9, "%.2f"),
             format_number(h->reduce_bytes_per_s / 1e9, "%.1f"), format_number(h->flops_per_s / 1e12, "%.4g"),
-            format_number(h->element_bytes, "%.0f"), h->description});
+            format_number(h->element_bytes, "%.0f"), topology_text(*h)});
   text += pt.text();
   if (o.sources)
-    for (const Hardware* h : presets) text += "  " + h->name + ": " + h->source + "\n";
+    for (const Hardware* h : presets) text += "  " + h->name + ": " + h->description + ". " + h->source + "\n";
 
   for (const auto& op : ops) {
     const Algorithm bw = bandwidth_algorithm(op);
     const bool doubling = has_doubling(op, p);
     const std::string first = algorithm_name(bw);
-    Table t({"preset", "size", first + "_us", "doubling_us", "faster", first + "_sent", "doubling_sent",
-             first + "_busbw_GB/s"});
+    std::vector<std::string> cols = {"preset", "size", first + "_us", "dbl_us", "faster", first + "_sent",
+                                     "dbl_sent", "busbw_GB/s", "wired_us"};
+    if (op == "all_to_all") cols = {"preset", "size", first + "_us", first + "_sent", "busbw_GB/s", "wired_us"};
+    Table t(cols);
     for (const Hardware* h : presets)
       for (double n : sizes) {
         const CollectiveTerms rt = collective_terms(op, bw, p, n);
@@ -115,9 +146,14 @@ int run(const CostOptions& o) {
         }
         const std::string faster = p == 1 ? "-" : !doubling || rs <= ds ? first : "doubling";
         const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
-        t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), doubling ? format_number(ds * 1e6, "%.2f") : "-", faster,
-               human_bytes(rt.link_bytes), doubling ? human_bytes(dt.link_bytes) : "-",
-               std::isnan(busbw) ? "-" : format_number(busbw, "%.2f")});
+        const std::string bus = std::isnan(busbw) ? "-" : format_number(busbw, "%.2f");
+        const std::string wired = format_number(topology_seconds(op, axes, n, *h) * 1e6, "%.2f");
+        if (op == "all_to_all")
+          t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), human_bytes(rt.link_bytes), bus, wired});
+        else
+          t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"),
+                 doubling ? format_number(ds * 1e6, "%.2f") : "-", faster, human_bytes(rt.link_bytes),
+                 doubling ? human_bytes(dt.link_bytes) : "-", bus, wired});
         for (Algorithm a : {bw, Algorithm::recursive_doubling}) {
           if (a == Algorithm::recursive_doubling && !doubling) continue;
           const CollectiveTerms k = a == bw ? rt : dt;
@@ -130,6 +166,15 @@ int run(const CostOptions& o) {
                                {"bytes_reduced_per_device", k.reduce_bytes},
                                {"seconds", a == bw ? rs : ds}});
         }
+        const TopologyTerms w = topology_terms(op, axes, n, *h);
+        j["wired"].push_back({{"op", op},
+                              {"preset", h->name},
+                              {"bytes", n},
+                              {"topology", topology_text(*h)},
+                              {"hops", w.hops},
+                              {"busiest_link_bytes", w.link_bytes},
+                              {"bytes_reduced_per_device", w.reduce_bytes},
+                              {"seconds", topology_seconds(op, axes, n, *h)}});
       }
     text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + t.text();
     if (!doubling) {
@@ -145,7 +190,16 @@ int run(const CostOptions& o) {
       cross[h->name] = std::isinf(c) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c);
       where.push_back(h->name + " " + (std::isinf(c) ? "never" : human_bytes(c)));
     }
-    text += "  ring is faster above: " + join(where, ", ") + "\n";
+    std::string line = "  ring is faster above:";
+    for (std::size_t i = 0; i < where.size(); ++i) {  // lines of at most 100 columns
+      const std::string item = " " + where[i] + (i + 1 < where.size() ? "," : "");
+      if (line.size() + item.size() > 100) {
+        text += line + "\n";
+        line = "   ";
+      }
+      line += item;
+    }
+    text += line + "\n";
   }
   std::cout << (o.json ? j.dump(2) + "\n" : text);
   return 0;
@@ -162,7 +216,12 @@ Command add_cost_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--bytes", o->sizes, "message sizes, comma separated (the whole tensor; K, M, G suffixes)")
       ->capture_default_str();
-  c->add_option("--devices", o->devices, "devices in the group")->capture_default_str();
+  c->add_option("--devices", o->devices, "devices in the group")->capture_default_str()->each([o](const std::string&) {
+    o->devices_given = true;
+  });
+  c->add_option("--axes", o->axes,
+                "the sizes of the mesh axes the group spans, comma separated (e.g. 4,4); a torus uses the links of "
+                "each; default one axis of --devices");
   c->add_option("--preset", o->presets, "hardware presets, comma separated, or all")->capture_default_str();
   c->add_flag("--sources", o->sources, "print where each preset's numbers come from");
   c->add_option("--machine", o->machine,

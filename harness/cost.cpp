@@ -13,22 +13,27 @@ const std::vector<Hardware>& hardware_presets() {
   static const std::vector<Hardware> presets = {
       {"tpu-v2", "one TensorCore of a TPU v2-8 (the article's machine, seed 001)",
        "Jouppi et al., A Domain-Specific Supercomputer for Training Deep Neural Networks, CACM 63(7) 2020: "
-       "4 ICI links of 496 Gbit/s (62 GB/s one way) per chip, 2D torus; Google Cloud TPU docs: 180 TFLOP/s bf16 "
+       "4 ICI links of 496 Gbit/s (62 GB/s one way) per chip, 2D torus (a v2 pod's 16x16 torus wraps; the "
+       "axes of a v2-8 board do not); Google Cloud TPU docs: 180 TFLOP/s bf16 "
        "per v2-8 board of 8 TensorCores (22.5 TFLOP/s each, one JAX device); latency ~1 us and on-chip "
        "reduction at 10x the link rate assumed",
-       1e-6, 62e9, 62e9 * 10, 22.5e12, 4},
+       1e-6, 62e9, 62e9 * 10, 22.5e12, 4, Topology::torus, 2, 16},
       {"tpu-v4", "TPU v4 chip, one ICI link of a 3D torus",
        "Google TPU v4 system architecture page and the JAX scaling book: ~45 GB/s per ICI link one way, "
-       "275 TFLOP/s bf16 per chip; latency ~1 us and reduction at 10x the link rate assumed",
-       1e-6, 45e9, 45e9 * 10, 275e12, 4},
+       "275 TFLOP/s bf16 per chip, 3D torus with wraparound on axes that span 4x4x4 cubes (the book, part 2); latency ~1 us and reduction at 10x the link rate assumed",
+       1e-6, 45e9, 45e9 * 10, 275e12, 4, Topology::torus, 3, 4},
+      {"tpu-v5e", "TPU v5e chip, one ICI link of a 2D torus",
+       "the JAX scaling book, part 2 (TPUs): 4.5e10 B/s per ICI link one way, 1.97e14 bf16 FLOP/s per chip, "
+       "~1 us per hop, wraparound links only on an axis of 16 chips; reduction at 10x the link rate assumed",
+       1e-6, 45e9, 45e9 * 10, 197e12, 4, Topology::torus, 2, 16},
       {"nvlink-a100", "8x A100 in one host over NVLink 3 / NVSwitch",
        "NVIDIA A100 datasheet: 600 GB/s NVLink total (300 GB/s each way), 312 TFLOP/s bf16 dense; "
        "NCCL small-message latency ~5 us and reduction at 10x the link rate assumed",
-       5e-6, 300e9, 300e9 * 10, 312e12, 4},
+       5e-6, 300e9, 300e9 * 10, 312e12, 4, Topology::switched, 0, 0},
       {"ethernet-100g", "A100 hosts linked by 100 Gb/s Ethernet",
        "100 Gb/s = 12.5 GB/s line rate; ~20 us per message assumed for a TCP/RoCE hop; A100 compute; "
        "reduction at 300 GB/s assumed",
-       20e-6, 12.5e9, 300e9, 312e12, 4},
+       20e-6, 12.5e9, 300e9, 312e12, 4, Topology::switched, 0, 0},
       {"this-machine", "2 MPICH processes on this 2-core machine (one host, ch4:ucx), float64",
        "measured 2026-11-23 03:25 UTC on this 2-core AMD EPYC VM (load average 1.0): MPICH 4.0.2 ch4:ucx, "
        "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process, freed memory kept (core/memory.hpp). "
@@ -39,7 +44,7 @@ const std::vector<Hardware>& hardware_presets() {
        "falls as buffers leave the cache. Runs differ more than three runs suggest: 25 minutes later the same "
        "command here fitted 0.94 us and 6.76 GB/s, and on 2026-11-22 (maybe on another VM) 0.96 us and 7.47 "
        "GB/s. Measure yours and pass it with --machine (harness/machine.hpp)",
-       1.98e-6, 4.46e9, 26.2e9, 51.7e9, 8},
+       1.98e-6, 4.46e9, 26.2e9, 51.7e9, 8, Topology::switched, 0, 0},
   };
   return presets;
 }
@@ -53,6 +58,15 @@ const Hardware& hardware_preset(const std::string& name, const std::vector<Hardw
     known += (known.empty() ? "" : ", ") + h.name;
   }
   throw Error(ErrorKind::parse, "hardware preset '" + name + "' is not known; choose one of " + known);
+}
+
+std::string topology_name(Topology t) {
+  switch (t) {
+    case Topology::one_way_ring: return "one-way ring";
+    case Topology::torus: return "torus";
+    case Topology::switched: return "switch";
+  }
+  return "?";
 }
 
 std::string algorithm_name(Algorithm a) {

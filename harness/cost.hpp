@@ -21,6 +21,13 @@
 
 namespace shardlab {
 
+// How the devices are wired, which prices a collective beyond its bytes per device
+// (harness/topology.hpp): a one-way ring; a torus of bidirectional links, where a collective
+// over k mesh axes uses the links of all k (TPU ICI); or a switch giving every device its own
+// port to every other (NVLink/NVSwitch, Ethernet, shared memory).
+enum class Topology { one_way_ring, torus, switched };
+std::string topology_name(Topology t);  // "one-way ring", "torus", "switch"
+
 struct Hardware {
   std::string name;
   std::string description;
@@ -34,6 +41,9 @@ struct Hardware {
   // default on TPUs), 8 for this-machine (float64, what shardlab moves and computes). Sweeps
   // scale shardlab's float64 byte counts by element_bytes / 8.
   double element_bytes = 8;
+  Topology topology = Topology::switched;
+  int torus_dims = 0;  // torus: its physical axes (2 or 3), for the description
+  int wrap_from = 0;   // torus: an axis of this many devices or more has wraparound links (0: every axis)
 };
 
 const std::vector<Hardware>& hardware_presets();

@@ -11,6 +11,7 @@
 
 #include "collectives/predict.hpp"
 #include "harness/cost.hpp"
+#include "harness/topology.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
@@ -64,8 +65,9 @@ Cost cost_of(const Subject& t, const Spec& before, const Move& m) {
   // The model's n is the whole tensor of the collective: the gathered result of an AllGather,
   // the input of the others (as harness/step_cost.cpp prices the FFN's steps).
   const double whole = m.kind == StepKind::all_gather ? double(in) * p : double(in);
-  const Algorithm algo = m.kind == StepKind::all_to_all ? Algorithm::pairwise : Algorithm::ring;
-  return {collective_seconds(op, algo, p, whole, *t.hw), sent, 1};
+  std::vector<int> sizes;
+  for (const auto& a : m.axes) sizes.push_back(t.mesh.axis_size(a));
+  return {topology_seconds(op, sizes, whole, *t.hw), sent, 1};
 }
 
 // Every single step from spec s. Axes of size 1 never appear (they were dropped).

@@ -4,6 +4,7 @@
 
 #include "core/text.hpp"
 #include "harness/cost.hpp"
+#include "harness/topology.hpp"
 #include "harness/table.hpp"
 
 namespace shardlab {
@@ -38,7 +39,9 @@ StepCost ffn_step_cost(const FfnPlan& p, bool backward, const Hardware& hw) {
       k.axes = axes_text(s->axes);
       k.group = p.mesh.axes_size(s->axes);
       k.n_bytes = modeled_bytes(*s, hw);
-      k.seconds = collective_seconds(k.op, Algorithm::ring, k.group, k.n_bytes, hw);
+      std::vector<int> sizes;
+      for (const auto& a : s->axes) sizes.push_back(p.mesh.axis_size(a));
+      k.seconds = topology_seconds(k.op, sizes, k.n_bytes, hw);
       c.comm_seconds += k.seconds;
       c.collectives.push_back(k);
     }
@@ -63,7 +66,8 @@ std::string step_cost_text(const StepCost& cost, const Hardware& hw) {
   std::string out = cost.collectives.empty() ? "  (no collectives)\n" : t.text();
   out += "  communication " + format_number(cost.comm_seconds * 1e3, "%.3f") + " ms + compute " +
          format_number(cost.compute_seconds * 1e3, "%.3f") + " ms (matmul FLOPs at " + format_number(hw.flops_per_s / 1e12, "%.4g") +
-         " TFLOP/s): communication is " + format_number(100 * cost.share(), "%.1f") + "% of the step (ring collectives, " +
+         " TFLOP/s): communication is " + format_number(100 * cost.share(), "%.1f") + "% of the step (collectives on its " +
+         topology_text(hw) + ", " +
          format_number(hw.element_bytes, "%.0f") + " B per element, nothing overlapped)\n";
   return out;
 }

@@ -1,5 +1,5 @@
 // The modeled time of one FFN step on a hardware preset (harness/cost.hpp): each collective of the
-// plan timed with the ring algorithms' alpha-beta-gamma, and each contraction's FLOPs per device
+// plan timed on the preset's topology (harness/topology.hpp), and each contraction's FLOPs per device
 // at the preset's compute rate. Data is counted in the preset's element size (float32 for the
 // accelerators, float64 for this machine). Communication and compute are not overlapped and
 // elementwise work (gelu) is not counted, so the share is an upper bound on what overlap leaves.

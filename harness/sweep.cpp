@@ -18,6 +18,7 @@
 #include "core/text.hpp"
 #include "harness/bench.hpp"
 #include "harness/cost.hpp"
+#include "harness/topology.hpp"
 #include "harness/ffn.hpp"
 #include "harness/machine.hpp"
 #include "harness/step_cost.hpp"
@@ -252,8 +253,8 @@ DatTable share_sweep(const std::string& dims_text, int max_devices, const std::v
   t.name = "comm_share";
   t.notes = {"shardlab sweep: modeled communication share of one FFN step, " + ffn_dims_text(dims) +
                  " (seed 001's sizes by default), from plan_ffn's collectives and FLOPs (nothing allocated)",
-             "comm = sum over the step's collectives of collective_seconds (ring, alpha-beta-gamma, harness/cost.hpp) "
-             "on the preset, data in the preset's element size; compute = matmul FLOPs per device / the preset's rate",
+             "comm = sum over the step's collectives of topology_seconds (alpha-beta-gamma on the preset's wiring, "
+             "harness/topology.hpp), data in the preset's element size; compute = matmul FLOPs per device / the preset's rate",
              "share_pct = 100 comm / (comm + compute): nothing overlapped, elementwise work not counted; "
              "fwd = forward (inference, as the article's ~20% on a TPUv2-8), train = forward + backward",
              "one block per strategy (gnuplot index); 1-D strategies on D=<devices>, gspmd on XxY; then gspmd on every "
@@ -261,7 +262,7 @@ DatTable share_sweep(const std::string& dims_text, int max_devices, const std::v
   for (const auto& h : presets)
     t.notes.push_back("preset " + h.name + ": " + h.description + "; alpha " + num(h.alpha * 1e6, "%.3g") + " us, " +
                       num(h.bytes_per_s / 1e9, "%.4g") + " GB/s link, " + num(h.flops_per_s / 1e12, "%.4g") +
-                      " TFLOP/s, " + num(h.element_bytes, "%.0f") + " B/element");
+                      " TFLOP/s, " + num(h.element_bytes, "%.0f") + " B/element, " + topology_text(h));
   t.columns = {"mesh", "devices"};
   for (const auto& h : presets)
     for (const char* c : {"_fwd_comm_ms", "_fwd_compute_ms", "_fwd_pct", "_train_comm_ms", "_train_compute_ms",

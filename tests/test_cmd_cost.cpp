@@ -52,8 +52,28 @@ TEST_CASE("shardlab cost: tables for people, every preset, and the crossover lin
   CHECK(sources.out.find("Jouppi") != std::string::npos);
 }
 
+TEST_CASE("shardlab cost --axes: the wired time of a group over two wrapped axes of a TPU v4, by hand") {
+  const auto r = run_binary("shardlab cost --op all_gather,all_to_all --bytes 16M --axes 4,4 --preset tpu-v4 --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["devices"] == 16);
+  REQUIRE(j["wired"].size() == 2);
+  const double n = 16777216;
+  // all_gather over two wrapped axes: both directions of both, 15/16 of n; 2 + 2 hops of 1 us.
+  CHECK(j["wired"][0]["hops"] == 4);
+  CHECK(j["wired"][0]["seconds"].get<double>() == doctest::Approx(4e-6 + n * 15 / 16 / 4 / 45e9));
+  // all_to_all of a 16 MiB buffer: a cut across one axis leaves 4 x 2 links each way; 8 devices on
+  // each side send n/16 to each of 8: 4n bytes over 8 links.
+  CHECK(j["wired"][1]["busiest_link_bytes"].get<double>() == doctest::Approx(n / 2));
+  CHECK(j["presets"][0]["topology"] == "torus");
+  const auto text = run_binary("shardlab cost --axes 4,4 --preset tpu-v4");
+  CHECK(text.out.find("wired_us") != std::string::npos);
+  CHECK(text.out.find("3D torus, wraps on axes >= 4") != std::string::npos);
+}
+
 TEST_CASE("shardlab cost: bad input exits 2 with one sentence and prints nothing") {
-  for (const std::string args : {"--devices 0", "--bytes 12Q", "--preset tpu-v9", "--op broadcast"}) {
+  for (const std::string args : {"--devices 0", "--bytes 12Q", "--preset tpu-v9", "--op broadcast", "--axes 4,x",
+                                 "--axes 4,0", "--axes 4,4 --devices 8", "--axes 512,512"}) {
     CAPTURE(args);
     const auto r = run_binary("shardlab cost " + args);
     CHECK(r.status == 2);

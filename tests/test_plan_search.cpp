@@ -308,7 +308,8 @@ TEST_CASE("cases_text: the articles' and the scaling book's names for pairs of l
 
 TEST_CASE("search --objective time: alpha-bound small tensors gather, bandwidth-bound large ones reduce") {
   // mesh X=4, A replicated [8, k], B [k, n] split over X on k, float32, TPU v4 (alpha 1 us,
-  // 45 GB/s per link, reductions 450 GB/s, 275 TFLOP/s).
+  // 45 GB/s per link one way, reductions 450 GB/s, 275 TFLOP/s; an axis of 4 wraps, so a
+  // collective uses both directions and needs ceil(4/2) = 2 hops: harness/topology.hpp).
   const Einsum eq = Einsum::parse("ik,kj->ij");
   const Mesh mesh = Mesh::parse("X=4");
   const Hardware& v4 = hardware_preset("tpu-v4");
@@ -318,12 +319,13 @@ TEST_CASE("search --objective time: alpha-bound small tensors gather, bandwidth-
     return search_contraction(eq, mesh, {"A", Spec::parse("_,_"), {8, k}}, {"B", Spec::parse("X,_"), {k, k}},
                               std::nullopt, o).best;
   };
-  // k = 128. AllGather of B (n = 128*128*4 = 65536 B): 3 alpha + n 3/4 / 45e9 = 4.092 us.
-  // Slice A and AllReduce C (n = 8*128*4 = 4096 B): 6 alpha + 2 n 3/4 / 45e9 + n 3/4 / 450e9 = 6.14 us.
+  // k = 128. AllGather of B (n = 128*128*4 = 65536 B): 2 alpha + n 3/4 / (2 x 45e9) = 2.546 us.
+  // Slice A and AllReduce C (n = 8*128*4 = 4096 B): 4 alpha + 2 n 3/4 / (2 x 45e9) + n 3/4 / 450e9
+  // = 4.075 us.
   const Plan small = plan_for(128, &v4);
   REQUIRE(small.collectives().size() == 1);
   CHECK(small.collectives()[0]->kind == StepKind::all_gather);
-  const double gather_us = 3.0 + 65536 * 0.75 / 45e9 * 1e6, flops_us = 2.0 * 8 * 128 * 128 / 275e12 * 1e6;
+  const double gather_us = 2.0 + 65536 * 0.75 / (2 * 45e9) * 1e6, flops_us = 2.0 * 8 * 128 * 128 / 275e12 * 1e6;
   CHECK(plan_objective(small, &v4) * 1e6 == doctest::Approx(gather_us + flops_us).epsilon(1e-9));
   CHECK(plan_for(128, nullptr).collectives()[0]->kind == StepKind::all_reduce);  // bytes: 6144 < 49152
   // k = 2048: gathering B moves 12 MiB, reducing C 48 KiB: time now agrees with bytes.
