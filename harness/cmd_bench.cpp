@@ -7,6 +7,7 @@
 #include "harness/bench.hpp"
 #include "harness/bench_ffn.hpp"
 #include "harness/bench_memory.hpp"
+#include "harness/bench_plan.hpp"
 #include "harness/ffn.hpp"
 
 namespace shardlab {
@@ -58,7 +59,15 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   f->add_flag("--backward", fo->backward, "also the backward pass");
   f->add_flag("--json", fo->json, "print one JSON object instead of the table");
-  return {bench, [o, mo, m, fo, f] {
+  auto po = std::make_shared<PlanBenchOptions>();
+  auto* pl = bench->add_subcommand(
+      "plan", "time the planner's search on random contractions over 4-axis meshes (median, p95, slowest)");
+  pl->add_option("--meshes", po->meshes, "meshes separated by ';'")->capture_default_str();
+  pl->add_option("--cases", po->cases, "random contractions per mesh")->capture_default_str();
+  pl->add_option("--seed", po->seed, "seed of the random cases")->capture_default_str();
+  pl->add_flag("--json", po->json, "print one JSON object instead of the table");
+  return {bench, [o, mo, m, fo, f, po, pl] {
+            if (*pl) return bench_plan(*po);
             if (*f) return bench_ffn(*fo);
             return *m ? bench_memory(*mo) : bench_collectives(*o);
           }};
