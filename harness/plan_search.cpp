@@ -50,17 +50,24 @@ int size_of(const Mesh& mesh, const Axes& axes) {
 }
 
 // What a path costs: the objective (bytes one device sends, or modeled seconds), then bytes, then
-// how many collectives.
+// how many collectives, then the FLOPs per device of the product it multiplies (set at the
+// product; steps add none), so ties between products go to the one that computes less.
 struct Cost {
   double key = 0;
   std::size_t bytes = 0;
   int collectives = 0;
+  double flops = 0;
   bool operator<(const Cost& o) const {
     if (key != o.key) return key < o.key;
-    return bytes != o.bytes ? bytes < o.bytes : collectives < o.collectives;
+    if (bytes != o.bytes) return bytes < o.bytes;
+    return collectives != o.collectives ? collectives < o.collectives : flops < o.flops;
   }
-  bool operator==(const Cost& o) const { return key == o.key && bytes == o.bytes && collectives == o.collectives; }
-  Cost operator+(const Cost& o) const { return {key + o.key, bytes + o.bytes, collectives + o.collectives}; }
+  bool operator==(const Cost& o) const {
+    return key == o.key && bytes == o.bytes && collectives == o.collectives && flops == o.flops;
+  }
+  Cost operator+(const Cost& o) const {
+    return {key + o.key, bytes + o.bytes, collectives + o.collectives, flops + o.flops};
+  }
 };
 
 // One step on one tensor: what it does and the spec it leads to.
@@ -274,10 +281,7 @@ struct Candidate {
   double flops = 0;
 };
 
-bool better(const Candidate& x, const Candidate& y) {
-  if (!(x.cost == y.cost)) return x.cost < y.cost;
-  return x.flops < y.flops;
-}
+bool better(const Candidate& x, const Candidate& y) { return x.cost < y.cost; }
 
 std::string reason_for(const Move& m, const std::string& letters) {
   auto dim = [&](int d) { return std::string(1, static_cast<char>(std::toupper(letters[static_cast<std::size_t>(d)]))); };
@@ -384,6 +388,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
       Candidate cand{an->spec, bn->spec, p, before,
                      contraction_flops(eq, a_block, block_shape(subject[kB], bn->spec))};
       if (options.time_on) cand.cost.key += compute_seconds(cand.flops, *options.time_on);
+      cand.cost.flops = cand.flops;
       const std::string pk = key_of(mesh, p);
       auto at = products.find(pk);
       if (at == products.end() || better(cand, at->second)) products[pk] = cand;

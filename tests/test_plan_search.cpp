@@ -346,3 +346,21 @@ TEST_CASE("search: partial sums over a set of axes, in whatever order the output
     CHECK(r.best.collectives().empty());
   }
 }
+
+TEST_CASE("search: between plans of equal bytes and collectives, the one with fewer FLOPs per device") {
+  // B's batch dim split over X=4, A replicated, C replicated (the natural output): slice A's batch
+  // for free, multiply a quarter and gather C, or gather B and multiply everything on every device.
+  // Both send 12288 B in one collective; the first computes 1/4 of the FLOPs (2*16^4/4). Found by running random cases
+  // with and without FLOPs in the search's cost: without, the search kept 131072 FLOPs per device.
+  const Einsum bmm = Einsum::parse("bik,bkj->bij");
+  const SearchResult r = search_contraction(bmm, Mesh::parse("X=4"), {"A", Spec::parse("_,_,_"), {16, 16, 16}},
+                                            {"B", Spec::parse("X,_,_"), {16, 16, 16}}, std::nullopt, {false, "C", 4});
+  CHECK(r.best.predicted_bytes_per_device() == 12288);
+  CHECK(r.best.flops_per_device() == doctest::Approx(2.0 * 16 * 16 * 16 * 16 / 4));
+  // The same on 2x2x2: 1024 B either way, 1024 FLOPs per device instead of 2048.
+  const SearchResult m = search_contraction(Einsum::parse("ik,kj->ij"), Mesh::parse("X=2,Y=2,Z=2"),
+                                            {"A", Spec::parse("Z,X"), {16, 16}}, {"B", Spec::parse("Y,(Z,X)"), {16, 16}},
+                                            std::nullopt, {false, "C", 4});
+  CHECK(m.best.predicted_bytes_per_device() == 1024);
+  CHECK(m.best.flops_per_device() == doctest::Approx(1024));
+}
