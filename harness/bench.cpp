@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -197,6 +198,34 @@ double median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
+}
+
+// std::memcpy of `bytes` that another thread has just written (memset, untimed): what moving a
+// device's data to another device's thread costs at least, the lines crossing between the cores'
+// caches. The two threads take turns through one atomic; median of `iters` copies after 2 untimed.
+double peer_memcpy_seconds(std::size_t bytes, int iters) {
+  Pages src(bytes, 1), dst(bytes, 0);
+  std::atomic<int> turn{0};  // 0: the writer's, 1: the copier's
+  const int rounds = iters + 2;
+  std::thread writer([&] {
+    for (int it = 0; it < rounds; ++it) {
+      while (turn.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+      std::memset(src.data(), it & 0x7f, bytes);
+      turn.store(1, std::memory_order_release);
+    }
+  });
+  std::vector<double> took;
+  for (int it = 0; it < rounds; ++it) {
+    while (turn.load(std::memory_order_acquire) != 1) std::this_thread::yield();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    asm volatile("" : : "r"(dst.data()) : "memory");
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (it >= 2) took.push_back(sec);
+    turn.store(0, std::memory_order_release);
+  }
+  writer.join();
+  return median(took);
 }
 
 std::vector<std::size_t> sizes(const BenchOptions& o) {
@@ -406,6 +435,11 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
               "for all_reduce, (n-1)/n x size for the others) between two preallocated, pre-touched buffers, on every "
               "device beside each timed call, slowest device; ours/memcpy = ours_us / memcpy_us" +
               std::string(native ? " (under MPI in the CSV only)" : ""));
+  if (!native)
+    h.push_back("peer_us: median us of the same std::memcpy from bytes another thread has just written, as a "
+                "device's data is when another device's thread takes it: the lines cross between the cores' caches "
+                "(from 1 MiB here this costs 1.5x the copy above; at 16 MiB, out of cache, it can cost less); "
+                "ours/peer = ours_us / peer_us");
   if (crowded)
     h.push_back("warning: " + std::to_string(here) + (backend == Backend::mpi ? " ranks" : " devices") + " share " +
                 std::to_string(cores()) +
@@ -458,6 +492,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
       }
       // Every device runs the same order; device 0's count stands for all.
       if (native) row.ours_first = static_cast<int>(run.outputs.front().at("first")(s, k));
+      if (!native && n > 1 && row.memcpy_bytes > 0) row.peer_memcpy_seconds = peer_memcpy_seconds(row.memcpy_bytes, iters);
       result.rows.push_back(row);
     }
   }
@@ -498,12 +533,15 @@ std::vector<std::string> cells(const BenchRow& r, int n, bool native) {
   c.push_back(r.memcpy_seconds >= 0 ? fixed(r.memcpy_seconds * 1e6, 2) : "-");
   c.push_back(copied ? fixed(r.ours_seconds / r.memcpy_seconds, 2) : "-");
   c.push_back(native && r.ours_first >= 0 ? std::to_string(r.ours_first) : "-");
+  const bool peer = r.peer_memcpy_seconds > 0;
+  c.push_back(peer ? fixed(r.peer_memcpy_seconds * 1e6, 2) : "-");
+  c.push_back(peer ? fixed(r.ours_seconds / r.peer_memcpy_seconds, 2) : "-");
   return c;
 }
 const std::vector<std::string> kCsvColumns = {
     "collective",   "size_bytes",   "count",        "ours_us",          "ours_algbw",   "ours_busbw",
     "ours_wrong",   "native_us",    "native_algbw", "native_busbw",     "native_wrong", "ours_over_native",
-    "memcpy_bytes", "memcpy_us",    "ours_over_memcpy", "ours_first"};
+    "memcpy_bytes", "memcpy_us",    "ours_over_memcpy", "ours_first",   "peer_memcpy_us", "ours_over_peer_memcpy"};
 // The printed table keeps within 100 columns (at the default sizes, with every element wrong): on
 // the sim backend ours beside memcpy, under MPI ours beside native without count and algbw. The CSV
 // has every column. Indices into cells().
@@ -511,9 +549,9 @@ struct Column {
   const char* title;
   std::size_t cell;
 };
-const std::vector<Column> kSimTable = {{"collective", 0}, {"size(B)", 1}, {"count", 2},      {"ours_us", 3},
-                                       {"algbw", 4},      {"busbw", 5},   {"#wrong", 6},     {"memcpy_us", 13},
-                                       {"ours/memcpy", 14}};
+const std::vector<Column> kSimTable = {{"collective", 0},  {"size(B)", 1},      {"ours_us", 3},   {"busbw", 5},
+                                       {"#wrong", 6},      {"memcpy_us", 13},   {"ours/memcpy", 14},
+                                       {"peer_us", 16},    {"ours/peer", 17}};
 const std::vector<Column> kMpiTable = {{"collective", 0}, {"size(B)", 1},   {"ours_us", 3},
                                        {"busbw", 5},      {"#wrong", 6},    {"native_us", 7},
                                        {"busbw", 9},      {"#wrong", 10},   {"ours/native", 11}};

@@ -39,6 +39,9 @@ struct BenchRow {
   std::size_t ours_wrong = 0, native_wrong = 0;  // elements that differ from the formula, all timed calls
   double memcpy_seconds = -1;    // median std::memcpy of memcpy_bytes, slowest device; -1: not measured
   std::size_t memcpy_bytes = 0;  // bytes one device sends in this collective: size * bus_factor
+  // Sim only: median std::memcpy of memcpy_bytes that another thread has just written, as a
+  // transfer between two devices' threads finds them (in the other core's cache); -1: not measured.
+  double peer_memcpy_seconds = -1;
   int ours_first = -1;           // timed iterations in which ours ran before native; -1: no native
 };
 

@@ -120,6 +120,7 @@ TEST_CASE("bench collectives on sim: a memcpy column and ours/memcpy for every r
     CHECK(row.memcpy_seconds > 0);
     CHECK(row.memcpy_bytes == bytes_sent_per_device(row.op, 2, row.count, 8));
     CHECK(row.memcpy_bytes == (row.op == "all_reduce" ? row.bytes : row.bytes / 2));  // n = 2
+    CHECK(row.peer_memcpy_seconds > 0);
     CHECK(row.native_seconds < 0);  // no native side on sim
     CHECK(row.ours_first == -1);
   }
@@ -133,6 +134,8 @@ TEST_CASE("bench collectives on sim: a memcpy column and ours/memcpy for every r
                     ours = index_of(cols, "ours_us");
   REQUIRE(mc < cols.size());
   REQUIRE(ratio < cols.size());
+  const std::size_t peer = index_of(cols, "peer_us"), peer_ratio = index_of(cols, "ours/peer");
+  REQUIRE(peer_ratio < cols.size());
   CHECK(index_of(cols, "native_us") == cols.size());  // sim: ours beside memcpy, no native columns
   const auto rows = data_rows(table, ' ');
   REQUIRE(rows.size() == r.rows.size());
@@ -144,18 +147,22 @@ TEST_CASE("bench collectives on sim: a memcpy column and ours/memcpy for every r
     CHECK(std::stod(rows[i][ratio]) > 0);
     CHECK(std::stod(rows[i][ratio]) == doctest::Approx(r.rows[i].ours_seconds / r.rows[i].memcpy_seconds).epsilon(0.01));
     CHECK(std::stod(rows[i][ours]) > 0);
+    CHECK(std::stod(rows[i][peer_ratio]) ==
+          doctest::Approx(r.rows[i].ours_seconds / r.rows[i].peer_memcpy_seconds).epsilon(0.01));
+    CHECK(std::stod(rows[i][peer]) >= 0);
   }
 
   const std::string csv = bench_csv(r);
   CHECK(csv.find("# memcpy_us: median us of one std::memcpy") != std::string::npos);
   const std::string names =
       "# collective,size_bytes,count,ours_us,ours_algbw,ours_busbw,ours_wrong,native_us,native_algbw,native_busbw,"
-      "native_wrong,ours_over_native,memcpy_bytes,memcpy_us,ours_over_memcpy,ours_first";
+      "native_wrong,ours_over_native,memcpy_bytes,memcpy_us,ours_over_memcpy,ours_first,peer_memcpy_us,"
+      "ours_over_peer_memcpy";
   CHECK(csv.find("\n" + names + "\n") != std::string::npos);
   const auto fields = data_rows(csv, ',');
   REQUIRE(fields.size() == r.rows.size());
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    REQUIRE(fields[i].size() == 16);
+    REQUIRE(fields[i].size() == 18);
     CHECK(std::stoull(fields[i][12]) == r.rows[i].memcpy_bytes);
     CHECK(std::stod(fields[i][13]) >= 0);
     CHECK(std::stod(fields[i][14]) > 0);
