@@ -29,7 +29,7 @@ MPI_LIBS := -lmpich
 CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -pthread -I. $(MPI_CFLAGS)
 LDLIBS := $(MPI_LIBS) -lopenblas -pthread
 
-LIB_SRCS := $(filter-out %_main.cpp,$(wildcard core/*.cpp collectives/*.cpp harness/*.cpp))
+LIB_SRCS := $(filter-out %_main.cpp,$(wildcard core/*.cpp collectives/*.cpp harness/*/*.cpp))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libshardlab.a
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
@@ -78,7 +78,7 @@ $(LESSONS): $(BUILD)/bin/%: $(BUILD)/obj/lessons/%.o $(LIB)
 	@echo "  LINK $@"
 	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(SHARDLAB): $(BUILD)/obj/harness/shardlab_main.o $(LIB)
+$(SHARDLAB): $(BUILD)/obj/harness/cli/shardlab_main.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
 	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDLIBS) -o $@

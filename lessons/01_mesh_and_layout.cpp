@@ -14,9 +14,9 @@
 #include "collectives/runtime.hpp"
 #include "core/layout.hpp"
 #include "core/named.hpp"
-#include "harness/cli.hpp"
-#include "harness/pictures.hpp"
-#include "harness/session.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/check/pictures.hpp"
+#include "harness/check/session.hpp"
 
 using namespace shardlab;
 

@@ -15,9 +15,9 @@
 #include "collectives/collectives.hpp"
 #include "core/layout.hpp"
 #include "core/named.hpp"
-#include "harness/cli.hpp"
-#include "harness/pictures.hpp"
-#include "harness/session.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/check/pictures.hpp"
+#include "harness/check/session.hpp"
 
 using namespace shardlab;
 

@@ -22,8 +22,8 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/named.hpp"
-#include "harness/cli.hpp"
-#include "harness/session.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/check/session.hpp"
 
 using namespace shardlab;
 

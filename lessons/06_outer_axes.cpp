@@ -14,10 +14,10 @@
 #include "collectives/collectives.hpp"
 #include "core/einsum.hpp"
 #include "core/layout.hpp"
-#include "harness/cli.hpp"
-#include "harness/matmul_case.hpp"
-#include "harness/pictures.hpp"
-#include "harness/session.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/models/matmul_case.hpp"
+#include "harness/check/pictures.hpp"
+#include "harness/check/session.hpp"
 
 using namespace shardlab;
 

@@ -19,11 +19,11 @@
 #include <cctype>
 
 #include "core/error.hpp"
-#include "harness/cli.hpp"
-#include "harness/ffn.hpp"
-#include "harness/pictures.hpp"
-#include "harness/session.hpp"
-#include "harness/table.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/check/pictures.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
 
 using namespace shardlab;
 

@@ -1,5 +1,5 @@
 # Modeled communication share of one FFN forward step at the article's sizes (seed 001: B=8,
-# S=512, M=5120, H=20480), for each hardware preset of harness/cost.cpp. Left: 2-D GSPMD on the
+# S=512, M=5120, H=20480), for each hardware preset of harness/cost/cost.cpp. Left: 2-D GSPMD on the
 # meshes 1x2 ... 8x8; middle: Megatron's pairwise split on D=2 ... 64; right: 8 devices cut into
 # every shape X x Y, the article's 2x4 among them.
 # Data: shardlab sweep --what share (comm_share.dat: one block per strategy, 6 columns per preset).

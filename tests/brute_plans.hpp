@@ -1,7 +1,7 @@
 // A brute-force reference for the planner's search (issue 12), kept in the tests and written
-// apart from harness/planner.cpp and harness/plan_search.cpp.
+// apart from harness/plan/planner.cpp and harness/plan/plan_search.cpp.
 //
-// It walks every layout reachable by single steps of the move set that harness/plan_search.hpp
+// It walks every layout reachable by single steps of the move set that harness/plan/plan_search.hpp
 // lists, and returns the fewest bytes one device sends to get from the operands' specs to the
 // output spec. Nothing clever: each phase first lists every reachable layout breadth-first (a
 // visited set), then relaxes every edge until no cost drops (Bellman-Ford), which is plainly
@@ -32,7 +32,7 @@
 #include "core/einsum.hpp"
 #include "core/mesh.hpp"
 #include "core/spec.hpp"
-#include "harness/planner.hpp"
+#include "harness/plan/planner.hpp"
 
 namespace shardlab::brute {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "harness/bench_memory.hpp"
+#include "harness/models/bench_memory.hpp"
 #include "run_binary.hpp"
 
 using namespace shardlab;

@@ -1,11 +1,11 @@
-// harness/bench_plan.cpp: `shardlab bench plan` times searches it really ran (each row's counts add
+// harness/cli/bench_plan.cpp: `shardlab bench plan` times searches it really ran (each row's counts add
 // up, the slowest case it prints runs as printed and explores as many layouts), and refuses bad input.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <string>
 
-#include "harness/bench_plan.hpp"
+#include "harness/cli/bench_plan.hpp"
 #include "tests/run_binary.hpp"
 
 using shardlab::testing::count_lines;

@@ -1,4 +1,4 @@
-// harness/cmd_cost.cpp: `shardlab cost` prints the cost model's numbers (checked here against the
+// harness/cli/cmd_cost.cpp: `shardlab cost` prints the cost model's numbers (checked here against the
 // formulas by hand, through --json), names the crossover, and answers bad input with exit 2;
 // `shardlab ffn --preset` adds the modeled step to the plan.
 #include <doctest/doctest.h>

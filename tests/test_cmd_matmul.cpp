@@ -1,4 +1,4 @@
-// harness/cmd_matmul.cpp: `shardlab matmul` with .npy inputs writes the matmul of the inputs for
+// harness/cli/cmd_matmul.cpp: `shardlab matmul` with .npy inputs writes the matmul of the inputs for
 // every pair of specs on a 2x4 mesh; `shardlab einsum` plans the GSPMD FFN; bad input exits 2
 // and writes nothing; a failed verdict exits 1 and writes nothing.
 #include <doctest/doctest.h>
@@ -15,8 +15,8 @@
 #include <xtensor/xsort.hpp>
 
 #include "core/einsum.hpp"
-#include "harness/npy.hpp"
-#include "harness/verify.hpp"
+#include "harness/check/npy.hpp"
+#include "harness/check/verify.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace shardlab;

@@ -7,7 +7,7 @@
 
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
-#include "harness/cost.hpp"
+#include "harness/cost/cost.hpp"
 #include "tests/toy_hardware.hpp"
 
 using namespace shardlab;

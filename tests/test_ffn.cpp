@@ -15,9 +15,9 @@
 #include "core/error.hpp"
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
-#include "harness/ffn.hpp"
-#include "harness/ffn_bounds.hpp"
-#include "harness/sketch.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/models/ffn_bounds.hpp"
+#include "harness/check/sketch.hpp"
 #include "tests/brute_plans.hpp"
 #include "tests/run_binary.hpp"
 

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "harness/cost.hpp"
-#include "harness/machine.hpp"
-#include "harness/sweep.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/cost/machine.hpp"
+#include "harness/models/sweep.hpp"
 #include "run_binary.hpp"
 
 using namespace shardlab;

@@ -1,12 +1,12 @@
-// harness/matmul_case.cpp: specs renamed to the mesh's axes, case setup and its errors, the
+// harness/models/matmul_case.cpp: specs renamed to the mesh's axes, case setup and its errors, the
 // devices that repeat one another's multiply, and the work summary read from device outputs.
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "core/error.hpp"
-#include "harness/matmul_case.hpp"
-#include "harness/report.hpp"
+#include "harness/models/matmul_case.hpp"
+#include "harness/check/report.hpp"
 
 using namespace shardlab;
 

@@ -1,4 +1,4 @@
-// harness/npy.cpp: files written byte by byte from NumPy's format description are read back
+// harness/check/npy.cpp: files written byte by byte from NumPy's format description are read back
 // exactly; saved files have the documented layout; every malformed file is an io error; float16
 // converts by hand-worked IEEE bit patterns; bfloat16, which numpy lacks, is refused.
 #include <doctest/doctest.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
-#include "harness/npy.hpp"
+#include "harness/check/npy.hpp"
 
 using namespace shardlab;
 

@@ -1,4 +1,4 @@
-// harness/pictures.cpp: each device's box shows its block's index ranges, and the one-line layout
+// harness/check/pictures.cpp: each device's box shows its block's index ranges, and the one-line layout
 // summary counts distinct blocks and copies. Expected ranges come from the block formula
 // (device at coordinates (r, c) of a 2x4 mesh holds rows r*32/2.. and cols c*256/4..).
 #include <doctest/doctest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/pictures.hpp"
+#include "harness/check/pictures.hpp"
 
 using namespace shardlab;
 

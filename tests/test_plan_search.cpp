@@ -1,4 +1,4 @@
-// The planner's search (harness/plan_search.cpp) against an independent brute-force enumerator
+// The planner's search (harness/plan/plan_search.cpp) against an independent brute-force enumerator
 // (tests/brute_plans.hpp). The enumerator is checked on hand cases and against the articles'
 // planner (it may only ever find fewer bytes); then the search must find exactly the enumerator's
 // minimum, and its plans run and verify on the sim backend.
@@ -14,14 +14,14 @@
 
 #include "core/error.hpp"
 #include "core/spec.hpp"
-#include "harness/planner.hpp"
+#include "harness/plan/planner.hpp"
 #include "tests/brute_plans.hpp"
 
 #include "collectives/runtime.hpp"
 #include "core/layout.hpp"
-#include "harness/cost.hpp"
-#include "harness/plan_search.hpp"
-#include "harness/report.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/plan/plan_search.hpp"
+#include "harness/check/report.hpp"
 
 using namespace shardlab;
 
@@ -309,7 +309,7 @@ TEST_CASE("cases_text: the articles' and the scaling book's names for pairs of l
 TEST_CASE("search --objective time: alpha-bound small tensors gather, bandwidth-bound large ones reduce") {
   // mesh X=4, A replicated [8, k], B [k, n] split over X on k, float32, TPU v4 (alpha 1 us,
   // 45 GB/s per link one way, reductions 450 GB/s, 275 TFLOP/s; an axis of 4 wraps, so a
-  // collective uses both directions and needs ceil(4/2) = 2 hops: harness/topology.hpp).
+  // collective uses both directions and needs ceil(4/2) = 2 hops: harness/cost/topology.hpp).
   const Einsum eq = Einsum::parse("ik,kj->ij");
   const Mesh mesh = Mesh::parse("X=4");
   const Hardware& v4 = hardware_preset("tpu-v4");

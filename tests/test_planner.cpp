@@ -1,4 +1,4 @@
-// harness/planner.cpp: the plans of seed 001's cases and the GSPMD FFN, bytes from the ring
+// harness/plan/planner.cpp: the plans of seed 001's cases and the GSPMD FFN, bytes from the ring
 // formulas written out here, execution on the sim backend against the unsharded einsum, and errors.
 #include <doctest/doctest.h>
 
@@ -8,8 +8,8 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
-#include "harness/planner.hpp"
-#include "harness/report.hpp"
+#include "harness/plan/planner.hpp"
+#include "harness/check/report.hpp"
 
 using namespace shardlab;
 

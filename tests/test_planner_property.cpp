@@ -1,4 +1,4 @@
-// harness/planner.cpp, property test: hundreds of random contractions on random meshes (rank 1-3,
+// harness/plan/planner.cpp, property test: hundreds of random contractions on random meshes (rank 1-3,
 // up to 8 devices) with random valid specs run on the sim backend. Each result must equal the
 // unsharded reference einsum within the summation bound, and each collective of the ledger must
 // be the plan's step with exactly the bytes it predicted. Random invalid specs must raise
@@ -19,9 +19,9 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
-#include "harness/planner.hpp"
-#include "harness/report.hpp"
-#include "harness/verify.hpp"
+#include "harness/plan/planner.hpp"
+#include "harness/check/report.hpp"
+#include "harness/check/verify.hpp"
 
 using namespace shardlab;
 

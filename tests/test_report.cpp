@@ -1,4 +1,4 @@
-// harness/report.cpp: summarize(), largest_device_total(), Report verdicts, the table, the verdict
+// harness/check/report.cpp: summarize(), largest_device_total(), Report verdicts, the table, the verdict
 // line and the JSON report, over ledger rows made by hand.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/report.hpp"
+#include "harness/check/report.hpp"
 
 using namespace shardlab;
 

@@ -1,4 +1,4 @@
-// harness/sketch.cpp: sketch_product (Freivalds check of C = op(A) op(B)), sum_gamma, false_pass_line.
+// harness/check/sketch.cpp: sketch_product (Freivalds check of C = op(A) op(B)), sum_gamma, false_pass_line.
 // References are plain triple loops here; integer inputs make them exact.
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "harness/sketch.hpp"
+#include "harness/check/sketch.hpp"
 
 using namespace shardlab;
 

@@ -2,8 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "core/error.hpp"
-#include "harness/cost.hpp"
-#include "harness/step_cost.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/models/step_cost.hpp"
 #include "tests/toy_hardware.hpp"
 
 using namespace shardlab;

@@ -13,11 +13,11 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "harness/bench.hpp"
-#include "harness/cost.hpp"
-#include "harness/ffn.hpp"
-#include "harness/step_cost.hpp"
-#include "harness/sweep.hpp"
+#include "harness/cost/bench.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/models/step_cost.hpp"
+#include "harness/models/sweep.hpp"
 #include "run_binary.hpp"
 
 using namespace shardlab;
@@ -220,7 +220,7 @@ TEST_CASE("busbw: the fit column recovers the link a run was made on; too few si
   bool fit = false, preset = false;
   for (const auto& n : t.notes) {
     fit = fit || n.rfind("fit: alpha 6 us, link 1 GB/s", 0) == 0;
-    preset = preset || n.rfind("preset: alpha 1.98 us, link 4.46 GB/s", 0) == 0;  // harness/cost.cpp's figures
+    preset = preset || n.rfind("preset: alpha 1.98 us, link 4.46 GB/s", 0) == 0;  // harness/cost/cost.cpp's figures
   }
   CHECK(fit);
   CHECK(preset);

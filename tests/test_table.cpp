@@ -1,9 +1,9 @@
-// harness/table.cpp: aligned columns (numbers right, text left) and human_bytes.
+// harness/check/table.cpp: aligned columns (numbers right, text left) and human_bytes.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "harness/table.hpp"
+#include "harness/check/table.hpp"
 
 using namespace shardlab;
 

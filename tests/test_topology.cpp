@@ -1,4 +1,4 @@
-// The wiring model (harness/topology.hpp) against the JAX scaling book's worked collective times
+// The wiring model (harness/cost/topology.hpp) against the JAX scaling book's worked collective times
 // ("How To Scale Your Model", jax-ml/scaling-book: part 3, "Sharded Matrices and How to Multiply
 // Them", sharding.md; TPU figures from part 2, tpus.md) and against routing done by brute force.
 //
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "harness/cost.hpp"
-#include "harness/topology.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/cost/topology.hpp"
 #include "tests/toy_hardware.hpp"
 
 using namespace shardlab;

@@ -1,4 +1,4 @@
-// harness/verify.cpp: compare() (one tolerance or one per element), reduction_tolerance(),
+// harness/check/verify.cpp: compare() (one tolerance or one per element), reduction_tolerance(),
 // gemm_rounding(), verify_output() and Verdict::line().
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
-#include "harness/verify.hpp"
+#include "harness/check/verify.hpp"
 
 using namespace shardlab;
 

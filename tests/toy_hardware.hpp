@@ -1,7 +1,7 @@
 // A hardware preset with round numbers, so tests can work the cost model out by hand:
 // alpha 1 us, 1 GB/s links, reduction 2 GB/s, 1 TFLOP/s.
 #pragma once
-#include "harness/cost.hpp"
+#include "harness/cost/cost.hpp"
 
 namespace shardlab::testing {
 

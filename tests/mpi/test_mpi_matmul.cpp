@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "collectives/mpi.hpp"
-#include "harness/npy.hpp"
+#include "harness/check/npy.hpp"
 #include "core/einsum.hpp"
 #include "tests/run_binary.hpp"
 

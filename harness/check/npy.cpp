@@ -1,0 +1,174 @@
+#include "harness/check/npy.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnpy.hpp>
+
+#include "core/error.hpp"
+
+namespace shardlab {
+
+namespace {
+Error io(const std::string& path, const std::string& what) { return Error(ErrorKind::io, path + ": " + what); }
+
+const char* const kNoBfloat16 = "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly";
+
+// The 'descr' value in a .npy header, or "" when the bytes are not a header xnpy could parse (it
+// then reports what is wrong). Read before xnpy, whose own check rejects descrs such as '<V2' (a
+// bfloat16 array saved through ml_dtypes) with only "invalid typestring".
+std::string descr_of(const std::string& bytes) {
+  if (bytes.compare(0, 6, "\x93NUMPY") != 0 || bytes.size() < 12) return "";
+  const auto byte = [&](std::size_t i) { return static_cast<std::size_t>(static_cast<unsigned char>(bytes[i])); };
+  const bool v1 = bytes[6] == 1;  // version 1 has a 2-byte header length, later ones 4 bytes
+  const std::size_t start = v1 ? 10 : 12;
+  const std::size_t length = v1 ? byte(8) | byte(9) << 8 : byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
+  const std::string header = bytes.substr(start, length);
+  std::size_t at = header.find("'descr'");
+  if (at == std::string::npos || (at = header.find(':', at)) == std::string::npos) return "";
+  at = header.find_first_not_of(' ', at + 1);
+  if (at == std::string::npos || (header[at] != '\'' && header[at] != '"')) return "";
+  const std::size_t end = header.find(header[at], at + 1);
+  return end == std::string::npos ? "" : header.substr(at + 1, end - at - 1);
+}
+
+bool readable_descr(const std::string& d) { return d == "<f2" || d == "<f4" || d == "<f8"; }
+}  // namespace
+
+NpyType parse_npy_type(const std::string& text) {
+  if (text == "float64" || text == "f8") return NpyType::float64;
+  if (text == "float32" || text == "f4") return NpyType::float32;
+  if (text == "float16" || text == "f2") return NpyType::float16;
+  if (text == "bfloat16") throw Error(ErrorKind::parse, "--out-dtype bfloat16: " + std::string(kNoBfloat16) + ", so use --out-dtype float32");
+  throw Error(ErrorKind::parse, "dtype '" + text + "' is not supported; use float16, float32 or float64 (or f2, f4, f8)");
+}
+
+std::string npy_type_name(NpyType t) {
+  return t == NpyType::float16 ? "float16" : t == NpyType::float32 ? "float32" : "float64";
+}
+
+std::uint16_t to_half(double v) {
+  std::uint64_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const auto sign = static_cast<std::uint16_t>((u >> 48) & 0x8000);
+  const std::uint64_t mag = u & 0x7fffffffffffffffull;
+  if (mag > 0x7ff0000000000000ull) return sign | 0x7e00;  // NaN: a quiet NaN (the payload is not kept)
+  const int exp = static_cast<int>(mag >> 52) - 1023;       // v = 1.f * 2^exp (zero, subnormals: -1023)
+  if (exp >= 16) return sign | 0x7c00;                       // 2^16 and up, inf: inf
+  if (exp < -25) return sign;                                // under half the smallest subnormal 2^-24: zero
+  const std::uint64_t sig = (mag & ((1ull << 52) - 1)) | (1ull << 52);  // v = sig * 2^(exp-52)
+  // The half's last place is 2^(exp-10) for normals, 2^-24 below 2^-14 (subnormals); count v in
+  // those places, rounding the bits below to nearest, ties to even.
+  const int shift = (exp < -14 ? -24 : exp - 10) - (exp - 52);
+  std::uint64_t q = sig >> shift;
+  const std::uint64_t rest = sig & ((1ull << shift) - 1), tie = 1ull << (shift - 1);
+  if (rest > tie || (rest == tie && (q & 1))) ++q;
+  // Subnormal: q is the fraction field (q = 1024 is the smallest normal, which has the same bits).
+  // Normal: q in [1024, 2048]; a carry to 2048 moves to the next exponent, or to inf past 65504.
+  if (exp < -14) return sign | static_cast<std::uint16_t>(q);
+  return sign | static_cast<std::uint16_t>(((exp + 15) << 10) + (q - 1024));
+}
+
+double from_half(std::uint16_t bits) {
+  const int e = (bits >> 10) & 0x1f, f = bits & 0x3ff;
+  const double mag = e == 0    ? std::ldexp(f, -24)  // subnormal: f * 2^-24
+                     : e == 31 ? (f == 0 ? HUGE_VAL : std::numeric_limits<double>::quiet_NaN())
+                               : std::ldexp(f + 1024, e - 25);  // 1.f * 2^(e-15)
+  return bits & 0x8000 ? -mag : mag;
+}
+
+NpyArray load_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw io(path, "cannot open the file for reading");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  const std::size_t total = bytes.str().size();
+  const std::string descr = descr_of(bytes.str());
+  if (!descr.empty() && !readable_descr(descr))
+    throw io(path, "holds dtype '" + descr + "'; shardlab reads little-endian float16 (<f2), float32 (<f4) or float64 (<f8); " +
+                       kNoBfloat16 + ", so save bfloat16 data as float32");
+  // xnpy reads the header, then as many bytes as the header's shape asks for.
+  xt::detail::npy_file file = [&] {
+    try {
+      return xt::detail::load_npy_file(bytes);
+    } catch (const std::exception& e) {
+      throw io(path, std::string("not a readable .npy file (") + e.what() + ")");
+    }
+  }();
+  if (bytes.fail()) throw io(path, "is shorter than its header says; the file is truncated");
+  if (static_cast<std::size_t>(bytes.tellg()) != total) throw io(path, "has bytes after the array's data");
+  if (file.m_fortran_order)
+    throw io(path, "is stored in Fortran order; save it in C order (numpy.ascontiguousarray)");
+  NpyArray out;
+  if (file.m_typestring == "<f8") {
+    out.data = std::move(file).cast<double, xt::layout_type::row_major>();
+    out.type = NpyType::float64;
+  } else if (file.m_typestring == "<f4") {
+    Tensor d = std::move(file).cast<float, xt::layout_type::row_major>();
+    out.data = std::move(d);
+    out.type = NpyType::float32;
+  } else if (file.m_typestring == "<f2") {
+    // xnpy has no half type: the raw little-endian 2-byte words, each converted exactly.
+    out.data = Tensor::from_shape(file.m_shape);
+    const auto* p = reinterpret_cast<const unsigned char*>(file.ptr());
+    for (std::size_t i = 0; i < out.data.size(); ++i)
+      out.data.data()[i] = from_half(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+    out.type = NpyType::float16;
+  } else {
+    throw io(path, "holds dtype '" + file.m_typestring + "'; shardlab reads float16 (<f2), float32 (<f4) or float64 (<f8)");
+  }
+  return out;
+}
+
+void check_writable(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) throw io(path, "its directory " + dir + " does not exist");
+  if (!S_ISDIR(st.st_mode)) throw io(path, dir + " is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) throw io(path, "its directory " + dir + " is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw io(path, "is a directory, not a file name");
+}
+
+void save_npy(const std::string& path, const Tensor& data, NpyType type) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw io(path, "cannot open a file for writing in its directory");
+    if (type == NpyType::float64) {
+      xt::detail::dump_npy_stream(out, data);
+    } else if (type == NpyType::float16) {
+      // xnpy has no half type: its header, then each value as a little-endian 2-byte word.
+      xt::detail::write_header(out, "<f2", false, data.shape());
+      std::string words(2 * data.size(), '\0');
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        const std::uint16_t h = to_half(data.data()[i]);
+        words[2 * i] = static_cast<char>(h & 0xff);
+        words[2 * i + 1] = static_cast<char>(h >> 8);
+      }
+      out.write(words.data(), static_cast<std::streamsize>(words.size()));
+    } else {
+      const xt::xarray<float> f = xt::cast<float>(data);
+      xt::detail::dump_npy_stream(out, f);
+    }
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw io(path, "writing failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw io(path, "cannot replace the file with the new result");
+  }
+}
+
+}  // namespace shardlab

@@ -1,0 +1,160 @@
+#include "harness/check/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/predict.hpp"
+#include "harness/check/table.hpp"
+
+namespace shardlab {
+
+std::vector<CollectiveSummary> summarize(const std::vector<LedgerRow>& ledger) {
+  std::map<int, CollectiveSummary> by_call;
+  for (const auto& r : ledger) {
+    auto [it, fresh] = by_call.try_emplace(r.call);
+    CollectiveSummary& s = it->second;
+    if (fresh) {
+      s.call = r.call;
+      s.op = r.op;
+      s.axes = r.axes;
+      s.tensor = r.tensor;
+      s.algorithm = r.algorithm;
+      s.group_size = r.group_size;
+    }
+    s.messages = std::max(s.messages, r.messages);
+    s.bytes_per_device = std::max(s.bytes_per_device, r.bytes_sent);
+    s.predicted_bytes_per_device =
+        std::max(s.predicted_bytes_per_device, predicted_bytes_sent(r.op, r.group_size, r.input_bytes, r.element_bytes));
+    s.seconds = std::max(s.seconds, r.seconds);
+    s.modeled = s.modeled || r.modeled;
+  }
+  std::vector<CollectiveSummary> out;
+  for (auto& kv : by_call) out.push_back(kv.second);
+  return out;
+}
+
+std::size_t largest_device_total(const std::vector<LedgerRow>& ledger) {
+  std::map<int, std::size_t> total;
+  for (const auto& r : ledger) total[r.device] += r.bytes_sent;
+  std::size_t most = 0;
+  for (const auto& kv : total) most = std::max(most, kv.second);
+  return most;
+}
+
+void Report::add_ledger(const std::vector<LedgerRow>& ledger) {
+  collectives = summarize(ledger);
+  bytes_per_device = largest_device_total(ledger);
+}
+
+bool Report::pass() const {
+  for (const auto& c : checks)
+    if (!c.pass) return false;
+  for (const auto& c : collectives)
+    if (!c.matches()) return false;
+  return !checks.empty();
+}
+
+double Report::max_abs_error() const {
+  double m = 0;
+  for (const auto& c : checks) m = std::max(m, c.max_abs_error);
+  return m;
+}
+
+double Report::tolerance() const {
+  double t = 0;
+  for (const auto& c : checks) t = std::max(t, c.tolerance);
+  return t;
+}
+
+std::string collectives_table(const std::vector<CollectiveSummary>& rows) {
+  if (rows.empty()) return "  no collectives: 0 bytes moved between devices\n";
+  Table t({"#", "collective", "over", "tensor", "group", "algorithm", "msgs", "bytes/device", "predicted", "match"});
+  for (const auto& r : rows) {
+    t.add({std::to_string(r.call), r.op, r.axes.empty() ? "-" : r.axes, r.tensor, std::to_string(r.group_size),
+           r.algorithm, std::to_string(r.messages), std::to_string(r.bytes_per_device) + (r.modeled ? "*" : ""),
+           std::to_string(r.predicted_bytes_per_device), r.matches() ? (r.modeled ? "modeled" : "yes") : "NO"});
+  }
+  std::string out = t.text();
+  for (const auto& r : rows)
+    if (r.modeled) return out + "  * modeled: MPICH's own collective; bytes come from the cost model, not the ledger\n";
+  return out;
+}
+
+std::string verdict_line(const Report& report) {
+  std::ostringstream out;
+  const bool pass = report.pass();
+  out << (pass ? "PASS " : "FAIL ") << report.case_name << ": max_abs_err=" << report.max_abs_error();
+  if (report.tolerance() == 0) out << " (exact)";
+  else out << " (tol " << report.tolerance() << ")";
+  for (const auto& c : report.checks)
+    if (!c.pass) out << "; " << c.name << ": " << (c.detail.empty() ? "over tolerance" : c.detail);
+  for (const auto& c : report.collectives)
+    if (!c.matches())
+      out << "; " << c.op << " of " << c.tensor << " moved " << c.bytes_per_device << " bytes/device, predicted "
+          << c.predicted_bytes_per_device;
+  if (report.checks.empty()) out << "; nothing was checked";
+  return out.str();
+}
+
+namespace {
+// Counts and byte totals kept as doubles print as integers ("forward_collectives": 4, not 4.0).
+nlohmann::ordered_json number_json(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9.0e15) return static_cast<long long>(v);
+  return v;
+}
+}  // namespace
+
+std::string report_json(const Report& report) {
+  nlohmann::ordered_json j;
+  j["case"] = report.case_name;
+  j["backend"] = report.backend;
+  j["dtype"] = dtype_name(report.dtype);
+  j["element_bytes"] = element_bytes(report.dtype);
+  nlohmann::ordered_json mesh = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < report.mesh.names().size(); ++i) mesh[report.mesh.names()[i]] = report.mesh.sizes()[i];
+  j["mesh"] = mesh;
+  // One collective: what was planned, and (after a run) what the ledger measured.
+  auto collective = [](const CollectiveSummary& c, bool measured) {
+    nlohmann::ordered_json r = {{"op", c.op}, {"axes", c.axes}, {"tensor", c.tensor}};
+    if (measured) r["algorithm"] = c.algorithm;
+    r["group_size"] = c.group_size;
+    if (measured) {
+      r["messages"] = c.messages;
+      r["bytes_per_device"] = c.bytes_per_device;
+    }
+    r["predicted_bytes_per_device"] = c.predicted_bytes_per_device;
+    if (measured) {
+      r["seconds"] = c.seconds;
+      r["modeled"] = c.modeled;
+    }
+    return r;
+  };
+  if (!report.plan_only) {
+    j["pass"] = report.pass();
+    j["max_abs_error"] = report.max_abs_error();
+    j["tolerance"] = report.tolerance();
+    j["checks"] = nlohmann::ordered_json::array();
+    for (const auto& c : report.checks) {
+      nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
+                                    {"tolerance", c.tolerance}, {"detail", c.detail}};
+      if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
+      j["checks"].push_back(one);
+    }
+  } else {
+    j["plan_only"] = true;
+  }
+  j["collectives"] = nlohmann::ordered_json::array();
+  for (const auto& c : report.plan_only ? report.planned : report.collectives)
+    j["collectives"].push_back(collective(c, !report.plan_only));
+  if (!report.plan_only) j["bytes_per_device"] = report.bytes_per_device;
+  for (const auto& kv : report.numbers) j[kv.first] = number_json(kv.second);
+  for (const auto& kv : report.strings) j[kv.first] = kv.second;
+  for (const auto& kv : report.json) j[kv.first] = nlohmann::ordered_json::parse(kv.second);
+  return j.dump(2);
+}
+
+}  // namespace shardlab

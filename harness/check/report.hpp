@@ -1,0 +1,57 @@
+// Reports: the ledger summarised per collective call, compared with the cost model's prediction,
+// plus the verdicts; printed as an aligned table or as one JSON object (--json).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "collectives/ledger.hpp"
+#include "core/mesh.hpp"
+#include "harness/check/verify.hpp"
+
+namespace shardlab {
+
+// One collective call, over all devices that made it.
+struct CollectiveSummary {
+  int call = 0;
+  std::string op, axes, tensor, algorithm;
+  int group_size = 1;
+  std::size_t messages = 0;                    // most payload messages sent by one device
+  std::size_t bytes_per_device = 0;            // most bytes sent by one device (measured)
+  std::size_t predicted_bytes_per_device = 0;  // cost model
+  double seconds = 0;                          // slowest device
+  bool modeled = false;
+  bool matches() const { return modeled || bytes_per_device == predicted_bytes_per_device; }
+};
+
+std::vector<CollectiveSummary> summarize(const std::vector<LedgerRow>& ledger);
+std::size_t largest_device_total(const std::vector<LedgerRow>& ledger);  // bytes sent by the busiest device
+
+struct Report {
+  std::string case_name;
+  std::string backend;
+  DType dtype = DType::float32;  // the element type stored and moved
+  Mesh mesh;
+  std::vector<Verdict> checks;
+  std::vector<CollectiveSummary> collectives;
+  std::size_t bytes_per_device = 0;
+  std::map<std::string, double> numbers;       // extra numeric fields for --json
+  std::map<std::string, std::string> strings;  // extra text fields for --json
+  std::map<std::string, std::string> json;     // extra fields already written as JSON text
+  // --plan-only: nothing ran, so the JSON has "plan_only": true and no verdict fields; the
+  // collectives are the planned ones (`predicted_bytes_per_device` only).
+  bool plan_only = false;
+  std::vector<CollectiveSummary> planned;
+
+  void add_ledger(const std::vector<LedgerRow>& ledger);  // fills collectives and bytes_per_device
+  bool pass() const;  // every check passes and every measured byte count equals its prediction
+  double max_abs_error() const;
+  double tolerance() const;
+};
+
+std::string collectives_table(const std::vector<CollectiveSummary>& rows);  // aligned text
+std::string verdict_line(const Report& report);  // "PASS case: max_abs_err=0 (exact)" one line
+std::string report_json(const Report& report);   // one JSON object (README lists the fields)
+
+}  // namespace shardlab

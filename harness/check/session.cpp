@@ -1,0 +1,68 @@
+#include "harness/check/session.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+namespace shardlab {
+
+namespace {
+std::ostream& null_stream() {
+  static std::ostream sink(nullptr);
+  return sink;
+}
+}  // namespace
+
+Session::Session(const std::string& case_name, const CommonOptions& options, bool devices)
+    : options_(options), mesh_(Mesh::parse(options.mesh)) {
+  const DType dtype = parse_dtype(options.dtype);
+  runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
+  // A wrong process count is a setup error: say so before any part of a report is printed.
+  if (devices) runtime_->check_mesh(mesh_);
+  report_.case_name = case_name;
+  report_.backend = options.backend;
+  report_.dtype = dtype;
+  report_.mesh = mesh_;
+}
+
+Session::~Session() = default;
+
+bool Session::talking() const { return runtime_->is_root() && !options_.json && !options_.quiet; }
+
+std::ostream& Session::out() { return talking() ? std::cout : null_stream(); }
+
+RunResult Session::run(const Program& program) {
+  RunResult r = runtime_->run(mesh_, program);
+  if (runtime_->is_root()) {
+    // Several runs in one session: number their calls on from the previous run's.
+    int base = 0;
+    for (const auto& row : ledger_) base = std::max(base, row.call + 1);
+    for (auto row : r.ledger) {
+      row.call += base;
+      ledger_.push_back(row);
+    }
+    report_.add_ledger(ledger_);
+  }
+  return r;
+}
+
+Tensor Session::expected(const Tensor& want) const {
+  Tensor w = want;
+  if (options_.perturb_expected && w.size() > 0) w.data()[w.size() / 2] += 1.0;
+  return w;
+}
+
+int Session::finish() {
+  int status = 0;
+  if (runtime_->is_root()) {
+    status = report_.pass() ? 0 : 1;
+    if (options_.json) {
+      std::cout << report_json(report_) << std::endl;
+    } else {
+      if (!options_.quiet) std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
+      std::cout << verdict_line(report_) << std::endl;
+    }
+  }
+  return runtime_->agree(status);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,51 @@
+// Session: what every lesson and shardlab command sets up from the common flags: the mesh, the
+// runtime for the chosen backend, and an output stream that only the root prints to (and only
+// in text mode). finish() prints the verdict or the JSON and returns the exit status all agree on.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/runtime.hpp"
+#include "core/mesh.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/check/report.hpp"
+
+namespace shardlab {
+
+class Session {
+ public:
+  // `devices`: false for a session that only plans (--plan-only) and so runs on no devices; then
+  // the MPI world need not match the mesh.
+  Session(const std::string& case_name, const CommonOptions& options, bool devices = true);
+  ~Session();
+
+  const Mesh& mesh() const { return mesh_; }
+  Runtime& runtime() { return *runtime_; }
+  const CommonOptions& options() const { return options_; }
+  DType dtype() const { return runtime_->dtype(); }
+  std::size_t element_bytes() const { return shardlab::element_bytes(dtype()); }
+  // Text for people: printed by the root only, and not under --json or --quiet.
+  std::ostream& out();
+  bool talking() const;
+
+  // Runs the program on every device and records its ledger into the report.
+  RunResult run(const Program& program);
+  // `want` with one element moved by 1 when --perturb-expected is given (tests use it to prove a
+  // verdict can fail).
+  Tensor expected(const Tensor& want) const;
+
+  Report& report() { return report_; }
+  // Prints the collectives table and verdict (text), or the JSON; returns 0 pass, 1 fail.
+  int finish();
+
+ private:
+  CommonOptions options_;
+  Mesh mesh_;
+  std::unique_ptr<Runtime> runtime_;
+  Report report_;
+  std::vector<LedgerRow> ledger_;  // every run's rows, calls numbered on across runs
+};
+
+}  // namespace shardlab

@@ -1,0 +1,315 @@
+#include "harness/check/sketch.hpp"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <xtensor-blas/xblas.hpp>
+#include <xtensor/xadapt.hpp>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+// Shapes: op(A) [M, K], op(B) [K, N], C [M, N]; V [N, k] of +-1; E = C - op(A) op(B), exactly.
+// The check computes in double (u = 2^-53, gamma_n = n u / (1 - n u)), one read of each matrix:
+//   W = op(B) V  [K, k]    w = |op(B)| 1  [K]
+//   Y = op(A) W  [M, k]    s = |op(A)| w  [M]    s_i = sum_j (|op(A)| |op(B)|)_ij
+//   Z = C V      [M, k]    r = |C| 1      [M]
+// and passes iff |Z_ic - Y_ic| <= T_i for every row i and vector c.
+//
+// An honest C passes. If |E_ij| <= gamma (|op(A)| |op(B)|)_ij + rho |C_ij| for all j (rho =
+// result_gamma: a last rounding relative to the result, as bfloat16 has), the exact sketch
+// (E V)_ic = sum_j E_ij v_jc is at most sum_j (gamma P_ij + rho |C_ij|) |v_jc| = t_i = gamma s_i + rho r_i:
+// each element's own allowance applied to |v|, summed along the row. The computed Z - Y differs from it by
+// the check's rounding; a sum of n products in double is within gamma_n sum |terms| in any
+// order (Higham, Accuracy and Stability, eq. 3.5); float -> double and times +-1 are exact:
+//   Z:  gamma_N r_i
+//   W:  |dW| <= gamma_N w, adding |op(A)| |dW| <= gamma_N s_i to Y;  |W^| <= (1 + gamma_N) w
+//   Y:  gamma_K |op(A)| |W^| <= gamma_K (1 + gamma_N) s_i
+// so e_i <= gamma_N r_i + (gamma_N + gamma_K + gamma_K gamma_N) s_i <= delta (r_i + s_i) with
+// delta = gamma_{N+K} (Higham Lemma 3.3). r and s are computed sums of nonnegative terms, so
+// r <= r^ / (1 - delta) and s <= s^ / (1 - delta). Hence
+//   T_i = (((gamma + delta) s^_i + (rho + delta) r^_i) / (1 - delta) + tiny) (1 + 32u)  >=  t_i + e_i,
+// where tiny = (N + K) 2^-1074 covers products that underflow, and (1 + 32u) makes the computed
+// T_i an upper bound despite its own few roundings ((1 - u)^30 (1 + 32u) > 1).
+//
+// A wrong C fails with probability >= 1 - 2^-k. The final subtraction rounds by at most
+// u |Z - Y|, so a pass means the exact (E V)_ic is within T_i + f_i, f_i = e_i + 2u T_i. Suppose
+// |E_ij| > T_i + f_i. Fix every entry of vector c but v_jc: its two signs give exact sketch
+// values 2|E_ij| apart, so at most one of them is within T_i + f_i. Vector c passes row i with
+// probability <= 1/2, independently of the other vectors; all k pass with probability <= 2^-k.
+// The detail line reports the largest T_i as the row's tolerance and the largest f_i as the
+// check's own rounding. The bound is per row: an error spread over a row must exceed the sum
+// of that row's elementwise allowances to be caught (test_sketch.cpp shows one that is not).
+// That is why sketch_product can add exact row sampling (check_rows, sketch.hpp): a few rows
+// recomputed in double and compared element by element, which sees a block-shaped error (a missing
+// reduction, a stale block) that the per-row tolerance hides, if one of its rows is drawn.
+
+namespace shardlab {
+
+namespace {
+
+using Matrix = std::array<std::size_t, 2>;
+using Vector = std::array<std::size_t, 1>;
+
+// dst = src as double, then |dst|: fixed-length inner loops, which GCC vectorizes at -O2.
+template <class T>
+void to_double(const T* src, double* dst, std::size_t n) {
+  std::size_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (std::size_t q = 0; q < 8; ++q) dst[e + q] = static_cast<double>(src[e + q]);
+  for (; e < n; ++e) dst[e] = static_cast<double>(src[e]);
+}
+void absolute(double* x, std::size_t n) {
+  std::size_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (std::size_t q = 0; q < 8; ++q) x[e + q] = std::fabs(x[e + q]);
+  for (; e < n; ++e) x[e] = std::fabs(x[e]);
+}
+
+std::string dims(std::size_t rows, std::size_t cols) { return shape_text(Shape{rows, cols}); }
+template <class T> std::size_t op_rows(MatRef<T> x) { return x.transposed ? x.cols : x.rows; }
+template <class T> std::size_t op_cols(MatRef<T> x) { return x.transposed ? x.rows : x.cols; }
+
+// out [op_rows, k] = op(X) in [op_cols, k]  and  out_abs [op_rows, k_abs] = |op(X)| in_abs [op_cols, k_abs].
+// X is read once, a block of storage rows at a time converted to double in `buf`. Not
+// transposed, a block gives rows of the results; transposed, every block adds to all of them.
+template <class T>
+void apply(MatRef<T> x, const double* in, std::size_t k, const double* in_abs, double* out,
+           double* out_abs, std::vector<double>& buf, std::size_t k_abs = 1) {
+  const std::size_t cols = x.cols, out_rows = op_rows(x);
+  std::fill(out, out + out_rows * k, 0.0);
+  std::fill(out_abs, out_abs + out_rows * k_abs, 0.0);
+  if (x.rows == 0 || cols == 0) return;
+  const std::size_t step = std::max<std::size_t>(1, sketch_buffer_doubles / cols);
+  buf.resize(std::min(step, x.rows) * cols);
+  for (std::size_t r0 = 0; r0 < x.rows; r0 += step) {
+    const std::size_t n = std::min(step, x.rows - r0), size = n * cols;
+    to_double(x.data + r0 * cols, buf.data(), size);
+    auto blk = xt::adapt(buf.data(), size, xt::no_ownership(), Matrix{n, cols});
+    if (!x.transposed) {  // out[r0:r0+n] = blk [n, cols] in [cols, k]
+      auto vin = xt::adapt(in, cols * k, xt::no_ownership(), Matrix{cols, k});
+      auto vout = xt::adapt(out + r0 * k, n * k, xt::no_ownership(), Matrix{n, k});
+      xt::blas::gemm(blk, vin, vout);
+    } else {  // out [cols, k] += blk^T [cols, n] in[r0:r0+n] [n, k]
+      auto vin = xt::adapt(in + r0 * k, n * k, xt::no_ownership(), Matrix{n, k});
+      auto vout = xt::adapt(out, cols * k, xt::no_ownership(), Matrix{cols, k});
+      xt::blas::gemm(blk, vin, vout, true, false, 1.0, 1.0);
+    }
+    absolute(buf.data(), size);
+    if (k_abs > 1 && !x.transposed) {
+      auto vin = xt::adapt(in_abs, cols * k_abs, xt::no_ownership(), Matrix{cols, k_abs});
+      auto vout = xt::adapt(out_abs + r0 * k_abs, n * k_abs, xt::no_ownership(), Matrix{n, k_abs});
+      xt::blas::gemm(blk, vin, vout);
+    } else if (k_abs > 1) {
+      auto vin = xt::adapt(in_abs + r0 * k_abs, n * k_abs, xt::no_ownership(), Matrix{n, k_abs});
+      auto vout = xt::adapt(out_abs, cols * k_abs, xt::no_ownership(), Matrix{cols, k_abs});
+      xt::blas::gemm(blk, vin, vout, true, false, 1.0, 1.0);
+    } else if (!x.transposed) {
+      auto vin = xt::adapt(in_abs, cols, xt::no_ownership(), Vector{cols});
+      auto vout = xt::adapt(out_abs + r0, n, xt::no_ownership(), Vector{n});
+      xt::blas::gemv(blk, vin, vout);
+    } else {
+      auto vin = xt::adapt(in_abs + r0, n, xt::no_ownership(), Vector{n});
+      auto vout = xt::adapt(out_abs, cols, xt::no_ownership(), Vector{cols});
+      xt::blas::gemv(blk, vin, vout, true, 1.0, 1.0);
+    }
+  }
+}
+
+// V [n, k], row-major. Vector c takes bits c*n .. c*n+n-1 of the mt19937_64 stream, lowest bit
+// of each word first (0 -> +1, 1 -> -1): the same on every platform, and the same whatever k.
+std::vector<double> rademacher(std::size_t n, std::size_t k, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n * k);
+  std::uint64_t word = 0;
+  std::size_t bits = 0;
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < n; ++j) {
+      if (bits == 0) word = rng(), bits = 64;
+      v[j * k + c] = (word & 1) ? -1.0 : 1.0;
+      word >>= 1, --bits;
+    }
+  return v;
+}
+
+std::string g3(double x) { return format_number(x, "%.3g"); }
+
+// A uniform integer in [0, bound), bound > 0: rejection keeps it exactly uniform (no modulo bias).
+std::uint64_t below(std::mt19937_64& rng, std::uint64_t bound) {
+  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % bound;  // a whole number of bounds
+  std::uint64_t x;
+  while ((x = rng()) >= limit) {
+  }
+  return x % bound;
+}
+
+template <class T>
+double at(MatRef<T> x, std::size_t i, std::size_t j) {  // op(X)_ij as double
+  return static_cast<double>(x.transposed ? x.data[j * x.cols + i] : x.data[i * x.cols + j]);
+}
+
+// The row sampler's seed: its own stream, so the rows drawn do not depend on the vectors' bits.
+std::uint64_t rows_seed(std::uint64_t seed) { return seed * 6364136223846793005ULL + 1442695040888963407ULL; }
+
+}  // namespace
+
+std::vector<std::size_t> sample_rows(std::size_t n, std::size_t r, std::uint64_t seed) {
+  r = std::min(r, n);
+  // Floyd's algorithm: after step j the chosen set is a uniform r-subset of 0..j.
+  std::vector<char> chosen(n, 0);
+  std::mt19937_64 rng(seed);
+  for (std::size_t j = n - r; j < n; ++j) {
+    const std::size_t t = static_cast<std::size_t>(below(rng, j + 1));
+    chosen[chosen[t] ? j : t] = 1;
+  }
+  std::vector<std::size_t> out;
+  out.reserve(r);
+  for (std::size_t i = 0; i < n; ++i)
+    if (chosen[i]) out.push_back(i);
+  return out;
+}
+
+std::string rows_line(std::size_t sampled, std::size_t rows, std::size_t one_in) {
+  std::string s = "rows: " + std::to_string(sampled) + " of " + std::to_string(rows) +
+                  " recomputed exactly, each element against its own bound; ";
+  if (sampled >= rows) return s + "every row is checked, so no error is missed";
+  if (one_in <= 1) return s + "an error in every row is never missed";
+  const std::string f = std::to_string(one_in), g = std::to_string(one_in - 1), r = std::to_string(sampled);
+  const double p = std::pow(1.0 - 1.0 / static_cast<double>(one_in), static_cast<double>(sampled));
+  return s + "an error in 1/" + f + " of the rows is missed with probability <= (" + g + "/" + f + ")^" + r + " = " +
+         format_number(p, "%.2g");
+}
+
+template <class T>
+RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double result_gamma, std::size_t rows,
+                    std::uint64_t seed) {
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
+  if (op_rows(b) != inner || op_rows(c) != m || op_cols(c) != n)
+    throw Error(ErrorKind::rank_mismatch, "row check: C is " + dims(op_rows(c), op_cols(c)) + ", op(A) " +
+                                              dims(m, inner) + " and op(B) " + dims(op_rows(b), n) + "; they do not fit");
+  RowCheck out;
+  out.rows = m;
+  const std::vector<std::size_t> picked = sample_rows(m, rows, seed);
+  const std::size_t r = picked.size();
+  out.sampled = r;
+  if (r == 0 || n == 0) return out;
+  // R^T [inner, r]: column q is row picked[q] of op(A), in double, and |R^T| beside it.
+  std::vector<double> rt(inner * r), rt_abs(inner * r);
+  for (std::size_t l = 0; l < inner; ++l)
+    for (std::size_t q = 0; q < r; ++q) {
+      rt[l * r + q] = at(a, picked[q], l);
+      rt_abs[l * r + q] = std::fabs(rt[l * r + q]);
+    }
+  // op(B)^T R^T = (R op(B))^T [n, r]: B read once with its transposition flipped, as apply reads it.
+  std::vector<double> exact(n * r), p(n * r), buf;
+  apply(MatRef<T>{b.data, b.rows, b.cols, !b.transposed}, rt.data(), r, rt_abs.data(), exact.data(), p.data(), buf, r);
+
+  // The computed row is within gk P of the exact one (a double sum of `inner` products, any order),
+  // and P^ >= (1 - gk) P: see the header for the tolerance.
+  const double u = double_unit_roundoff, gk = sum_gamma(inner, u), up = 1 + 32 * u;
+  const double tiny = static_cast<double>(inner + 1) * 0x1.0p-1074;
+  for (std::size_t q = 0; q < r; ++q)
+    for (std::size_t j = 0; j < n; ++j) {
+      const double cij = at(c, picked[q], j), want = exact[j * r + q];
+      const double tol = ((gamma + gk) * p[j * r + q] / (1 - gk) + result_gamma * std::fabs(cij) + tiny) * up;
+      const double diff = cij - want, err = std::isnan(diff) ? INFINITY : std::fabs(diff);
+      out.max_abs_error = std::max(out.max_abs_error, err);
+      out.largest_bound = std::max(out.largest_bound, tol);
+      out.worst_ratio = std::max(out.worst_ratio, err / tol);  // tol > 0: tiny
+      if (!(err <= tol) && out.pass) {
+        out.pass = false;
+        out.first = "first failing sampled element [" + std::to_string(picked[q]) + ", " + std::to_string(j) +
+                    "]: |C_ij - (A B)_ij| = " + g3(err) + " > its bound " + g3(tol) + "; ";
+      }
+    }
+  return out;
+}
+
+double sum_gamma(std::size_t terms, double unit_roundoff) {
+  const double nu = static_cast<double>(terms) * unit_roundoff;
+  return nu >= 1 ? INFINITY : nu / (1 - nu);
+}
+
+std::string false_pass_line(std::size_t vectors, double largest_tolerance, double largest_rounding) {
+  const double p = std::ldexp(1.0, -static_cast<int>(std::min<std::size_t>(vectors, 100000)));
+  const std::string k = std::to_string(vectors);
+  return "sketch: " + k + " random +-1 vector" + (vectors == 1 ? "" : "s") +
+         ", false-pass probability <= 2^-" + k + (p > 0 ? " = " + format_number(p, "%.2g") : "") +
+         " for any element off by more than its row's tolerance (largest " + g3(largest_tolerance) +
+         ") plus the check's own rounding (largest " + g3(largest_rounding) + ")";
+}
+
+template <class T>
+Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
+                       std::size_t vectors, std::uint64_t seed, double result_gamma, std::size_t rows,
+                       std::size_t one_in) {
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = vectors;
+  if (op_rows(b) != inner)
+    throw Error(ErrorKind::rank_mismatch, "sketch of " + name + ": op(A) is " + dims(m, inner) + " but op(B) is " +
+                                              dims(op_rows(b), n) + "; the inner sizes must match");
+  if (k == 0)
+    throw Error(ErrorKind::unsupported, "sketch of " + name + " needs at least one random vector; 0 would pass anything");
+  if (!(gamma >= 0) || !(result_gamma >= 0))
+    throw Error(ErrorKind::unsupported, "sketch of " + name + ": gamma must be >= 0, got " + g3(gamma) +
+                                            (result_gamma == 0 ? "" : " and " + g3(result_gamma)));
+  Verdict v;
+  v.name = name;
+  if (op_rows(c) != m || op_cols(c) != n) {
+    v.pass = false;
+    v.max_abs_error = INFINITY;
+    v.detail = name + " is " + dims(op_rows(c), op_cols(c)) + ", expected " + dims(m, n) + " = op(A) op(B)";
+    return v;
+  }
+  const std::vector<double> rv = rademacher(n, k, seed), ones(n, 1.0);
+  std::vector<double> buf, w(inner * k), w_abs(inner), y(m * k), s(m), z(m * k), r(m);
+  apply(b, rv.data(), k, ones.data(), w.data(), w_abs.data(), buf);
+  apply(a, w.data(), k, w_abs.data(), y.data(), s.data(), buf);
+  apply(c, rv.data(), k, ones.data(), z.data(), r.data(), buf);
+
+  const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
+  const double tiny = static_cast<double>(n + inner) * 0x1.0p-1074;
+  double largest_own = 0;
+  std::string first;
+  for (std::size_t i = 0; i < m; ++i) {
+    const double tol = (((gamma + delta) * s[i] + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
+    const double own = ((delta * (r[i] + s[i]) / (1 - delta) + 2 * u * tol) + tiny) * up;
+    v.tolerance = std::max(v.tolerance, tol);
+    largest_own = std::max(largest_own, own);
+    for (std::size_t j = 0; j < k; ++j) {
+      const double diff = z[i * k + j] - y[i * k + j];
+      const double err = std::isnan(diff) ? INFINITY : std::fabs(diff);
+      v.max_abs_error = std::max(v.max_abs_error, err);
+      if (!(err <= tol) && v.pass) {
+        v.pass = false;
+        first = "first failing row " + std::to_string(i) + ", vector " + std::to_string(j) + ": |(C V - A (B V))_ic| = " +
+                g3(err) + " > row tolerance " + g3(tol) + "; ";
+      }
+    }
+  }
+  v.detail = first + false_pass_line(k, v.tolerance, largest_own);
+  if (rows == 0) return v;
+  // The headline figures stay the projections'; the sampled rows' are named in their own clause.
+  const RowCheck rc = check_rows(c, a, b, gamma, result_gamma, rows, rows_seed(seed));
+  if (!rc.pass) v.pass = false;
+  v.detail = first + rc.first + false_pass_line(k, v.tolerance, largest_own) + "; " +
+             rows_line(rc.sampled, rc.rows, one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
+             g3(rc.max_abs_error) + ", largest bound " + g3(rc.largest_bound) + ", worst error/bound " +
+             g3(rc.worst_ratio) + ")";
+  return v;
+}
+
+template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>, double,
+                                       std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>, MatRef<double>,
+                                        double, std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,
+                                    std::uint64_t);
+template RowCheck check_rows<double>(MatRef<double>, MatRef<double>, MatRef<double>, double, double, std::size_t,
+                                     std::uint64_t);
+
+}  // namespace shardlab

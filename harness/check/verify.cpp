@@ -1,0 +1,139 @@
+#include "harness/check/verify.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/layout.hpp"
+#include "harness/check/sketch.hpp"
+
+namespace shardlab {
+
+std::string Verdict::line() const {
+  std::ostringstream out;
+  out << (pass ? "PASS " : "FAIL ");
+  if (!pass && !name.empty()) out << name << ": ";
+  out << "max_abs_err=" << max_abs_error;
+  if (worst_ratio >= 0)
+    out << " (tol " << tolerance << " largest of each element's own, worst err/tol " << worst_ratio << ")";
+  else if (tolerance == 0) out << " (exact)";
+  else out << " (tol " << tolerance << ")";
+  if (!detail.empty()) out << "; " << detail;
+  return out.str();
+}
+
+namespace {
+std::string index_text(const Shape& shape, std::size_t flat) {
+  std::vector<std::size_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    idx[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return shape_text(Shape(idx.begin(), idx.end()));
+}
+}  // namespace
+
+Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance) {
+  Verdict v;
+  v.name = name;
+  v.tolerance = tolerance;
+  if (shape_of(got) != shape_of(want)) {
+    v.pass = false;
+    v.max_abs_error = INFINITY;
+    v.detail = name + " has shape " + shape_text(shape_of(got)) + ", expected " + shape_text(shape_of(want));
+    return v;
+  }
+  bool first = true;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got.data()[i], w = want.data()[i];
+    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
+    if ((err > tolerance || std::isnan(err)) && first) {
+      std::ostringstream d;
+      d << "first bad index " << index_text(shape_of(want), i) << ": got " << g << ", want " << w;
+      v.detail = d.str();
+      v.pass = false;
+      first = false;
+    }
+  }
+  return v;
+}
+
+Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, const Tensor& tolerance) {
+  if (shape_of(tolerance) != shape_of(want))
+    throw Error(ErrorKind::rank_mismatch, "tolerances of " + name + " have shape " + shape_text(shape_of(tolerance)) +
+                                              ", the values " + shape_text(shape_of(want)));
+  if (shape_of(got) != shape_of(want)) return compare(name, got, want, 0.0);  // names both shapes
+  Verdict v;
+  v.name = name;
+  v.worst_ratio = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got.data()[i], w = want.data()[i], tol = tolerance.data()[i];
+    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
+    v.tolerance = std::max(v.tolerance, tol);
+    const double ratio = err == 0 ? 0.0 : tol > 0 ? err / tol : INFINITY;
+    if (ratio > v.worst_ratio || std::isnan(ratio)) v.worst_ratio = std::isnan(ratio) ? INFINITY : ratio;
+    if (!(err <= tol) && v.pass) {
+      std::ostringstream d;
+      d << "first bad index " << index_text(shape_of(want), i) << ": got " << g << ", want " << w << ", tol " << tol;
+      v.detail = d.str();
+      v.pass = false;
+    }
+  }
+  return v;
+}
+
+GemmRounding gemm_rounding(DType t, std::size_t terms, std::size_t group) {
+  const double uc = compute_roundoff(t), ut = unit_roundoff(t);
+  const std::size_t adds = group > 0 ? group - 1 : 0;
+  GemmRounding r;
+  if (uc == ut) {
+    r.product = sum_gamma(terms + adds, ut);
+    return r;
+  }
+  const double gc = sum_gamma(terms, uc), gt = sum_gamma(adds, ut);
+  r.product = gc + gt + gc * gt;
+  r.result = ut / (1 - ut);
+  return r;
+}
+
+double reduction_tolerance(std::size_t terms, double max_abs_term) {
+  if (terms <= 1) return 0.0;
+  const double n = static_cast<double>(terms);
+  return (n - 1) * DBL_EPSILON * n * max_abs_term;
+}
+
+double reduction_tolerance(std::size_t terms, double max_abs_term, DType t, int devices) {
+  if (t == DType::float64) return reduction_tolerance(terms, max_abs_term);
+  if (terms == 0) return 0.0;
+  const double n = static_cast<double>(terms);
+  return 2 * (n * compute_roundoff(t) + (devices + 1) * unit_roundoff(t)) * n * max_abs_term;
+}
+
+double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, int devices) {
+  // 1/u is 2^53, 2^24, 2^8: every integer up to it is exact (one bit more than the significand).
+  if (static_cast<double>(terms) * max_abs_term <= 1.0 / unit_roundoff(t)) return 0.0;
+  return reduction_tolerance(terms, max_abs_term, t, devices);
+}
+
+Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const Tensor& want, double tolerance) {
+  std::vector<Tensor> blocks;
+  for (const auto& out : run.outputs) {
+    auto it = out.find(name);
+    if (it == out.end())
+      throw Error(ErrorKind::device, "a device returned no block named " + name + " to verify");
+    blocks.push_back(it->second);
+  }
+  Assembly a = assemble(mesh, spec, shape_of(want), blocks, name);
+  Verdict v = compare(name, a.tensor, want, tolerance);
+  if (!a.replicas_agree) {
+    v.pass = false;
+    v.detail = a.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
+  }
+  return v;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,129 @@
+#include "harness/cli/bench_plan.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/plan/plan_search.hpp"
+#include "harness/check/table.hpp"
+
+namespace shardlab {
+
+namespace {
+
+constexpr double kTargetMs = 50;
+
+using Rng = std::mt19937_64;
+int pick(Rng& rng, int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); }
+
+Spec random_spec(Rng& rng, const Mesh& mesh, std::size_t rank) {
+  Spec s = Spec::replicated(rank);
+  std::vector<std::string> axes = mesh.names();
+  std::shuffle(axes.begin(), axes.end(), rng);
+  for (const auto& ax : axes) {
+    const int d = pick(rng, -1, static_cast<int>(rank) - 1);
+    if (d >= 0) s.dims[static_cast<std::size_t>(d)].push_back(ax);
+  }
+  return s;
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * double(v.size())))];
+}
+
+}  // namespace
+
+std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o) {
+  if (o.cases < 1 || o.cases > 100000)
+    throw Error(ErrorKind::parse, "--cases is " + std::to_string(o.cases) + "; use 1 to 100000");
+  static const char* einsums[] = {"ik,kj->ij", "bik,bkj->bij", "bik,bkj->ibj", "ijk,kl->lij", "ik,kjl->ijl"};
+  std::vector<PlanBenchRow> rows;
+  for (const auto& text : split(o.meshes, ';')) {
+    const Mesh mesh = Mesh::parse(trim(text));
+    Rng rng(o.seed);
+    PlanBenchRow row;
+    row.mesh = mesh.text();
+    std::vector<double> ms, layouts;
+    for (int i = 0; i < o.cases; ++i) {
+      const Einsum eq = Einsum::parse(einsums[pick(rng, 0, 4)]);
+      const Operand a{"A", random_spec(rng, mesh, eq.a.size()), Shape(eq.a.size(), 256)};
+      const Operand b{"B", random_spec(rng, mesh, eq.b.size()), Shape(eq.b.size(), 256)};
+      std::optional<Spec> out;
+      if (pick(rng, 0, 1)) out = random_spec(rng, mesh, eq.out.size());
+      const auto start = std::chrono::steady_clock::now();
+      SearchResult r;
+      try {
+        r = search_contraction(eq, mesh, a, b, out, PlanOptions{false, "C", 4});
+      } catch (const Error&) {
+        ++row.refused;
+        continue;
+      }
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      ms.push_back(t);
+      layouts.push_back(double(r.layouts_explored));
+      if (t >= row.max_ms) {
+        row.max_ms = t;
+        std::string dims;
+        for (char c : eq.a + eq.b)
+          if (dims.find(std::string(1, c) + "=") == std::string::npos) dims += (dims.empty() ? "" : ",") + std::string(1, c) + "=256";
+        row.slowest = "'" + eq.text() + "' --mesh " + mesh.text() + " --specs '" + a.spec.text() + "' '" + b.spec.text() +
+                      "' --dims " + dims + (out ? " --out-spec '" + out->text() + "'" : "") + " --plan-only";
+      }
+      row.max_layouts = std::max(row.max_layouts, r.layouts_explored);
+    }
+    row.searched = static_cast<int>(ms.size());
+    row.median_ms = quantile(ms, 0.5);
+    row.p95_ms = quantile(ms, 0.95);
+    row.median_layouts = static_cast<std::size_t>(quantile(layouts, 0.5));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int bench_plan(const PlanBenchOptions& o) {
+  const auto rows = run_plan_bench(o);
+  double worst = 0;
+  for (const auto& r : rows) worst = std::max(worst, r.max_ms);
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["target_ms"] = kTargetMs;
+    j["rows"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows)
+      j["rows"].push_back({{"mesh", r.mesh},
+                           {"searched", r.searched},
+                           {"refused", r.refused},
+                           {"median_ms", r.median_ms},
+                           {"p95_ms", r.p95_ms},
+                           {"max_ms", r.max_ms},
+                           {"median_layouts", r.median_layouts},
+                           {"max_layouts", r.max_layouts},
+                           {"slowest", r.slowest}});
+    j["max_over_target"] = worst / kTargetMs;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "# shardlab bench plan: the planner's search on " << o.cases << " random contractions per mesh"
+            << "\n# dims of 256, float32, fewest bytes, seed " << o.seed
+            << "; specs no plan can serve are refused and counted apart\n";
+  Table t({"mesh", "searched", "refused", "median_ms", "p95_ms", "max_ms", "layouts", "max_layouts"});
+  for (const auto& r : rows)
+    t.add({r.mesh, std::to_string(r.searched), std::to_string(r.refused), format_number(r.median_ms, "%.2f"),
+           format_number(r.p95_ms, "%.2f"), format_number(r.max_ms, "%.2f"), std::to_string(r.median_layouts),
+           std::to_string(r.max_layouts)});
+  std::cout << t.text();
+  for (const auto& r : rows)
+    if (!r.slowest.empty()) std::cout << "  slowest on " << r.mesh << ":\n    build/bin/shardlab einsum " << r.slowest << "\n";
+  std::cout << "bench plan: slowest search " << format_number(worst, "%.1f") << " ms, "
+            << format_number(worst / kTargetMs, "%.2f") << "x the 50 ms target\n";
+  return 0;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,91 @@
+#include "harness/cli/cli.hpp"
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+
+namespace shardlab {
+
+struct Cli::Impl {
+  CLI::App app;
+  std::string line_axis;  // mesh_follows_processes
+  Impl(const std::string& name, const std::string& description) : app(description, name) {}
+};
+
+Cli::Cli(const std::string& name, const std::string& description, const std::string& default_mesh)
+    : impl_(std::make_unique<Impl>(name, description)) {
+  common.mesh = default_mesh;
+  auto& app = impl_->app;
+  app.add_option("--mesh", common.mesh, "device mesh: X=2,Y=4 or 2x4 (named axes, row-major ids)")
+      ->capture_default_str();
+  app.add_option("--backend", common.backend, "sim (threads, default) or mpi (run under mpiexec)")
+      ->capture_default_str();
+  app.add_option("--collectives", common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")
+      ->capture_default_str();
+  app.add_option("--seed", common.seed, "seed for generated inputs")->capture_default_str();
+  app.add_option("--dtype", common.dtype, "element type stored and moved: float32, float64 or bfloat16")
+      ->capture_default_str();
+  app.add_flag("--json", common.json, "print one JSON object instead of the text report");
+  app.add_flag("--quiet", common.quiet, "print only the verdict line");
+  app.add_flag("--perturb-expected", common.perturb_expected,
+               "testing: add 1 to one element of each expected result; the verdict must be FAIL");
+}
+
+Cli::~Cli() = default;
+
+void Cli::option(const std::string& flags, std::string& target, const std::string& help) {
+  impl_->app.add_option(flags, target, help)->capture_default_str();
+}
+
+void Cli::option(const std::string& flags, int& target, const std::string& help) {
+  impl_->app.add_option(flags, target, help)->capture_default_str();
+}
+
+void Cli::mesh_follows_processes(const std::string& axis) { impl_->line_axis = axis; }
+
+void Cli::flag(const std::string& flags, bool& target, const std::string& help) {
+  impl_->app.add_flag(flags, target, help);
+}
+
+int Cli::parse(int argc, char** argv) {
+  try {
+    impl_->app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (process_is_root()) std::cout << impl_->app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (process_is_root()) std::cerr << impl_->app.get_name() << ": " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (!impl_->line_axis.empty() && impl_->app.count("--mesh") == 0 && line_devices(common, 0) > 0)
+    common.mesh = impl_->line_axis + "=" + std::to_string(line_devices(common, 0));
+  if (common.collectives != "ring" && common.collectives != "native") {
+    if (process_is_root())
+      std::cerr << impl_->app.get_name() << ": --collectives is '" << common.collectives
+                << "'; use ring or native\n";
+    return 2;
+  }
+  return -1;
+}
+
+int line_devices(const CommonOptions& common, int fallback) {
+  const int processes = common.backend == "mpi" ? launched_processes() : 0;
+  return processes > 0 ? processes : fallback;
+}
+
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace shardlab

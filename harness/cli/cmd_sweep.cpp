@@ -1,0 +1,183 @@
+#include "harness/cli/cmd_sweep.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+#include "collectives/mpi.hpp"
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/cost/bench.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/cost/machine.hpp"
+#include "harness/models/sweep.hpp"
+
+namespace shardlab {
+
+namespace {
+
+struct SweepOptions {
+  std::string out = "build/plots";
+  std::string what = "bytes,share,memory,busbw";
+  std::string dims = "B=64,S=8,M=256,H=1024";
+  std::string share_dims = "article";
+  std::string dtype = "float32";  // element type of every sweep
+  int max_devices = 64;
+  std::string backend = "sim";
+  std::string min = "1K", max = "4M";
+  int iters = -1;
+  std::string bench_csv;
+  std::string machine;  // a machine.dat for the this-machine preset
+};
+
+const std::vector<std::string> kWhat = {"bytes", "share", "memory", "busbw", "machine"};
+
+// One line on how this run's link compares with the this-machine preset, which was measured once
+// on one machine: a user on another machine learns to remeasure before trusting its times.
+std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, const Hardware& hw) {
+  if (!f) return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu "
+                "sizes); the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 "
+                "build/bin/shardlab sweep --what machine --backend mpi)",
+                backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f->alpha * 1e6,
+                f->bytes_per_s / 1e9, 100 * f->max_rel_err, f->points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
+  return line;
+}
+
+// The tables that only the root computes from measurements every rank took part in, and the lines
+// it prints once the files are written.
+struct RootWork {
+  std::vector<DatTable> tables;
+  std::vector<std::string> lines;
+};
+
+int run_sweep(const SweepOptions& o) {
+  const Backend backend = parse_backend(o.backend);
+  const DType dtype = parse_dtype(o.dtype);
+  std::vector<std::string> what;
+  for (const auto& w : split(o.what, ',')) {
+    if (std::find(kWhat.begin(), kWhat.end(), trim(w)) == kWhat.end())
+      throw Error(ErrorKind::parse, "--what names '" + w + "'; choose from " + join(kWhat, ","));
+    what.push_back(trim(w));
+  }
+  auto wants = [&](const std::string& w) { return std::find(what.begin(), what.end(), w) != what.end(); };
+  // Everything that can fail on bad input runs before anything is written.
+  const std::vector<Hardware> presets = presets_with_machine(o.machine);
+  const Hardware& machine = hardware_preset("this-machine", presets);
+  RootWork root;
+  if (wants("bytes")) root.tables.push_back(bytes_sweep(o.dims, o.max_devices, dtype));
+  if (wants("share")) root.tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
+  if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices, dtype));
+  if (wants("busbw") && !o.bench_csv.empty())
+    root.tables.push_back(
+        busbw_table(parse_bench_csv(read_text_file(o.bench_csv, "--bench-csv"), o.bench_csv), "read from " + o.bench_csv, &machine));
+  // Measurements: every rank takes part; then only the root fits, tabulates and writes. An error
+  // there (a fit that fails, an unwritable --out) must reach the other ranks through agree() below
+  // rather than leave them waiting: the root says it in one sentence and the status is 2 everywhere.
+  BenchResult busbw_run, link_run;
+  MachineRates rates;
+  if (wants("busbw") && o.bench_csv.empty()) {
+    BenchOptions b;
+    b.backend = o.backend;
+    b.min = o.min;
+    b.max = o.max;
+    b.iters = o.iters;
+    b.dtype = o.dtype;
+    busbw_run = run_collectives_bench(b);
+  }
+  if (wants("machine")) {
+    rates = measure_machine_rates();
+    if (backend == Backend::mpi) {  // the link: our ring all_reduce from 8 B to 32 MiB, fitted
+      BenchOptions b;
+      b.backend = "mpi";
+      b.ops = "all_reduce";
+      b.min = "8";
+      b.max = "32M";
+      b.dtype = o.dtype;
+      link_run = run_collectives_bench(b);
+    }
+  }
+  int status = 0;
+  if (process_is_root()) {
+    try {
+      if (wants("busbw") && o.bench_csv.empty()) {
+        std::optional<LinkFit> fit;
+        root.tables.push_back(busbw_table(busbw_run, "measured in-process (" + o.backend + " backend, sizes " + o.min +
+                                                         " to " + o.max + ")", &machine, &fit));
+        root.lines.push_back(busbw_fit_line(fit, backend, machine));
+      }
+      if (wants("machine") && backend == Backend::mpi) {
+        const LinkFit link = fit_bench_link(link_run, rates.reduce_bytes_per_s);
+        const std::string source = "ring all_reduce on " + std::to_string(link_run.group_size) + " processes, " +
+                                   std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of 20 calls each (2 when "
+                                   "processes outnumber cores)";
+        root.tables.push_back(machine_table(rates, &link, source));
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "sweep: this machine: alpha %.2f us, link %.2f GB/s (fit within %.0f%% over %zu sizes), "
+                      "reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s",
+                      link.alpha * 1e6, link.bytes_per_s / 1e9, 100 * link.max_rel_err, link.points,
+                      rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+        root.lines.push_back(line);
+      } else if (wants("machine")) {
+        root.tables.push_back(machine_table(rates));
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "sweep: this machine: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s (the link needs mpiexec -n "
+                      "2 ... --backend mpi)",
+                      rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+        root.lines.push_back(line);
+      }
+      const std::vector<std::string> written = write_dat_files(o.out, root.tables);
+      for (const auto& l : root.lines) std::cout << l << "\n";
+      for (const auto& path : written) std::cout << "sweep: wrote " << path << "\n";
+    } catch (const Error& e) {
+      if (backend != Backend::mpi) throw;
+      std::cerr << "error: " << e.what() << "\n";
+      status = 2;
+    }
+  }
+  return backend == Backend::mpi ? mpi::agree(status) : status;
+}
+
+}  // namespace
+
+Command add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  auto* c = app.add_subcommand(
+      "sweep",
+      "write plot-ready .dat files (# header rows name the columns and units) for plots/*.gp: bytes per device "
+      "and memory per device against device count for every FFN strategy, the modeled communication share of an "
+      "FFN step per hardware preset, measured busbw ours against MPICH's (make plots draws them)");
+  c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
+  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,busbw; machine measures "
+                                   "this machine's GEMM and reduction rates, and under mpiexec -n 2 with --backend mpi "
+                                   "fits alpha and the link rate (the this-machine preset's figures)")
+      ->capture_default_str();
+  c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
+  c->add_option("--dtype", o->dtype, "element type of every sweep: float32, float64 or bfloat16")
+      ->capture_default_str();
+  c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")
+      ->capture_default_str();
+  c->add_option("--max-devices", o->max_devices, "largest device count (powers of two from 1)")->capture_default_str();
+  c->add_option("--backend", o->backend,
+                "busbw: sim (threads, ours only) or mpi (mpiexec -n 2 build/bin/shardlab sweep --what busbw --backend "
+                "mpi: ours and MPICH's)")
+      ->capture_default_str();
+  c->add_option("--min", o->min, "busbw: smallest message (K, M, G suffixes)")->capture_default_str();
+  c->add_option("--max", o->max, "busbw: largest message")->capture_default_str();
+  c->add_option("--iters", o->iters, "busbw: timed calls per size (default as bench collectives)");
+  c->add_option("--machine", o->machine,
+                "share and busbw: the this-machine preset's figures from this machine.dat (written by --what machine)");
+  c->add_option("--bench-csv", o->bench_csv, "busbw: read this `shardlab bench collectives --csv` file instead of running");
+  return {c, [o] { return run_sweep(*o); }};
+}
+
+}  // namespace shardlab

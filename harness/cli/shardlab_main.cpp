@@ -1,0 +1,64 @@
+// build/bin/shardlab: the harness command line. `shardlab --help` lists the commands.
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/blas.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/cli/cmd_bench.hpp"
+#include "harness/cli/cmd_cost.hpp"
+#include "harness/cli/cmd_ffn.hpp"
+#include "harness/cli/cmd_matmul.hpp"
+#include "harness/cli/cmd_sweep.hpp"
+#include "harness/cli/version.hpp"
+
+int main(int argc, char** argv) {
+  using namespace shardlab;
+  CLI::App app("shardlab: learn and check tensor-parallel sharding on a simulated or MPI mesh", "shardlab");
+  app.require_subcommand(1);
+  auto* version = app.add_subcommand("version", "print the version and the BLAS in use");
+  Command bench = add_bench_command(app);
+  Command cost = add_cost_command(app);
+  Command ffn = add_ffn_command(app);
+  Command matmul = add_matmul_command(app);
+  Command einsum = add_einsum_command(app);
+  Command sweep = add_sweep_command(app);
+  // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
+  if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) {
+      if (process_is_root())
+        std::cerr << "shardlab: " << (argv[1][0] == '-' ? "unknown option " : "unknown command ") << argv[1]
+                  << "; give one of the commands " << names << " (see shardlab --help)\n";
+      return 2;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (process_is_root()) std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (process_is_root()) std::cerr << "shardlab: " << e.what() << " (see shardlab --help)\n";
+    return 2;
+  }
+  return guarded([&] {
+    if (*bench.app) return bench.run();
+    if (*cost.app) return cost.run();
+    if (*ffn.app) return ffn.run();
+    if (*matmul.app) return matmul.run();
+    if (*einsum.app) return einsum.run();
+    if (*sweep.app) return sweep.run();
+    if (*version) {
+      std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
+    }
+    return 0;
+  });
+}

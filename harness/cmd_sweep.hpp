@@ -1,9 +1,0 @@
-// `shardlab sweep`: writes plot-ready .dat files for plots/*.gp; see harness/sweep.hpp.
-#pragma once
-#include "harness/command.hpp"
-
-namespace shardlab {
-
-Command add_sweep_command(CLI::App& app);
-
-}  // namespace shardlab

@@ -1,0 +1,129 @@
+#include "harness/models/bench_ffn.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/blas.hpp"
+#include "core/dtype.hpp"
+#include "core/gemm.hpp"
+#include "core/text.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/check/table.hpp"
+
+namespace shardlab {
+
+namespace {
+
+template <class T>
+double gemm_gflops(std::size_t n) {
+  std::vector<T> a(n * n, T(0.5)), b(n * n, T(0.25)), c(n * n);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    batched_gemm(1, n, n, n, a.data(), false, b.data(), false, c.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);  // the first call warms up
+  }
+  return best;
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+std::string secs(double s) { return format_number(s, "%.2f") + " s"; }
+
+}  // namespace
+
+double single_core_gemm_gflops(const std::string& dtype, std::size_t n) {
+  use_one_blas_thread();
+  return parse_dtype(dtype) == DType::float64 ? gemm_gflops<double>(n) : gemm_gflops<float>(n);
+}
+
+int bench_ffn(const FfnBenchOptions& o) {
+  const DType dtype = parse_dtype(o.dtype);
+  FfnConfig config;
+  config.strategy = ffn_strategy(o.strategy).name;
+  config.dims = parse_ffn_dims(o.dims);
+  config.backward = o.backward;
+  config.dtype = dtype;
+  config.verify = parse_verify_mode(o.verify);
+  config.finite_differences = false;
+  const Mesh mesh = Mesh::parse(o.mesh.empty() ? ffn_default_mesh(ffn_strategy(o.strategy)) : o.mesh);
+  const FfnPlan plan = plan_ffn(mesh, config);  // bad dims or mesh fail here, before any work
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
+  Runtime runtime(Backend::sim, false, dtype);
+  const auto t0 = std::chrono::steady_clock::now();
+  const FfnResult r = run_ffn(runtime, mesh, config);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const double flops = plan.flops_per_device() * mesh.devices();
+  const double floor = flops / (rate * 1e9 * cores);
+  const double ratio = r.seconds_run / floor;
+  // What the plan says all devices hold at their peak, plus the whole layer once (the reference,
+  // or for a sketch the gathered intermediates it checks): the memory this process should need.
+  const double planned = static_cast<double>(plan.peak_bytes_per_device) * mesh.devices() +
+                         static_cast<double>(plan.unsharded_peak_bytes);
+  const double rss = peak_rss_bytes();
+
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["case"] = "bench ffn";
+    j["strategy"] = plan.strategy.name;
+    j["mesh"] = mesh.text();
+    j["dims"] = ffn_dims_text(config.dims);
+    j["backward"] = config.backward;
+    j["dtype"] = dtype_name(dtype);
+    j["element_bytes"] = element_bytes(dtype);
+    j["kernels"] = blas_description();
+    j["verify"] = r.verify;
+    j["pass"] = r.pass();
+    j["seconds_inputs"] = r.seconds_inputs;
+    j["seconds_run"] = r.seconds_run;
+    j["seconds_verify"] = r.seconds_verify;
+    j["seconds_total"] = total;
+    j["single_core_gflops"] = rate;
+    j["cores"] = cores;
+    j["flops"] = flops;
+    j["floor_seconds"] = floor;
+    j["sharded_over_floor"] = ratio;
+    j["peak_rss_bytes"] = rss;
+    j["planned_bytes"] = planned;
+    std::cout << j.dump(2) << std::endl;
+    return r.pass() ? 0 : 1;
+  }
+  std::cout << "shardlab bench ffn: " << plan.strategy.name << " on mesh " << mesh.text() << ", "
+            << ffn_dims_text(config.dims) << ", " << (config.backward ? "forward + backward" : "forward") << "\n"
+            << "  " << dtype_text(dtype) << "; " << blas_description() << "\n"
+            << "  one core: " << format_number(rate, "%.1f") << " GFLOP/s (" << (dtype == DType::float64 ? "dgemm" : "sgemm")
+            << " " << 1536 << "^3, best of 3, measured now); " << cores << " cores\n\n";
+  Table t({"phase", "wall", "note"});
+  t.add({"inputs", secs(r.seconds_inputs), "x, W_in, W_out" + std::string(config.backward ? ", R" : "") + " generated in " + dtype_name(dtype)});
+  t.add({"sharded run", secs(r.seconds_run), format_number(flops / 1e9, "%.0f") + " GFLOP on " +
+                                                  std::to_string(mesh.devices()) + " devices"});
+  t.add({"verification", secs(r.seconds_verify), r.verify});
+  t.add({"total", secs(total), ""});
+  std::cout << t.text() << "\n"
+            << "  floor = FLOPs per device x devices / (one-core rate x cores) = " << secs(floor) << "\n"
+            << "  sharded / floor = " << format_number(ratio, "%.2f") << " (target <= 1.5)\n"
+            << "  peak memory " << human_bytes(rss) << "; the plan: " << human_bytes(planned)
+            << " (every device's peak + the unsharded layer) = " << format_number(rss / planned, "%.2f") << "x\n";
+  for (const auto& c : r.checks) std::cout << "  " << c.name << ": " << c.line() << "\n";
+  std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
+            << format_number(ratio, "%.2f") << ", total " << secs(total) << std::endl;
+  return r.pass() ? 0 : 1;
+}
+
+}  // namespace shardlab

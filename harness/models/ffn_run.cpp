@@ -1,0 +1,650 @@
+// Running the FFN plan: inputs, the unsharded reference, finite differences, the SPMD program,
+// the checks, and the text and JSON pieces of a report.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <chrono>
+#include <functional>
+#include <type_traits>
+#include <cfloat>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <xtensor-blas/xblas.hpp>
+#include <xtensor/xmath.hpp>
+
+#include "collectives/collectives.hpp"
+#include "core/blas.hpp"
+#include "core/error.hpp"
+#include "core/gelu.hpp"
+#include "core/layout.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/models/ffn_bounds.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/sketch.hpp"
+#include "harness/check/table.hpp"
+
+namespace shardlab {
+
+namespace {
+
+template <class T>
+double max_abs_of(const xt::xarray<T>& t) {
+  double m = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) m = std::max(m, std::fabs(element_cast<double>(t.data()[i])));
+  return m;
+}
+
+Tensor forward_y(const Tensor& x, const Tensor& w_in, const Tensor& w_out) {
+  return contract(Einsum::parse("bsh,hm->bsm"), gelu(contract(Einsum::parse("bsm,mh->bsh"), x, w_in)), w_out);
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+namespace {
+// Runs the tasks on every core (results in task order): independent checks and generators.
+template <class R>
+std::vector<R> on_all_cores(const std::vector<std::function<R()>>& tasks) {
+  std::vector<R> out(tasks.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr failed;  // the first task that threw; rethrown here after every thread is done
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < tasks.size();) {
+      try {
+        out[i] = tasks[i]();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) failed = std::current_exception();
+      }
+    }
+  };
+  const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), tasks.size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (failed) std::rethrow_exception(failed);
+  return out;
+}
+}  // namespace
+
+template <class T>
+FfnInputsOf<T> ffn_inputs_as(const FfnDims& d, std::uint64_t seed, bool backward) {
+  // Each tensor from its own seed, so they can be drawn side by side.
+  using Gen = std::function<xt::xarray<T>()>;
+  std::vector<Gen> gens = {
+      [&] { return random_integers_as<T>({d.m, d.h}, seed + 1, -2, 2, 1.0 / 8); },
+      [&] { return random_integers_as<T>({d.h, d.m}, seed + 2, -2, 2, 1.0 / 8); },
+      [&] { return random_integers_as<T>({d.b, d.s, d.m}, seed, -2, 2); }};
+  if (backward) gens.push_back([&] { return random_integers_as<T>({d.b, d.s, d.m}, seed + 3, -2, 2); });
+  std::vector<xt::xarray<T>> made = on_all_cores(gens);
+  FfnInputsOf<T> in;
+  in.w_in = std::move(made[0]);
+  in.w_out = std::move(made[1]);
+  in.x = std::move(made[2]);
+  if (backward) in.r = std::move(made[3]);
+  return in;
+}
+template FfnInputsOf<double> ffn_inputs_as<double>(const FfnDims&, std::uint64_t, bool);
+template FfnInputsOf<float> ffn_inputs_as<float>(const FfnDims&, std::uint64_t, bool);
+template FfnInputsOf<bfloat16> ffn_inputs_as<bfloat16>(const FfnDims&, std::uint64_t, bool);
+
+FfnInputs ffn_inputs(const FfnDims& d, std::uint64_t seed) { return ffn_inputs_as<double>(d, seed, true); }
+
+double ffn_loss(const Tensor& x, const Tensor& w_in, const Tensor& w_out, const Tensor& r) {
+  return xt::sum(forward_y(x, w_in, w_out) * r)();
+}
+
+template <class T>
+FfnReferenceOf<T> ffn_reference(const FfnInputsOf<T>& in, bool backward) {
+  FfnReferenceOf<T> ref;
+  ref.h = contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in);
+  ref.g = gelu_as(ref.h);
+  ref.y = contract(Einsum::parse("bsh,hm->bsm"), ref.g, in.w_out);
+  if (!backward) return ref;
+  ref.dg = contract(Einsum::parse("bsm,hm->bsh"), in.r, in.w_out);
+  ref.dw_out = contract(Einsum::parse("bsh,bsm->hm"), ref.g, in.r);
+  ref.dh = multiply_as(ref.dg, gelu_grad_as(ref.h));
+  ref.dx = contract(Einsum::parse("bsh,mh->bsm"), ref.dh, in.w_in);
+  ref.dw_in = contract(Einsum::parse("bsm,bsh->mh"), in.x, ref.dh);
+  return ref;
+}
+template FfnReferenceOf<double> ffn_reference<double>(const FfnInputsOf<double>&, bool);
+template FfnReferenceOf<float> ffn_reference<float>(const FfnInputsOf<float>&, bool);
+template FfnReferenceOf<bfloat16> ffn_reference<bfloat16>(const FfnInputsOf<bfloat16>&, bool);
+
+std::string parse_verify_mode(const std::string& text) {
+  if (text == "full" || text == "sketch" || text == "auto") return text;
+  throw Error(ErrorKind::parse, "--verify '" + text + "' is not one of full|sketch|auto");
+}
+
+// Central differences D = (L(t + e) - L(t - e)) / 2e against the analytic gradient.
+// Error of D = truncation + rounding:
+//  - truncation <= e^2/6 * |d3L/dt3|. L depends on x and W_in through gelu(h), h = x W_in, so
+//    d3L/dx[b,s,m]^3 = sum_h dg[b,s,h] gelu'''(h[b,s,h]) W_in[m,h]^3, at most H * max|dg| * max|W_in|^3
+//    since |gelu'''(z)| = |z phi(z) (z^2 - 4)| < 0.8 < 1; for W_in[m,h] the sum runs over B*S with
+//    x^3 in place of W_in^3. L is linear in W_out: no truncation error there.
+//  - rounding: each evaluation of L is a sum over B*S*M of y*R, each y a sum over H, so it is off by
+//    at most delta = B*S*M * max|R| * reduction_tolerance(H, max|g W_out|) + reduction_tolerance(B*S*M,
+//    max|y R|) (reduction_tolerance bounds two orderings, so it bounds one sum too, generously);
+//    the difference of two evaluations divided by 2e is off by at most delta / e.
+// e is chosen to balance the two bounds, e = (3 delta / K3)^(1/3), and the tolerance is their sum.
+std::vector<Verdict> finite_difference_checks(const FfnInputs& in, const FfnReference& ref,
+                                              std::size_t max_per_tensor) {
+  const double bsm = static_cast<double>(in.x.size());
+  const std::size_t h_len = in.w_in.shape()[1], bs = in.x.shape()[0] * in.x.shape()[1];
+  const double delta =
+      bsm * max_abs_of(in.r) * reduction_tolerance(h_len, max_abs_of(ref.g) * max_abs_of(in.w_out)) +
+      reduction_tolerance(in.x.size(), max_abs_of(ref.y) * max_abs_of(in.r)) + DBL_EPSILON * std::fabs(xt::sum(ref.y * in.r)());
+  const double dg = max_abs_of(ref.dg);
+  struct Param {
+    const char* name;
+    const Tensor* analytic;
+    double k3;
+    int which;
+  };
+  const Param params[] = {
+      {"dx vs central differences", &ref.dx, h_len * dg * std::pow(max_abs_of(in.w_in), 3), 0},
+      {"dW_in vs central differences", &ref.dw_in, bs * dg * std::pow(max_abs_of(in.x), 3), 1},
+      {"dW_out vs central differences", &ref.dw_out, 0.0, 2},
+  };
+  std::vector<Verdict> out;
+  for (const auto& p : params) {
+    const double e = p.k3 > 0 ? std::cbrt(3 * delta / p.k3) : 1.0;
+    const double tol = e * e / 6 * p.k3 + delta / e;
+    Tensor x = in.x, w_in = in.w_in, w_out = in.w_out;
+    Tensor& t = p.which == 0 ? x : p.which == 1 ? w_in : w_out;
+    const std::size_t n = t.size(), count = std::min(n, max_per_tensor);
+    Tensor numeric = xt::zeros<double>(t.shape()), analytic = xt::zeros<double>(t.shape());
+    Verdict v;
+    v.name = p.name;
+    v.tolerance = tol;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = k * n / count;
+      const double keep = t.data()[i];
+      t.data()[i] = keep + e;
+      const double up = ffn_loss(x, w_in, w_out, in.r);
+      t.data()[i] = keep - e;
+      const double down = ffn_loss(x, w_in, w_out, in.r);
+      t.data()[i] = keep;
+      numeric.data()[i] = (up - down) / (2 * e);
+      analytic.data()[i] = p.analytic->data()[i];
+    }
+    v = compare(p.name, analytic, numeric, tol);
+    v.detail += (v.detail.empty() ? "" : "; ") + std::to_string(count) + " of " + std::to_string(n) +
+                " elements, step " + num(e);
+    out.push_back(v);
+  }
+  return out;
+}
+
+namespace {
+
+// Each device's final blocks (and, for a sketch, the intermediates h, g, dg, dh as they were when
+// freed), by name. On sim the program moves its blocks here, in their own type, instead of
+// returning them as float64 Outputs.
+template <class T>
+using Blocks = std::vector<std::map<std::string, xt::xarray<T>>>;
+
+bool intermediate(const std::string& t) { return t == "h" || t == "g" || t == "dg" || t == "dh"; }
+
+template <class T>
+Program typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* sink, bool keep_intermediates) {
+  return [&plan, &in, sink, keep_intermediates](Device& dev) -> Outputs {
+    const Mesh& mesh = dev.mesh();
+    const int id = dev.id();
+    std::map<std::string, xt::xarray<T>> held;  // this device's live blocks, by tensor name
+    held["x"] = local_block(in.x, mesh, plan.specs.x, id);
+    held["W_in"] = local_block(in.w_in, mesh, plan.specs.w_in, id);
+    held["W_out"] = local_block(in.w_out, mesh, plan.specs.w_out, id);
+    if (plan.config.backward) held["dy"] = local_block(in.r, mesh, plan.specs.y, id);
+    Outputs out;
+    auto hand_over = [&](const std::string& name, xt::xarray<T>&& t) {
+      if (sink) (*sink)[static_cast<std::size_t>(id)][name] = std::move(t);
+      else out[name] = converted<double>(t);
+    };
+
+    // Memory: the bytes of every block this device holds, read from the tensors themselves at each
+    // stage boundary; while a contraction or reshard runs, plus its transient buffers (gathered
+    // operands, the product and each step's new buffer: execute_plan keeps them until it returns),
+    // whose sizes the plan's steps give. Elementwise stages count their new tensors as measured.
+    auto live = [&held] {
+      std::size_t n = 0;
+      for (const auto& kv : held) n += kv.second.size() * sizeof(T);
+      return n;
+    };
+    std::size_t stored = live(), peak = stored;
+    for (const auto& s : plan.stages) {
+      const std::size_t before = live();
+      switch (s.kind) {
+        case FfnStage::Kind::reshard: {
+          peak = std::max(peak, before + s.extra_bytes);
+          xt::xarray<T> t = std::move(held.at(s.out));
+          for (const auto& st : s.steps) {
+            if (st.kind == StepKind::all_gather) {
+              t = all_gather(dev, t, st.axes, static_cast<std::size_t>(st.dim), st.tensor);
+            } else {  // the block of this device's block along the new axes: a copy, no messages
+              Spec more = Spec::replicated(t.dimension());
+              more.dims[static_cast<std::size_t>(st.dim)] = st.axes;
+              t = local_block(t, mesh, more, id);
+            }
+          }
+          held[s.out] = std::move(t);
+          break;
+        }
+        case FfnStage::Kind::contraction:
+          peak = std::max(peak, before + s.extra_bytes);
+          held[s.out] = execute_plan(dev, s.plan, held.at(s.in[0]), held.at(s.in[1]));
+          break;
+        case FfnStage::Kind::gelu:
+          held[s.out] = gelu_as(held.at("h"));
+          peak = std::max(peak, live());
+          break;
+        case FfnStage::Kind::gelu_backward: {
+          const xt::xarray<T> slope = gelu_grad_as(held.at("h"));
+          held[s.out] = multiply_as(held.at("dg"), slope);
+          peak = std::max(peak, live() + slope.size() * sizeof(T));
+          break;
+        }
+      }
+      for (const auto& t : s.frees) {
+        if (keep_intermediates && intermediate(t)) hand_over(t, std::move(held.at(t)));
+        held.erase(t);
+      }
+      stored = std::max(stored, live());
+    }
+    for (const char* name : {"y", "dx", "dW_in", "dW_out"})
+      if (held.count(name)) hand_over(name, std::move(held.at(name)));
+    out["peak_bytes"] = Tensor({static_cast<double>(peak)});
+    out["stored_bytes"] = Tensor({static_cast<double>(stored)});
+    return out;
+  };
+}
+
+}  // namespace
+
+Program ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_program<double>(plan, in, nullptr, false); }
+
+bool FfnResult::pass() const {
+  if (checks.empty()) return false;
+  for (const auto& c : checks)
+    if (!c.pass) return false;
+  for (const auto& c : collectives)
+    if (!c.matches()) return false;
+  return true;
+}
+
+namespace {
+
+// --perturb-expected: one element moved by twice its tolerance (at least 1), so a correct run must
+// FAIL, in every element type.
+Tensor perturbed(const Tensor& want, bool perturb, const Tensor& tolerance) {
+  Tensor w = want;
+  const std::size_t i = w.size() / 2;
+  if (perturb && w.size() > 0) w.data()[i] += std::max(1.0, 2 * tolerance.data()[i]);
+  return w;
+}
+
+std::size_t largest(const RunResult& run, const std::string& name) {
+  double m = 0;
+  for (const auto& o : run.outputs) {
+    auto it = o.find(name);
+    if (it != o.end() && it->second.size()) m = std::max(m, it->second.data()[0]);
+  }
+  return static_cast<std::size_t>(m);
+}
+
+// The spec each kept tensor had when the program handed it over: intermediates when freed,
+// outputs at the end.
+std::map<std::string, Spec> specs_handed_over(const FfnPlan& plan) {
+  std::map<std::string, Spec> cur, at;
+  for (const auto& s : plan.stages) {
+    cur[s.out] = s.out_spec;
+    for (const auto& t : s.frees) at[t] = cur[t];
+  }
+  for (const auto& kv : cur)
+    if (!at.count(kv.first)) at[kv.first] = kv.second;
+  return at;
+}
+
+// The global tensor from every device's block (replicas compared bit for bit).
+template <class T>
+xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& global, Blocks<T>& blocks,
+                            const std::string& name, std::string& disagreement) {
+  xt::xarray<T> out = xt::empty<T>(global);
+  std::map<std::vector<std::size_t>, int> first;  // block start -> first device holding it
+  for (int d = 0; d < mesh.devices(); ++d) {
+    auto it = blocks[static_cast<std::size_t>(d)].find(name);
+    if (it == blocks[static_cast<std::size_t>(d)].end())
+      throw Error(ErrorKind::device, "device " + std::to_string(d) + " returned no block named " + name);
+    const xt::xarray<T>& mine = it->second;
+    const Block b = block_of(mesh, spec, global, d);
+    if (shape_of(mine) != b.shape())
+      throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(d) + " holds " + name + " block " +
+                                                shape_text(shape_of(mine)) + ", expected " + shape_text(b.shape()));
+    auto [at, fresh] = first.emplace(b.start, d);
+    if (fresh) {
+      put_block(out.data(), global, b, mine.data());
+    } else if (disagreement.empty()) {
+      const xt::xarray<T>& earlier = blocks[static_cast<std::size_t>(at->second)].at(name);
+      if (std::memcmp(mine.data(), earlier.data(), mine.size() * sizeof(T)) != 0)  // bit for bit
+        disagreement = "replicas of " + name + " disagree: devices " + std::to_string(at->second) + " and " +
+                       std::to_string(d) + " hold different values for block " + b.text();
+    }
+  }
+  return out;
+}
+
+template <class T>
+MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& keep, std::size_t rows, bool transposed) {
+  keep.push_back(converted<float>(t));
+  return {keep.back().data(), rows, t.size() / rows, transposed};
+}
+
+// Sketch of one stage c = op(a) op(b), all held as [rows, cols] (a batch-and-sequence dim folded
+// into rows), whose k-term sums were added over a group of `group` devices. Each element of an
+// honest c is within rho (|op(A)| |op(B)|)_ij + q |c_ij| of the exact product (gemm_rounding in
+// verify.hpp: the products in T's compute arithmetic, the partial sums added and rounded in T);
+// sketch_product applies that to |v| row by row. `exact`: the stage's sums are exact on the 1/8 grid
+// (ffn_bounds.hpp) in T, so rho = q = 0; `compute_exact`: in T's compute arithmetic, so only the
+// roundings to T remain (gemm_rounding of 0 terms). kRows rows of c are also recomputed exactly
+// and compared element by element with the same rho and q (check_rows, sketch.hpp); `one_in` is
+// the fraction of rows (1/devices) whose miss probability the rows line prints.
+template <class T>
+Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_t c_rows, const xt::xarray<T>& a,
+                     std::size_t a_rows, bool ta, const xt::xarray<T>& b, std::size_t b_rows, bool tb, std::size_t k,
+                     std::size_t group, bool exact, std::uint64_t seed, std::size_t one_in, bool compute_exact = false) {
+  constexpr std::size_t kVectors = 20;
+  constexpr std::size_t kRows = 64;  // rows recomputed exactly (check_rows): 64/rows of the stage's GEMM, twice (A B and abs)
+  const GemmRounding g = exact ? GemmRounding{} : gemm_rounding(dtype_of<T>(), compute_exact ? 0 : k, group);
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
+                             {b.data(), b_rows, b.size() / b_rows, tb}, g.product, kVectors, seed, g.result, kRows,
+                             one_in);
+  } else {
+    std::vector<xt::xarray<float>> keep;
+    keep.reserve(3);
+    const MatRef<float> fc = as_float(c, keep, c_rows, false), fa = as_float(a, keep, a_rows, ta),
+                        fb = as_float(b, keep, b_rows, tb);
+    return sketch_product<float>(name, fc, fa, fb, g.product, kVectors, seed, g.result, kRows, one_in);
+  }
+}
+
+template <class T>
+Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt::xarray<T>& want) {
+  Verdict v;
+  v.name = name;
+  v.detail = "every element, bit for bit (the same function in the same type on both sides)";
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double p = element_cast<double>(got.data()[i]), q = element_cast<double>(want.data()[i]);
+    if (!(p == q) && !(std::isnan(p) && std::isnan(q))) {
+      v.pass = false;
+      v.max_abs_error = std::max(v.max_abs_error, std::fabs(p - q));
+      if (v.detail.rfind("first", 0) != 0)
+        v.detail = "first bad element " + std::to_string(i) + ": got " + num(p) + ", want " + num(q);
+    }
+  }
+  return v;
+}
+
+// Full verification: the unsharded layer on one device (all cores) in T, every element compared.
+template <class T>
+void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, std::map<std::string, xt::xarray<T>>& got) {
+  const FfnConfig& c = plan.config;
+  use_all_blas_threads();
+  const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
+  const FfnBounds tol = ffn_bounds(in, ref, ffn_reduction_groups(plan));  // one float64 GEMM per stage
+  use_one_blas_thread();
+  auto check = [&](const std::string& name, const xt::xarray<T>& want, const Tensor& t, const std::string& label) {
+    Verdict v = compare(label, converted<double>(got.at(name)), perturbed(converted<double>(want), c.perturb_expected, t), t);
+    v.name = label;
+    r.checks.push_back(v);
+  };
+  check("y", ref.y, tol.y, "y vs unsharded");
+  if (!c.backward) return;
+  check("dx", ref.dx, tol.dx, "dx vs unsharded analytic");
+  check("dW_in", ref.dw_in, tol.dw_in, "dW_in vs unsharded analytic");
+  check("dW_out", ref.dw_out, tol.dw_out, "dW_out vs unsharded analytic");
+}
+
+// --perturb-expected under sketch verification: rows [bs/2, bs/2 + bs/devices) and columns
+// [0, M/devices) of y (each at least 1) replaced by the partial sum over the first half of H only,
+// rounded to T: one device block whose reduction over a mesh axis of 2 never happened. One float64
+// GEMM of that block (about 7 GFLOP at article dims).
+template <class T>
+void plant_missing_reduction(xt::xarray<T>& y, const xt::xarray<T>& g, const xt::xarray<T>& w_out, std::size_t bs,
+                             std::size_t m, std::size_t hidden, std::size_t devices) {
+  const std::size_t rb = std::max<std::size_t>(1, bs / devices), cb = std::max<std::size_t>(1, m / devices);
+  const std::size_t i0 = std::min(bs / 2, bs - rb), half = std::max<std::size_t>(1, hidden / 2);
+  xt::xarray<double> gb = xt::empty<double>({rb, half}), wb = xt::empty<double>({half, cb}), yb = xt::zeros<double>({rb, cb});
+  for (std::size_t i = 0; i < rb; ++i)
+    for (std::size_t l = 0; l < half; ++l) gb(i, l) = element_cast<double>(g.data()[(i0 + i) * hidden + l]);
+  for (std::size_t l = 0; l < half; ++l)
+    for (std::size_t j = 0; j < cb; ++j) wb(l, j) = element_cast<double>(w_out.data()[l * m + j]);
+  xt::blas::gemm(gb, wb, yb);
+  for (std::size_t i = 0; i < rb; ++i)
+    for (std::size_t j = 0; j < cb; ++j) y.data()[(i0 + i) * m + j] = element_cast<T>(yb(i, j));
+}
+
+// Sketch verification: each stage against its own (sharded, gathered) inputs.
+template <class T>
+void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
+                   std::map<std::string, xt::xarray<T>>& got) {
+  const FfnConfig& c = plan.config;
+  const FfnDims& d = c.dims;
+  const std::size_t bs = d.b * d.s;
+  const FfnGroups n = ffn_reduction_groups(plan);
+  // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_bounds.hpp).
+  const DType t = dtype_of<T>();
+  const double h_sum = d.m * max_abs_of(in.x) * max_abs_of(in.w_in);
+  const double dg_sum = c.backward ? d.m * max_abs_of(in.r) * max_abs_of(in.w_out) : 0.0;
+  const bool h_exact = exact_in_eighths(h_sum, t), dg_exact = c.backward && exact_in_eighths(dg_sum, t);
+  const bool h_sums_exact = exact_in_eighths(h_sum, t, true), dg_sums_exact = exact_in_eighths(dg_sum, t, true);
+  const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
+  // A wrong device block covers at least 1/devices of a result's rows: the rows line prints the
+  // chance of missing an error that large.
+  const std::size_t one_in = static_cast<std::size_t>(plan.mesh.devices());
+  // The stages are independent checks: run them on every core.
+  using Check = std::function<Verdict()>;
+  std::vector<Check> checks = {
+      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n.h, h_exact, seed, one_in, h_sums_exact); },
+      [&] { return exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))); },
+      [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n.y, false, seed + 1, one_in); }};
+  if (c.backward) {
+    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n.dg, dg_exact, seed + 2, one_in, dg_sums_exact); });
+    checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n.dw_out, false, seed + 3, one_in); });
+    checks.push_back([&] { return exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"), multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))); });
+    checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n.dx, false, seed + 4, one_in); });
+    checks.push_back([&] { return sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n.dw_in, false, seed + 5, one_in); });
+  }
+  std::vector<Verdict> verdicts = on_all_cores(checks);
+  if (c.perturb_expected) {
+    // A block of y missing its reduction, then y checked again with the same vectors and rows: the
+    // verdict must FAIL. At large sizes the projections alone let this through (the error grows
+    // like sqrt(H), the row tolerance like H); the sampled rows must catch it.
+    plant_missing_reduction(got.at("y"), got.at("g"), in.w_out, bs, d.m, d.h, one_in);
+    verdicts[2] = checks[2]();
+  }
+  for (auto& v : verdicts) r.checks.push_back(std::move(v));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class T>
+FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Backend backend, bool root,
+                    const FfnPlan& plan) {
+  const FfnConfig& c = plan.config;
+  FfnResult r;
+  r.plan = plan;
+  r.forward_collectives = plan.collectives(FfnPhase::forward).size();
+  r.verify = c.verify == "auto" ? (plan.unsharded_flops() <= ffn_full_verify_flops ? "full" : "sketch") : c.verify;
+  const bool sketch = r.verify == "sketch";
+
+  auto t0 = std::chrono::steady_clock::now();
+  const FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  r.seconds_inputs = seconds_since(t0);
+
+  const Mesh& mesh = plan.mesh;
+  Blocks<T> blocks(static_cast<std::size_t>(mesh.devices()));
+  t0 = std::chrono::steady_clock::now();
+  const RunResult run = runner(typed_program<T>(plan, in, backend == Backend::sim ? &blocks : nullptr, sketch));
+  r.seconds_run = seconds_since(t0);
+  if (!root) return r;
+
+  t0 = std::chrono::steady_clock::now();
+  r.collectives = summarize(run.ledger);
+  r.bytes_per_device = largest_device_total(run.ledger);
+  r.peak_bytes_per_device = largest(run, "peak_bytes");
+  r.stored_bytes_per_device = largest(run, "stored_bytes");
+  if (backend != Backend::sim)  // blocks came back as float64 Outputs: exact in T again
+    for (std::size_t dv = 0; dv < run.outputs.size(); ++dv)
+      for (const auto& [name, t] : run.outputs[dv])
+        if (name != "peak_bytes" && name != "stored_bytes") blocks[dv][name] = converted<T>(t);
+
+  std::map<std::string, xt::xarray<T>> got;
+  std::string disagreement;
+  const FfnDims& d = c.dims;
+  const std::map<std::string, Shape> shapes = {{"h", {d.b, d.s, d.h}},      {"g", {d.b, d.s, d.h}},
+                                               {"dg", {d.b, d.s, d.h}},     {"dh", {d.b, d.s, d.h}},
+                                               {"y", {d.b, d.s, d.m}},      {"dx", {d.b, d.s, d.m}},
+                                               {"dW_in", {d.m, d.h}},       {"dW_out", {d.h, d.m}}};
+  const auto specs = specs_handed_over(plan);
+  for (const auto& [name, shape] : shapes)
+    if (!blocks.empty() && blocks[0].count(name)) {
+      got[name] = gather_global(mesh, specs.at(name), shape, blocks, name, disagreement);
+      for (auto& b : blocks) b.erase(name);  // free each device's copy once gathered
+    }
+  if (sketch) verify_sketch(r, plan, in, got);
+  else verify_full(r, plan, in, got);
+  if (!disagreement.empty()) {
+    Verdict v;
+    v.name = "replicas agree";
+    v.pass = false;
+    v.detail = disagreement;
+    r.checks.push_back(v);
+  }
+  // Each central difference runs the whole layer twice (float64, the inputs' exact values): keep
+  // it to small layers.
+  if (c.backward && c.finite_differences && plan.unsharded_flops() <= 2e6) {
+    const FfnInputs in64 = ffn_inputs(d, c.seed);
+    for (const auto& v : finite_difference_checks(in64, ffn_reference(in64, true))) r.checks.push_back(v);
+  }
+  // The run's collectives are the plan's, in order, with the predicted bytes.
+  Verdict agree;
+  agree.name = "collectives as planned";
+  agree.detail = ffn_plan_vs_ledger(plan, r.collectives);
+  agree.pass = agree.detail.empty();
+  r.checks.push_back(agree);
+  Verdict memory;
+  memory.name = "memory as planned";
+  memory.pass = r.peak_bytes_per_device == plan.peak_bytes_per_device &&
+                r.stored_bytes_per_device == plan.stored_bytes_per_device;
+  if (!memory.pass)
+    memory.detail = "devices held at most " + std::to_string(r.stored_bytes_per_device) + " bytes (peak " +
+                    std::to_string(r.peak_bytes_per_device) + "); the plan says " +
+                    std::to_string(plan.stored_bytes_per_device) + " (peak " +
+                    std::to_string(plan.peak_bytes_per_device) + ")";
+  r.checks.push_back(memory);
+  r.seconds_verify = seconds_since(t0);
+  return r;
+}
+
+FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Backend backend, bool root,
+                  const Mesh& mesh, FfnConfig config, DType dtype) {
+  config.dtype = dtype;  // the element type the devices move is the one the plan counts
+  parse_verify_mode(config.verify);
+  const FfnPlan plan = plan_ffn(mesh, config);
+  switch (dtype) {
+    case DType::float64: return run_typed<double>(runner, backend, root, plan);
+    case DType::float32: return run_typed<float>(runner, backend, root, plan);
+    case DType::bfloat16: return run_typed<bfloat16>(runner, backend, root, plan);
+  }
+  throw Error(ErrorKind::unsupported, "unknown element type");
+}
+
+}  // namespace
+
+std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<CollectiveSummary>& run) {
+  Plan all;
+  for (const auto& s : plan.stages) {
+    const auto& steps = s.kind == FfnStage::Kind::contraction ? s.plan.steps : s.steps;
+    all.steps.insert(all.steps.end(), steps.begin(), steps.end());
+  }
+  return plan_vs_ledger(all, run);
+}
+
+FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
+  return run_any([&](const Program& p) { return runtime.run(mesh, p); }, runtime.backend(), runtime.is_root(), mesh,
+                 config, runtime.dtype());
+}
+
+FfnResult run_ffn(Session& session, const FfnConfig& config) {
+  FfnResult r = run_any([&](const Program& p) { return session.run(p); }, session.runtime().backend(),
+                        session.runtime().is_root(), session.mesh(), config, session.dtype());
+  auto& checks = session.report().checks;
+  checks.insert(checks.end(), r.checks.begin(), r.checks.end());
+  return r;
+}
+
+std::string ffn_collectives_table(const FfnResult& r) {
+  if (r.collectives.empty()) return "  no collectives: 0 bytes moved between devices\n";
+  Table t({"#", "pass", "collective", "over", "tensor", "group", "bytes/device", "predicted", "match"});
+  for (std::size_t i = 0; i < r.collectives.size(); ++i) {
+    const auto& c = r.collectives[i];
+    t.add({std::to_string(i + 1), i < r.forward_collectives ? "forward" : "backward", c.op, c.axes, c.tensor,
+           std::to_string(c.group_size), std::to_string(c.bytes_per_device) + (c.modeled ? "*" : ""),
+           std::to_string(c.predicted_bytes_per_device), c.matches() ? (c.modeled ? "modeled" : "yes") : "NO"});
+  }
+  return t.text();
+}
+
+std::string ffn_memory_text(const FfnResult& r) {
+  const FfnPlan& p = r.plan;
+  const int n = p.mesh.devices();
+  auto ratio = [](double a, double b) { return b > 0 ? num(std::round(a / b * 1000) / 1000) : "-"; };
+  std::ostringstream o;
+  o << "  memory per device: held " << human_bytes(static_cast<double>(r.stored_bytes_per_device)) << ", peak "
+    << human_bytes(static_cast<double>(r.peak_bytes_per_device)) << " with the short-lived gathered copies\n"
+    << "  unsharded layer:   held " << human_bytes(static_cast<double>(p.unsharded_stored_bytes)) << ", peak "
+    << human_bytes(static_cast<double>(p.unsharded_peak_bytes)) << "; per device / unsharded = "
+    << ratio(static_cast<double>(r.stored_bytes_per_device), static_cast<double>(p.unsharded_stored_bytes))
+    << " held, " << ratio(static_cast<double>(r.peak_bytes_per_device), static_cast<double>(p.unsharded_peak_bytes))
+    << " peak (1/" << n << " = " << ratio(1, n) << ")\n"
+    << "  FLOPs per device:  " << num(p.flops_per_device()) << " of " << num(p.unsharded_flops()) << " unsharded = 1/"
+    << num(p.unsharded_flops() / p.flops_per_device()) << " of the matmul work"
+    << (p.flops_per_device() * n == p.unsharded_flops() ? " (every device a unique share)" : " (some work repeated)")
+    << "\n";
+  return o.str();
+}
+
+void ffn_report_fields(const FfnResult& r, Report& report) {
+  const FfnPlan& p = r.plan;
+  report.strings["strategy"] = p.strategy.name;
+  report.strings["dims"] = ffn_dims_text(p.config.dims);
+  report.strings["forward"] = ffn_collectives_summary(p, FfnPhase::forward);
+  if (p.config.backward) report.strings["backward"] = ffn_collectives_summary(p, FfnPhase::backward);
+  report.numbers["forward_collectives"] = static_cast<double>(r.forward_collectives);
+  report.numbers["backward_collectives"] = static_cast<double>(p.collectives(FfnPhase::backward).size());
+  report.numbers["predicted_bytes_per_device"] = static_cast<double>(p.predicted_bytes_per_device());
+  report.numbers["peak_memory_per_device"] = static_cast<double>(r.peak_bytes_per_device);
+  report.numbers["stored_memory_per_device"] = static_cast<double>(r.stored_bytes_per_device);
+  report.numbers["unsharded_peak_memory"] = static_cast<double>(p.unsharded_peak_bytes);
+  report.numbers["unsharded_stored_memory"] = static_cast<double>(p.unsharded_stored_bytes);
+  report.numbers["flops_per_device"] = p.flops_per_device();
+  report.numbers["unsharded_flops"] = p.unsharded_flops();
+}
+
+}  // namespace shardlab

@@ -1,0 +1,566 @@
+#include "harness/plan/plan_search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/predict.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/cost/topology.hpp"
+#include "core/error.hpp"
+#include "core/layout.hpp"
+#include "core/text.hpp"
+
+namespace shardlab {
+
+namespace {
+
+using Axes = std::vector<std::string>;
+constexpr int kA = 0, kB = 1, kC = 2;
+
+// Axis names are short; comparing them in line rather than through memcmp is a third of the
+// search's time on 4-axis meshes.
+bool same(const std::string& x, const std::string& y) {
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i] != y[i]) return false;
+  return true;
+}
+bool contains(const Axes& axes, const std::string& a) {
+  for (const auto& x : axes)
+    if (same(x, a)) return true;
+  return false;
+}
+int axis_of(const Mesh& mesh, const std::string& a) {
+  const auto& names = mesh.names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (same(names[i], a)) return static_cast<int>(i);
+  return mesh.axis(a);  // throws, naming the axis
+}
+int size_of(const Mesh& mesh, const std::string& a) { return mesh.sizes()[static_cast<std::size_t>(axis_of(mesh, a))]; }
+int size_of(const Mesh& mesh, const Axes& axes) {
+  int n = 1;
+  for (const auto& a : axes) n *= size_of(mesh, a);
+  return n;
+}
+
+// What a path costs: the objective (bytes one device sends, or modeled seconds), then bytes, then
+// how many collectives, then the FLOPs per device of the product it multiplies (set at the
+// product; steps add none), so ties between products go to the one that computes less.
+struct Cost {
+  double key = 0;
+  std::size_t bytes = 0;
+  int collectives = 0;
+  double flops = 0;
+  bool operator<(const Cost& o) const {
+    if (key != o.key) return key < o.key;
+    if (bytes != o.bytes) return bytes < o.bytes;
+    return collectives != o.collectives ? collectives < o.collectives : flops < o.flops;
+  }
+  bool operator==(const Cost& o) const {
+    return key == o.key && bytes == o.bytes && collectives == o.collectives && flops == o.flops;
+  }
+  Cost operator+(const Cost& o) const {
+    return {key + o.key, bytes + o.bytes, collectives + o.collectives, flops + o.flops};
+  }
+};
+
+// One step on one tensor: what it does and the spec it leads to.
+struct Move {
+  StepKind kind = StepKind::contract;
+  Axes axes;
+  int dim = -1, to_dim = -1;
+  Spec after;
+};
+
+// The tensor a search runs on: its global shape, element size, and the hardware of a time objective.
+struct Subject {
+  const Mesh& mesh;
+  Shape shape;
+  std::size_t element_bytes;
+  const Hardware* hw = nullptr;
+};
+
+// The block one device holds: each dim divided by the sizes of its axes (the search only makes
+// splits that divide; anything else goes through local_shape's checks).
+Shape block_shape(const Subject& t, const Spec& s) {
+  Shape out = t.shape;
+  for (std::size_t d = 0; d < s.rank() && d < out.size(); ++d) {
+    const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, s.dims[d]));
+    if (n == 0 || out[d] % n != 0) return local_shape(t.mesh, s, t.shape);
+    out[d] /= n;
+  }
+  return s.rank() == out.size() ? out : local_shape(t.mesh, s, t.shape);
+}
+
+// The cost of a step of `kind` over `axes` from a layout whose block is `local`.
+Cost cost_of(const Subject& t, const Shape& local, StepKind kind, const Axes& axes) {
+  if (kind == StepKind::local_slice) return {};
+  const std::string op = step_kind_name(kind);
+  const int p = size_of(t.mesh, axes);
+  const std::size_t in = bytes_of(local, t.element_bytes);
+  const std::size_t sent = predicted_bytes_sent(op, p, in, t.element_bytes);
+  if (!t.hw) return {double(sent), sent, 1};
+  // The model's n is the whole tensor of the collective: the gathered result of an AllGather,
+  // the input of the others (as harness/models/step_cost.cpp prices the FFN's steps).
+  const double whole = kind == StepKind::all_gather ? double(in) * p : double(in);
+  std::vector<int> sizes;
+  for (const auto& a : axes) sizes.push_back(size_of(t.mesh, a));
+  return {topology_seconds(op, sizes, whole, *t.hw), sent, 1};
+}
+
+// Every single step from spec s, each passed to visit(kind, axes, dim, to_dim, after). `after`
+// is a scratch spec, edited for each move and restored: copy it to keep it. Axes of size 1 never
+// appear (they were dropped).
+template <class Visit>
+void for_each_move(const Subject& t, const Spec& s, const Shape& local, Visit&& visit) {
+  const Axes used = s.used_axes();
+  Spec w = s;
+  Axes axes;
+  for (std::size_t d = 0; d < s.rank(); ++d) {
+    const Axes& list = s.dims[d];
+    for (std::size_t k = 0; k < list.size(); ++k) {  // AllGather the suffix from k
+      w.dims[d].resize(k);
+      axes.assign(list.begin() + static_cast<long>(k), list.end());
+      visit(StepKind::all_gather, axes, int(d), -1, w);
+      w.dims[d] = list;
+    }
+    for (const auto& x : t.mesh.names()) {  // a free slice by an axis nothing uses yet
+      const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
+      if (n < 2 || contains(used, x) || local[d] % n != 0) continue;
+      w.dims[d].push_back(x);
+      axes.assign(1, x);
+      visit(StepKind::local_slice, axes, int(d), -1, w);
+      w.dims[d].pop_back();
+    }
+    if (list.empty()) continue;
+    const std::string& x = list.back();  // AllToAll: the innermost axis to the end of another dim
+    const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
+    for (std::size_t j = 0; j < s.rank(); ++j) {
+      if (j == d || local[j] % n != 0) continue;
+      w.dims[d].pop_back();
+      w.dims[j].push_back(x);
+      axes.assign(1, x);
+      visit(StepKind::all_to_all, axes, int(d), int(j), w);
+      w.dims[j].pop_back();
+      w.dims[d].push_back(x);
+    }
+  }
+  if (s.partial.empty()) return;
+  // Partial sums: AllReduce any subset, ReduceScatter any ordered run onto a dim. Subsets and
+  // runs keep mesh order / every order; there are at most 4 partial axes.
+  const Axes& p = s.partial;
+  const std::size_t subsets = std::size_t{1} << p.size();
+  for (std::size_t mask = 1; mask < subsets; ++mask) {
+    Axes pick, rest;
+    for (std::size_t i = 0; i < p.size(); ++i) (mask >> i & 1 ? pick : rest).push_back(p[i]);
+    w.partial = rest;
+    visit(StepKind::all_reduce, pick, -1, -1, w);
+    std::sort(pick.begin(), pick.end());
+    do {
+      const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, pick));
+      for (std::size_t d = 0; d < s.rank(); ++d) {
+        if (local[d] % n != 0) continue;
+        w.dims[d].insert(w.dims[d].end(), pick.begin(), pick.end());
+        visit(StepKind::reduce_scatter, pick, int(d), -1, w);
+        w.dims[d].resize(s.dims[d].size());
+      }
+    } while (std::next_permutation(pick.begin(), pick.end()));
+  }
+}
+
+// A compact key for a spec: per dim the mesh axis indices, then the partial ones (sorted).
+std::string key_of(const Mesh& mesh, const Spec& s) {
+  std::string k;
+  for (const auto& d : s.dims) {
+    for (const auto& a : d) k += static_cast<char>('a' + axis_of(mesh, a));
+    k += '|';
+  }
+  // Partial sums over a set of axes: the order they are listed in means nothing.
+  std::string partial;
+  for (const auto& a : s.partial) partial += static_cast<char>('a' + axis_of(mesh, a));
+  std::sort(partial.begin(), partial.end());
+  return k + '#' + partial;
+}
+
+// Dijkstra over the layouts of one tensor from one or more starting layouts (each with a cost
+// already paid). States costing more than `bound` bytes are not expanded; with `target`, it stops
+// once the target is settled. Settled states keep their cost and how they were reached.
+class Layouts {
+ public:
+  struct Node {
+    Spec spec;
+    Cost cost;
+    std::string prev;  // key of the state before; empty at a start
+    Move move;
+    bool settled = false;
+  };
+
+  Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, double bound,
+          const Spec* target = nullptr)
+      : mesh_(t.mesh) {
+    using Item = std::pair<Cost, std::string>;
+    auto later = [](const Item& x, const Item& y) { return y.first < x.first || (x.first == y.first && y.second < x.second); };
+    std::priority_queue<Item, std::vector<Item>, decltype(later)> queue(later);
+    for (const auto& [spec, c] : starts) {
+      const std::string k = key_of(mesh_, spec);
+      auto it = nodes_.find(k);
+      if (it != nodes_.end() && !(c < it->second.cost)) continue;
+      nodes_[k] = Node{spec, c, "", {}, false};
+      queue.push({c, k});
+    }
+    const std::string goal = target ? key_of(mesh_, *target) : "";
+    while (!queue.empty()) {
+      const auto [c, k] = queue.top();
+      queue.pop();
+      Node& node = nodes_[k];
+      if (node.settled || node.cost < c) continue;
+      node.settled = true;
+      settled_.push_back(k);
+      if (target && k == goal) break;
+      const Spec here = node.spec;
+      const Shape local = block_shape(t, here);
+      for_each_move(t, here, local, [&](StepKind kind, const Axes& axes, int dim, int to_dim, const Spec& after) {
+        const Cost next = c + cost_of(t, local, kind, axes);
+        if (next.key > bound) return;
+        std::string key = key_of(mesh_, after);
+        auto it = nodes_.find(key);
+        if (it != nodes_.end() && (it->second.settled || !(next < it->second.cost))) return;
+        nodes_[key] = Node{after, next, k, Move{kind, axes, dim, to_dim, {}}, false};  // path_to fills in after
+        queue.push({next, std::move(key)});
+      });
+    }
+  }
+
+  // Settled states in order of cost.
+  const std::vector<std::string>& settled() const { return settled_; }
+  const Node* find(const Spec& s) const { return find_key(key_of(mesh_, s)); }
+  const Node* find_key(const std::string& key) const {
+    auto it = nodes_.find(key);
+    return it == nodes_.end() || !it->second.settled ? nullptr : &it->second;
+  }
+  // The start a settled state was reached from, and the moves from it, in order.
+  std::vector<Move> path_to(const Spec& s, Spec* start = nullptr) const {
+    std::vector<Move> out;
+    std::string k = key_of(mesh_, s);
+    for (; !nodes_.at(k).prev.empty(); k = nodes_.at(k).prev) {
+      out.push_back(nodes_.at(k).move);
+      out.back().after = nodes_.at(k).spec;
+    }
+    if (start) *start = nodes_.at(k).spec;
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  const Mesh& mesh_;
+  std::unordered_map<std::string, Node> nodes_;
+  std::vector<std::string> settled_;
+};
+
+// The spec without axes of size 1 (they split nothing).
+Spec without_unit_axes(const Mesh& mesh, Spec s) {
+  auto drop = [&](Axes& l) {
+    l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& a) { return mesh.axis_size(a) == 1; }), l.end());
+  };
+  for (auto& d : s.dims) drop(d);
+  drop(s.partial);
+  return s;
+}
+
+// A candidate: operand layouts to multiply, the product, and its total cost.
+struct Candidate {
+  Spec a_used, b_used;
+  Spec product;
+  Cost cost;
+  double flops = 0;
+};
+
+bool better(const Candidate& x, const Candidate& y) { return x.cost < y.cost; }
+
+std::string reason_for(const Move& m, const std::string& letters) {
+  auto dim = [&](int d) { return std::string(1, static_cast<char>(std::toupper(letters[static_cast<std::size_t>(d)]))); };
+  switch (m.kind) {
+    case StepKind::all_gather: return "gather dim " + dim(m.dim) + " over " + axes_text(m.axes);
+    case StepKind::local_slice:
+      return "slice dim " + dim(m.dim) + " over " + axes_text(m.axes) + ": this device's part, no messages";
+    case StepKind::all_to_all:
+      return "move the split over " + axes_text(m.axes) + " from dim " + dim(m.dim) + " to dim " + dim(m.to_dim);
+    case StepKind::reduce_scatter:
+      return "sum the partial products over " + axes_text(m.axes) + ", each device keeping its slice of dim " +
+             dim(m.dim);
+    case StepKind::all_reduce: return "sum the partial products over " + axes_text(m.axes) + " on every device";
+    case StepKind::contract: break;
+  }
+  return "";
+}
+
+}  // namespace
+
+double plan_objective(const Plan& plan, const Hardware* hw) {
+  if (!hw) return double(plan.predicted_bytes_per_device());
+  double seconds = compute_seconds(plan.flops_per_device(), *hw);
+  const Subject t[3] = {{plan.mesh, plan.a.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.b.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.out_shape, plan.element_bytes, hw}};
+  for (const auto& s : plan.steps) {
+    if (!s.communicates() || plan.mesh.axes_size(s.axes) <= 1) continue;
+    seconds += cost_of(t[s.operand], local_shape(plan.mesh, s.before, t[s.operand].shape), s.kind, s.axes).key;
+  }
+  return seconds;
+}
+
+SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                const std::optional<Spec>& out, const PlanOptions& options) {
+  SearchResult r;
+  // The articles' plan checks every input (and says what is wrong); its output is the default target.
+  // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
+  // result, with no bound.
+  Plan base;
+  double bound = 0;
+  try {
+    r.article = plan_contraction(eq, mesh, a, b, out, options);
+    base = r.article;
+    bound = plan_objective(r.article, options.time_on);
+    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
+    if (options.time_on) bound *= 1 + 1e-9;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unsupported || !out) throw;
+    r.article_refusal = e.what();
+    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
+    base.out_spec = *out;
+    base.out_given = true;
+    bound = std::numeric_limits<double>::infinity();
+  }
+  const Plan& art = base;
+  const Spec target = without_unit_axes(mesh, art.out_spec);
+  const std::string letters[3] = {eq.a, eq.b, eq.out};
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
+                              {mesh, b.shape, options.element_bytes, options.time_on},
+                              {mesh, art.out_shape, options.element_bytes, options.time_on}};
+  // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
+  const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
+                          Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
+  r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
+
+  // B's layouts by how they split the dims B shares with A: a pair multiplies only if these match.
+  const std::string shared = eq.contracted() + eq.batch();
+  auto shared_key = [&](int o, const Spec& s) {
+    std::string k;
+    for (char c : shared) k += axes_text(s.dims[letters[o].find(c)]) + "|";
+    return k;
+  };
+  std::unordered_map<std::string, std::vector<const Layouts::Node*>> b_by_shared;
+  for (const auto& k : ops[kB].settled()) {
+    const auto* n = ops[kB].find_key(k);
+    b_by_shared[shared_key(kB, n->spec)].push_back(n);
+  }
+
+  // The cheapest pair of operand layouts for each product they can form.
+  std::map<std::string, Candidate> products;
+  for (const auto& ak : ops[kA].settled()) {
+    const auto* an = ops[kA].find_key(ak);
+    auto match = b_by_shared.find(shared_key(kA, an->spec));
+    if (match == b_by_shared.end()) continue;
+    const Shape a_block = block_shape(subject[kA], an->spec);
+    Axes a_free_axes;
+    for (char c : eq.a_free())
+      for (const auto& x : an->spec.dims[eq.a.find(c)]) a_free_axes.push_back(x);
+    for (const auto* bn : match->second) {
+      const Cost before = an->cost + bn->cost;
+      if (before.key > bound) break;  // B's layouts come in order of cost
+      bool clash = false;
+      for (char c : eq.b_free())
+        for (const auto& x : bn->spec.dims[eq.b.find(c)]) clash = clash || contains(a_free_axes, x);
+      if (clash) continue;
+      Spec p = Spec::replicated(eq.out.size());
+      for (std::size_t i = 0; i < eq.out.size(); ++i) {
+        const char c = eq.out[i];
+        p.dims[i] = eq.a.find(c) != std::string::npos ? an->spec.dims[eq.a.find(c)] : bn->spec.dims[eq.b.find(c)];
+      }
+      for (char c : eq.contracted())
+        for (const auto& x : an->spec.dims[eq.a.find(c)]) p.partial.push_back(x);
+      Candidate cand{an->spec, bn->spec, p, before,
+                     contraction_flops(eq, a_block, block_shape(subject[kB], bn->spec))};
+      if (options.time_on) cand.cost.key += compute_seconds(cand.flops, *options.time_on);
+      cand.cost.flops = cand.flops;
+      const std::string pk = key_of(mesh, p);
+      auto at = products.find(pk);
+      if (at == products.end() || better(cand, at->second)) products[pk] = cand;
+    }
+  }
+  if (products.empty())
+    throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
+                                            target.text() + " for " + options.result_name);
+  // One search over the result's layouts from every product at once, each starting with what its
+  // operands cost: the target's cost is then the cheapest plan's.
+  std::vector<std::pair<Spec, Cost>> starts;
+  for (const auto& kv : products) starts.push_back({kv.second.product, kv.second.cost});
+  const Layouts finish(subject[kC], starts, bound, &target);
+  r.layouts_explored += finish.settled().size();
+  const auto* done = finish.find(target);
+  if (!done && r.article_refusal.empty()) {  // nothing cheaper than the articles' plan: keep it
+    r.best = r.article;
+    return r;
+  }
+  if (!done)
+    throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
+                                            target.text() + " for " + options.result_name);
+  Spec chosen_product;
+  const std::vector<Move> tail = finish.path_to(target, &chosen_product);
+  const Candidate chosen = products.at(key_of(mesh, chosen_product));
+
+  auto build = [&](const Candidate& c, const std::vector<Move>& result_moves) {
+    Plan plan = art;  // inputs, names, shapes, output as the articles' plan has them
+    plan.steps.clear();
+    Spec cur[3] = {without_unit_axes(mesh, a.spec), without_unit_axes(mesh, b.spec), c.product};
+    const std::string label[3] = {a.name, b.name, options.result_name};
+    auto push = [&](int o, const Move& m) {
+      PlanStep s;
+      s.kind = m.kind;
+      s.operand = o;
+      s.tensor = label[o];
+      s.axes = m.axes;
+      s.dim = m.dim;
+      s.to_dim = m.to_dim;
+      s.before = cur[o];
+      s.local_before = local_shape(mesh, cur[o], subject[o].shape);
+      s.predicted_bytes = cost_of(subject[o], s.local_before, m.kind, m.axes).bytes;
+      s.reason = reason_for(m, letters[o]);
+      cur[o] = m.after;
+      s.after = cur[o];
+      s.local_after = local_shape(mesh, cur[o], subject[o].shape);
+      plan.steps.push_back(std::move(s));
+    };
+    for (const auto& m : ops[kA].path_to(c.a_used)) push(kA, m);
+    for (const auto& m : ops[kB].path_to(c.b_used)) push(kB, m);
+    plan.a_used = cur[kA];
+    plan.b_used = cur[kB];
+    plan.product = c.product;
+    PlanStep s;
+    s.kind = StepKind::contract;
+    s.operand = kC;
+    s.tensor = label[kC];
+    s.before = s.after = c.product;
+    s.local_before = s.local_after = local_shape(mesh, c.product, art.out_shape);
+    s.flops = c.flops;
+    s.reason = c.product.is_partial() ? "local product; each is a partial sum over " + axes_text(c.product.partial)
+                                      : "local product; every term of each sum is on this device";
+    plan.steps.push_back(std::move(s));
+    for (const auto& m : result_moves) push(kC, m);
+    return plan;
+  };
+  r.best = build(chosen, tail);
+  // Ties go to the articles' plan.
+  const Cost art_cost{plan_objective(art, options.time_on), art.predicted_bytes_per_device(),
+                      static_cast<int>(art.collectives().size())};
+  const bool tie = std::abs(art_cost.key - done->cost.key) <= 1e-9 * std::max(1.0, std::abs(art_cost.key)) &&
+                   art_cost.bytes == done->cost.bytes && art_cost.collectives == done->cost.collectives;
+  if (r.article_refusal.empty() && tie && art.flops_per_device() <= chosen.flops) r.best = art;
+
+  // The best rejected plans: through the other products whose operands cost least, each finished
+  // by a search of its own (a few small searches, bounded like the first).
+  std::vector<const Candidate*> others;
+  for (const auto& kv : products)
+    if (key_of(mesh, kv.second.product) != key_of(mesh, chosen_product)) others.push_back(&kv.second);
+  std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
+  std::vector<Plan> alt;
+  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
+    const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, bound, &target);
+    if (own.find(target)) alt.push_back(build(*others[i], own.path_to(target)));
+  }
+  const std::string art_summary = r.article_refusal.empty() ? plan_summary(art) : "";
+  std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
+    return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
+  });
+  for (auto& p : alt)
+    if (r.alternatives.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != plan_summary(r.best))
+      r.alternatives.push_back(std::move(p));
+  return r;
+}
+
+std::string cases_text(const Einsum& eq, const Mesh& mesh, const Spec& a_in, const Spec& b_in) {
+  const Spec a = without_unit_axes(mesh, a_in), b = without_unit_axes(mesh, b_in);
+  bool same = false, mismatch = false, one_side = false;
+  for (char c : eq.contracted()) {
+    const Axes& x = a.dims[eq.a.find(c)];
+    const Axes& y = b.dims[eq.b.find(c)];
+    if (x.empty() && y.empty()) continue;
+    if (x == y) same = true;
+    else if (!x.empty() && !y.empty()) mismatch = true;
+    else one_side = true;
+  }
+  Axes a_free, b_free;
+  for (char c : eq.a_free()) for (const auto& x : a.dims[eq.a.find(c)]) a_free.push_back(x);
+  for (char c : eq.b_free()) for (const auto& x : b.dims[eq.b.find(c)]) b_free.push_back(x);
+  bool clash = false;
+  for (const auto& x : a_free) clash = clash || contains(b_free, x);
+  const bool outer = !a_free.empty() || !b_free.empty();
+  std::vector<std::string> article;
+  if (same) article.push_back("Case 1A");
+  if (mismatch || one_side) article.push_back("Case 1B");
+  if (outer) article.push_back("Case 2");
+  std::string out = article.empty() ? "nothing split" : join(article, " + ");
+  if (outer && (same || mismatch || one_side)) out += " (full sharding)";
+  std::vector<std::string> book;
+  if (!same && !mismatch && !one_side) book.push_back("1");
+  if (one_side || mismatch) book.push_back("2");
+  if (same) book.push_back("3");
+  if (clash) book.push_back("4");
+  return out + "; book case " + join(book, " + ");
+}
+
+std::string times_text(double a, double b) {
+  if (b <= 0) return a > 0 ? "infinitely many times" : "1.00x";
+  return format_number(a / b, "%.2f") + "x";
+}
+
+std::string explain_text(const SearchResult& r) {
+  const std::size_t best = r.best.predicted_bytes_per_device();
+  auto block = [&](const std::string& label, const Plan& p) {
+    const std::size_t bytes = p.predicted_bytes_per_device(), n = p.collectives().size();
+    std::string out = "  " + label + ": " + std::to_string(bytes) + " B per device";
+    if (&p != &r.best) out += bytes == best ? " (as many)" : " (" + times_text(double(bytes), double(best)) + ")";
+    out += ", " + std::to_string(n) + " collective" + (n == 1 ? "" : "s") + ", multiplies as " +
+           cases_text(p.eq, p.mesh, p.a_used, p.b_used) + "\n";
+    for (const auto& s : p.steps) {
+      std::string what = s.kind == StepKind::contract ? "contract" : step_kind_name(s.kind) + " " + s.tensor;
+      if (!s.axes.empty()) what += " over " + axes_text(s.axes);
+      out += "      " + what + ": " + (s.kind == StepKind::contract ? s.after.text() : s.before.text() + " -> " + s.after.text()) +
+             (s.predicted_bytes ? ", " + std::to_string(s.predicted_bytes) + " B" : "") + "\n";
+    }
+    return out;
+  };
+  const Plan& given = r.article_refusal.empty() ? r.article : r.best;
+  std::string out = "Why this plan (--explain): the inputs are " +
+                    cases_text(given.eq, given.mesh, given.a.spec, given.b.spec) +
+                    ";\nthe search compared every product it could form; each plan multiplies in the case named\n";
+  out += block("chosen", r.best);
+  if (r.article_refusal.empty())
+    out += block("the articles' rules", r.article);
+  else
+    out += "  the articles' rules: none (" + r.article_refusal + ")\n";
+  for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
+  return out;
+}
+
+std::string alternatives_json(const SearchResult& r) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  auto add = [&](const std::string& label, const Plan& p) {
+    out.push_back({{"label", label},
+                   {"bytes_per_device", p.predicted_bytes_per_device()},
+                   {"collectives", p.collectives().size()},
+                   {"plan", plan_summary(p)}});
+  };
+  add("chosen", r.best);
+  if (r.article_refusal.empty()) add("article", r.article);
+  for (const auto& p : r.alternatives) add("rejected", p);
+  return out.dump();
+}
+
+}  // namespace shardlab

@@ -1,0 +1,60 @@
+// The planner's search: the cheapest way to run one contraction, instead of the articles' fixed
+// rules (planner.hpp's plan_contraction, kept as `--plan article`).
+//
+// A layout is a spec. From the operands' given specs a device may, one step at a time:
+//   - AllGather a suffix of a dim's mesh axes (a dim on (X,Y) gathers Y, or X and Y);
+//   - slice a dim by a mesh axis it does not use yet, locally and for free (appended innermost);
+//   - AllToAll the innermost axis of one dim onto the end of another dim's list;
+// then contract once every dim the operands share is split the same way in both and no mesh axis
+// splits a free dim of each (the product is then partial over the contracted dims' axes); then,
+// on the result: AllReduce any set of its partial axes, ReduceScatter a run of them onto a dim,
+// or the three moves above, until it has the output spec (partial sums the output asks for are
+// kept). Each step costs the bytes one device sends (predicted_bytes_sent). Mesh axes of size 1
+// are dropped from every spec first: they split nothing, so they produce no steps.
+//
+// The search is Dijkstra over each operand's layouts (the two move independently before the
+// contraction), then over the result's layouts from every product it can form. Ties: fewer bytes,
+// then fewer collectives, then fewer FLOPs per device, then the articles' plan.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "harness/plan/planner.hpp"
+
+namespace shardlab {
+
+struct SearchResult {
+  Plan best;                        // the cheapest plan
+  Plan article;                     // plan_contraction's, for comparison (empty if it refused)
+  std::string article_refusal;      // why plan_contraction cannot reach the output, or empty
+  std::vector<Plan> alternatives;   // the next cheapest plans through other products, best first (at most 4)
+  std::size_t layouts_explored = 0; // states settled by the search
+};
+
+// Without `out`, the target is the spec the articles' plan ends with. Throws as plan_contraction
+// does for specs that do not fit, and Error(unsupported) if no plan reaches `out`. Partial-sum
+// outputs the articles' rules refuse are searched for too (article_refusal says why they refused).
+SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
+
+// Which of the sharding cases a pair of operand layouts is, in the articles' names (article 001:
+// Case 1A inner dims split over the same mesh axes, 1B over different ones, Case 2 outer dims
+// split, both at once "full sharding") and the JAX scaling book's (case 1: no contracting dim
+// split; 2: one operand's; 3: both the same way; 4: a mesh axis splitting a free dim of each).
+// E.g. "Case 1B + Case 2 (full sharding); book case 4". Axes of size 1 split nothing.
+std::string cases_text(const Einsum& eq, const Mesh& mesh, const Spec& a, const Spec& b);
+
+// What the search minimises for a plan: its bytes per device, or with hardware its modeled seconds
+// (every collective by the alpha-beta model of harness/cost/cost.hpp plus the contraction's compute).
+double plan_objective(const Plan& plan, const Hardware* hw);
+
+// "8.00x" (a / b), or "all of" when b is 0 and a is not.
+std::string times_text(double a, double b);
+// For --explain: the chosen plan, the articles' and the best rejected ones, one block each with
+// its bytes per device, collectives and steps.
+std::string explain_text(const SearchResult& r);
+// The same as a JSON array: the chosen plan, the articles' (when they reach the output) and the
+// rejected ones, each {"label", "bytes_per_device", "collectives", "plan"}.
+std::string alternatives_json(const SearchResult& r);
+
+}  // namespace shardlab
