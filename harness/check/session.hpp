@@ -9,7 +9,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/mesh.hpp"
-#include "harness/cli/cli.hpp"
+#include "harness/check/options.hpp"
 #include "harness/check/report.hpp"
 
 namespace shardlab {

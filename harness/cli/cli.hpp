@@ -6,18 +6,9 @@
 #include <memory>
 #include <string>
 
-namespace shardlab {
+#include "harness/check/options.hpp"
 
-struct CommonOptions {
-  std::string mesh;                  // "X=2,Y=4"
-  std::string backend = "sim";       // sim | mpi
-  std::string collectives = "ring";  // ring (ours) | native (MPICH's, mpi backend only)
-  std::uint64_t seed = 0;
-  std::string dtype = "float32";     // float32 | float64 | bfloat16 (core/dtype.hpp)
-  bool json = false;
-  bool quiet = false;
-  bool perturb_expected = false;     // testing: corrupt the reference so the verdict must FAIL
-};
+namespace shardlab {
 
 class Cli {
  public:
