@@ -10,7 +10,7 @@ SHELL := /bin/bash
 CXX ?= g++
 SAN ?=
 PACKAGES := g++ make pkg-config xtensor-dev libxtensor-blas-dev libopenblas-dev mpich libmpich-dev \
-            doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox
+            doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libtomlplusplus-dev libpugixml-dev
 
 ifeq ($(SAN),thread)
   BUILD := build/tsan
@@ -26,8 +26,10 @@ endif
 
 MPI_CFLAGS := -I/usr/include/x86_64-linux-gnu/mpich
 MPI_LIBS := -lmpich
-CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -pthread -I. $(MPI_CFLAGS)
-LDLIBS := $(MPI_LIBS) -lopenblas -pthread
+# toml++ (case files) as Debian builds it: a compiled library, not header-only.
+TOML_CFLAGS := -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1
+CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -pthread -I. $(MPI_CFLAGS) $(TOML_CFLAGS)
+LDLIBS := $(MPI_LIBS) -lopenblas -ltomlplusplus -lpugixml -pthread
 
 LIB_SRCS := $(filter-out %_main.cpp,$(wildcard core/*.cpp collectives/*.cpp harness/*/*.cpp))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)

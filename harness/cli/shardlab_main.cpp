@@ -11,6 +11,7 @@
 #include "harness/cli/cmd_cost.hpp"
 #include "harness/cli/cmd_ffn.hpp"
 #include "harness/cli/cmd_matmul.hpp"
+#include "harness/cli/cmd_run.hpp"
 #include "harness/cli/cmd_sweep.hpp"
 #include "harness/cli/version.hpp"
 
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   Command matmul = add_matmul_command(app);
   Command einsum = add_einsum_command(app);
   Command sweep = add_sweep_command(app);
+  Command run = add_run_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (*matmul.app) return matmul.run();
     if (*einsum.app) return einsum.run();
     if (*sweep.app) return sweep.run();
+    if (*run.app) return run.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

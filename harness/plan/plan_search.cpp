@@ -300,7 +300,46 @@ std::string reason_for(const Move& m, const std::string& letters) {
   return "";
 }
 
+// The plan step of move m on tensor `label` (operand o), which stands at `cur`; cur becomes m.after.
+PlanStep step_of(const Subject& t, const Mesh& mesh, const Move& m, Spec& cur, int o, const std::string& label,
+                 const std::string& letters) {
+  PlanStep s;
+  s.kind = m.kind;
+  s.operand = o;
+  s.tensor = label;
+  s.axes = m.axes;
+  s.dim = m.dim;
+  s.to_dim = m.to_dim;
+  s.before = cur;
+  s.local_before = local_shape(mesh, cur, t.shape);
+  s.predicted_bytes = cost_of(t, s.local_before, m.kind, m.axes).bytes;
+  s.reason = reason_for(m, letters);
+  cur = m.after;
+  s.after = cur;
+  s.local_after = local_shape(mesh, cur, t.shape);
+  return s;
+}
+
 }  // namespace
+
+std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
+                                     const PlanOptions& options) {
+  t.spec.validate(mesh, t.shape, t.name);
+  target.validate(mesh, t.shape, t.name);
+  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
+  const Spec from = without_unit_axes(mesh, t.spec), to = without_unit_axes(mesh, target);
+  const Layouts reach(subject, {{from, Cost{}}}, std::numeric_limits<double>::infinity(), &to);
+  if (!reach.find(to))
+    throw Error(ErrorKind::unsupported, "no collectives take " + t.name + " from " + t.spec.text() + " to " +
+                                            target.text());
+  std::string letters;
+  for (std::size_t d = 0; d < t.shape.size(); ++d) letters += static_cast<char>('a' + d);
+  std::vector<PlanStep> steps;
+  Spec cur = from;
+  for (const auto& m : reach.path_to(to)) steps.push_back(step_of(subject, mesh, m, cur, kC, t.name, letters));
+  return steps;
+}
+
 
 double plan_objective(const Plan& plan, const Hardware* hw) {
   if (!hw) return double(plan.predicted_bytes_per_device());
@@ -421,21 +460,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
     Spec cur[3] = {without_unit_axes(mesh, a.spec), without_unit_axes(mesh, b.spec), c.product};
     const std::string label[3] = {a.name, b.name, options.result_name};
     auto push = [&](int o, const Move& m) {
-      PlanStep s;
-      s.kind = m.kind;
-      s.operand = o;
-      s.tensor = label[o];
-      s.axes = m.axes;
-      s.dim = m.dim;
-      s.to_dim = m.to_dim;
-      s.before = cur[o];
-      s.local_before = local_shape(mesh, cur[o], subject[o].shape);
-      s.predicted_bytes = cost_of(subject[o], s.local_before, m.kind, m.axes).bytes;
-      s.reason = reason_for(m, letters[o]);
-      cur[o] = m.after;
-      s.after = cur[o];
-      s.local_after = local_shape(mesh, cur[o], subject[o].shape);
-      plan.steps.push_back(std::move(s));
+      plan.steps.push_back(step_of(subject[o], mesh, m, cur[o], o, label[o], letters[o]));
     };
     for (const auto& m : ops[kA].path_to(c.a_used)) push(kA, m);
     for (const auto& m : ops[kB].path_to(c.b_used)) push(kB, m);

@@ -37,6 +37,13 @@ struct SearchResult {
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
 
+// The fewest-bytes steps (or least modeled time, with options.time_on) that take tensor `t` from
+// t.spec, which may hold partial sums, to `target`: AllGathers, free slices, AllToAlls, AllReduces
+// and ReduceScatters, as PlanSteps on operand 2 labelled t.name. Axes of size 1 make no steps.
+// Error(unsupported) when no sequence of such steps reaches it (e.g. partial sums asked to appear).
+std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
+                                     const PlanOptions& options = {});
+
 // Which of the sharding cases a pair of operand layouts is, in the articles' names (article 001:
 // Case 1A inner dims split over the same mesh axes, 1B over different ones, Case 2 outer dims
 // split, both at once "full sharding") and the JAX scaling book's (case 1: no contracting dim

@@ -338,6 +338,45 @@ Tensor local_contract<double>(const Einsum& eq, const Tensor& a, const Tensor& b
 }
 }  // namespace
 
+namespace {
+
+// One step that acts on one tensor (not the contraction) on this device's block x.
+template <class T>
+xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x) {
+  switch (s.kind) {
+    case StepKind::all_gather: return all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
+    case StepKind::reduce_scatter: return reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
+    case StepKind::all_reduce: return all_reduce(dev, x, s.axes, s.tensor);
+    case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
+      return all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
+    case StepKind::local_slice: {
+      // This device's part of dim `dim`: part k of n, k = its index along the slice axes.
+      const Mesh& mesh = dev.mesh();
+      const Shape in = shape_of(x);
+      const std::size_t d = static_cast<std::size_t>(s.dim);
+      const std::size_t n = static_cast<std::size_t>(mesh.axes_size(s.axes));
+      const std::size_t k = static_cast<std::size_t>(mesh.index_along(dev.id(), s.axes));
+      Shape outs = in;
+      outs[d] = in[d] / n;
+      xt::xarray<T> y = xt::empty<T>(outs);
+      copy_out(x.data(), dtype_of<T>(), in, d, k * outs[d], outs[d], y.data(), dtype_of<T>());
+      return y;
+    }
+    case StepKind::contract: break;
+  }
+  throw Error(ErrorKind::unsupported, "a contraction step in a list of steps on one tensor");
+}
+
+}  // namespace
+
+template <class T>
+xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, const xt::xarray<T>& x) {
+  xt::xarray<T> cur = x;
+  for (const auto& s : steps) cur = apply_step(dev, s, cur);
+  return cur;
+}
+template xt::xarray<double> execute_steps<double>(Device&, const std::vector<PlanStep>&, const xt::xarray<double>&);
+
 template <class T>
 xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local) {
   const Mesh& mesh = dev.mesh();
@@ -353,37 +392,8 @@ xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a
                                                 ops[o]->spec.text() + " gives it " + shape_text(want));
   }
   for (const auto& s : plan.steps) {
-    const xt::xarray<T>& x = *cur[s.operand];
-    xt::xarray<T> y;
-    switch (s.kind) {
-      case StepKind::all_gather:
-        y = all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
-        break;
-      case StepKind::reduce_scatter:
-        y = reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
-        break;
-      case StepKind::all_reduce:
-        y = all_reduce(dev, x, s.axes, s.tensor);
-        break;
-      case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
-        y = all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
-        break;
-      case StepKind::contract:
-        y = local_contract(plan.eq, *cur[kA], *cur[kB], dev.dtype());
-        break;
-      case StepKind::local_slice: {
-        // This device's part of dim `dim`: part k of n, k = its index along the slice axes.
-        const Shape in = shape_of(x);
-        const std::size_t d = static_cast<std::size_t>(s.dim);
-        const std::size_t n = static_cast<std::size_t>(mesh.axes_size(s.axes));
-        const std::size_t k = static_cast<std::size_t>(mesh.index_along(dev.id(), s.axes));
-        Shape outs = in;
-        outs[d] = in[d] / n;
-        y = xt::empty<T>(outs);
-        copy_out(x.data(), dtype_of<T>(), in, d, k * outs[d], outs[d], y.data(), dtype_of<T>());
-        break;
-      }
-    }
+    xt::xarray<T> y = s.kind == StepKind::contract ? local_contract(plan.eq, *cur[kA], *cur[kB], dev.dtype())
+                                                    : apply_step(dev, s, *cur[s.operand]);
     const int o = s.kind == StepKind::contract ? kC : s.operand;
     own[o] = std::move(y);  // frees what this operand held before, unless it was the caller's
     cur[o] = &own[o];

@@ -105,6 +105,12 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
 template <class T>
 xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local);
 
+// Runs steps that each act on one tensor (gathers, slices, AllToAll, AllReduce, ReduceScatter;
+// no contraction) on this device's block x. Instantiated for double (blocks computed and moved as
+// dev.dtype()).
+template <class T>
+xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, const xt::xarray<T>& x);
+
 // The SPMD program for a Runtime: each device takes its blocks of the global `a` and `b`, runs
 // the plan, and returns {result_name: its block of the result}.
 Program plan_program(const Plan& plan, const Tensor& a, const Tensor& b);

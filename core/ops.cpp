@@ -1,0 +1,154 @@
+#include "core/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/gelu.hpp"
+
+namespace shardlab {
+
+namespace {
+
+std::vector<std::size_t> strides_of(const Shape& s) {
+  std::vector<std::size_t> st(s.size(), 1);
+  for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+// For each element of a tensor of shape `out` (row-major), the flat index of the element of a
+// tensor with dims `from` (a subset of out_dims' letters) it reads.
+std::vector<std::size_t> gather_index(const std::string& from, const Shape& from_shape, const std::string& out_dims,
+                                      const Shape& out) {
+  const auto fs = strides_of(from_shape);
+  std::vector<std::size_t> step(out.size(), 0);  // stride in `from` of each out dim (0: repeated)
+  for (std::size_t d = 0; d < out_dims.size(); ++d) {
+    const auto k = from.find(out_dims[d]);
+    if (k != std::string::npos) step[d] = fs[k];
+  }
+  const std::size_t n = element_count(out);
+  std::vector<std::size_t> idx(n, 0), coord(out.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    idx[i] = at;
+    for (std::size_t d = out.size(); d-- > 0;) {  // next row-major coordinate
+      at += step[d];
+      if (++coord[d] < out[d]) break;
+      at -= step[d] * out[d];
+      coord[d] = 0;
+    }
+  }
+  return idx;
+}
+
+double slope(const std::string& name, double x, double e) {
+  const double lo = x - e, hi = x + e, big = std::max(std::abs(lo), std::abs(hi));
+  if (name == "relu" || name == "neg" || name == "tanh") return 1;
+  if (name == "gelu") return 1.13;  // |gelu'(x)| <= 1.129 everywhere (its maximum, near x = 2.42)
+  if (name == "exp") return std::exp(hi);
+  if (name == "square") return 2 * big;
+  if (name == "rsqrt") return lo > 0 ? 0.5 * std::pow(lo, -1.5) : std::numeric_limits<double>::infinity();
+  throw Error(ErrorKind::unsupported, "no unary op " + name);
+}
+
+}  // namespace
+
+Tensor unary_op(const std::string& name, const Tensor& x) {
+  if (name == "gelu") return gelu(x);
+  Tensor y = x;
+  double* p = y.data();
+  const std::size_t n = y.size();
+  if (name == "relu")
+    for (std::size_t i = 0; i < n; ++i) p[i] = p[i] > 0 ? p[i] : 0;
+  else if (name == "exp")
+    for (std::size_t i = 0; i < n; ++i) p[i] = std::exp(p[i]);
+  else if (name == "tanh")
+    for (std::size_t i = 0; i < n; ++i) p[i] = std::tanh(p[i]);
+  else if (name == "neg")
+    for (std::size_t i = 0; i < n; ++i) p[i] = -p[i];
+  else if (name == "square")
+    for (std::size_t i = 0; i < n; ++i) p[i] = p[i] * p[i];
+  else if (name == "rsqrt")
+    for (std::size_t i = 0; i < n; ++i) p[i] = 1 / std::sqrt(p[i]);
+  else
+    throw Error(ErrorKind::unsupported, "no unary op " + name);
+  return y;
+}
+
+Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e) {
+  Tensor s = x;
+  for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = slope(name, x.data()[i], e.data()[i]);
+  return s;
+}
+
+Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::string& out_dims, const Shape& out_shape) {
+  const auto idx = gather_index(t_dims, shape_of(t), out_dims, out_shape);
+  Tensor y = xt::empty<double>(out_shape);
+  for (std::size_t i = 0; i < idx.size(); ++i) y.data()[i] = t.data()[idx[i]];
+  return y;
+}
+
+Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_dims, const Tensor& b,
+                 const std::string& b_dims, const std::string& out_dims) {
+  const Shape out = a_dims == out_dims ? shape_of(a) : shape_of(b);
+  const Tensor x = a_dims == out_dims ? a : broadcast_to(a, a_dims, out_dims, out);
+  const Tensor y = b_dims == out_dims ? b : broadcast_to(b, b_dims, out_dims, out);
+  if (name == "add") return x + y;
+  if (name == "sub") return x - y;
+  if (name == "mul") return x * y;
+  if (name == "div") return x / y;
+  throw Error(ErrorKind::unsupported, "no binary op " + name);
+}
+
+Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& dims, const std::string& over,
+                 double count) {
+  if (name != "sum" && name != "max" && name != "mean") throw Error(ErrorKind::unsupported, "no reduction " + name);
+  const Shape in = shape_of(x);
+  std::string kept;
+  Shape out;
+  double reduced = 1;
+  for (std::size_t d = 0; d < dims.size(); ++d)
+    if (over.find(dims[d]) == std::string::npos) {
+      kept += dims[d];
+      out.push_back(in[d]);
+    } else {
+      reduced *= double(in[d]);
+    }
+  // Each input element's output index: the input's coordinates on the kept dims.
+  const auto os = strides_of(out);
+  std::vector<std::size_t> step(in.size(), 0);
+  for (std::size_t d = 0, k = 0; d < dims.size(); ++d)
+    if (over.find(dims[d]) == std::string::npos) step[d] = os[k++];
+  const double start = name == "max" ? -std::numeric_limits<double>::infinity() : 0.0;
+  Tensor y = xt::empty<double>(out);
+  std::fill(y.data(), y.data() + y.size(), start);
+  std::vector<std::size_t> coord(in.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double& o = y.data()[at];
+    o = name == "max" ? std::max(o, x.data()[i]) : o + x.data()[i];
+    for (std::size_t d = in.size(); d-- > 0;) {
+      at += step[d];
+      if (++coord[d] < in[d]) break;
+      at -= step[d] * in[d];
+      coord[d] = 0;
+    }
+  }
+  if (name == "mean") y /= count > 0 ? count : reduced;
+  return y;
+}
+
+Tensor softmax_op(const Tensor& x, const std::string& dims, char over) {
+  const std::string o(1, over);
+  const Tensor m = reduce_op("max", x, dims, o);
+  std::string kept;
+  for (char c : dims)
+    if (c != over) kept += c;
+  const Tensor e = unary_op("exp", x - broadcast_to(m, kept, dims, shape_of(x)));
+  const Tensor s = reduce_op("sum", e, dims, o);
+  return e / broadcast_to(s, kept, dims, shape_of(x));
+}
+
+}  // namespace shardlab

@@ -1,0 +1,32 @@
+// Local kernels of the program form (harness/plan/program.hpp) on float64 tensors whose dims are
+// named by letters: what one device computes between collectives, and what the unsharded
+// reference computes on whole tensors. The caller rounds results to its element type.
+#pragma once
+#include <string>
+
+#include "core/tensor.hpp"
+
+namespace shardlab {
+
+// relu, gelu, exp, tanh, neg, square, rsqrt, elementwise. Error(unsupported) for another name.
+Tensor unary_op(const std::string& name, const Tensor& x);
+// The largest |f'| of unary `name` on [x - e, x + e], elementwise: how far an error e in x can
+// move f(x) (infinite where rsqrt's interval reaches 0).
+Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e);
+
+// add, sub, mul, div of a (dims a_dims) and b (b_dims), broadcast by dim letter into out_dims
+// (the dims of whichever operand has them all).
+Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_dims, const Tensor& b,
+                 const std::string& b_dims, const std::string& out_dims);
+// The operand `t` (dims t_dims) spread to out_dims (and out's shape) by repeating it along the
+// dims it lacks.
+Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::string& out_dims, const Shape& out_shape);
+
+// sum, max or mean of x (dims) over the letters in `over`; the result keeps the other dims in order.
+// mean divides by `count` when it is given (the whole reduced size, when x is one device's block).
+Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& dims, const std::string& over,
+                 double count = 0);
+// softmax of x along dim letter `over`, the largest entry subtracted first.
+Tensor softmax_op(const Tensor& x, const std::string& dims, char over);
+
+}  // namespace shardlab

@@ -1,0 +1,157 @@
+#include "harness/check/case_file.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+namespace shardlab {
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(int line, const std::string& what) const {
+    throw Error(ErrorKind::parse, path_ + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + what);
+  }
+  static int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+  // Every key of `t` must be one of `known`.
+  void only(const toml::table& t, const std::set<std::string>& known, const std::string& where) const {
+    for (const auto& [k, v] : t)
+      if (!known.count(std::string(k.str())))
+        fail(line_of(v), where + " has no key '" + std::string(k.str()) + "'; it takes " +
+                             join(std::vector<std::string>(known.begin(), known.end()), ", "));
+  }
+  const toml::node& need(const toml::table& t, const std::string& key, const std::string& where) const {
+    const toml::node* n = t.get(key);
+    if (!n) fail(line_of(t), where + " needs " + key);
+    return *n;
+  }
+  std::string text(const toml::node& n, const std::string& what) const {
+    if (!n.is_string()) fail(line_of(n), what + " must be a string");
+    return std::string(*n.value<std::string>());
+  }
+  std::int64_t integer(const toml::node& n, const std::string& what, std::int64_t lo) const {
+    if (!n.is_integer()) fail(line_of(n), what + " must be an integer");
+    const std::int64_t v = *n.value<std::int64_t>();
+    if (v < lo) fail(line_of(n), what + " is " + std::to_string(v) + "; it must be at least " + std::to_string(lo));
+    return v;
+  }
+  const toml::table& table(const toml::node& n, const std::string& what) const {
+    if (!n.is_table()) fail(line_of(n), what + " must be a table, like { a = 1 }");
+    return *n.as_table();
+  }
+  const toml::array& array(const toml::node& n, const std::string& what) const {
+    if (!n.is_array()) fail(line_of(n), what + " must be an array, like [\"a\", \"b\"]");
+    return *n.as_array();
+  }
+  std::vector<std::string> strings(const toml::node& n, const std::string& what) const {
+    std::vector<std::string> out;
+    for (const auto& e : array(n, what)) out.push_back(text(e, what + "'s entries"));
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+CaseFile parse_case_file(const std::string& source, const std::string& path) {
+  const Reader r(path);
+  toml::table root;
+  try {
+    root = toml::parse(source, path);
+  } catch (const toml::parse_error& e) {
+    r.fail(static_cast<int>(e.source().begin.line), "not TOML: " + std::string(e.description()));
+  }
+  r.only(root, {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect"},
+         "a case file");
+  CaseFile c;
+  c.path = path;
+  TensorProgram p;
+  p.name = r.text(r.need(root, "name", "a case file"), "name");
+  c.mesh = r.text(r.need(root, "mesh", "a case file"), "mesh");
+  if (const auto* n = root.get("dtype")) c.dtype = r.text(*n, "dtype");
+  if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
+  if (const auto* n = root.get("backward")) {
+    if (!n->is_boolean()) r.fail(Reader::line_of(*n), "backward must be true or false");
+    c.backward = *n->value<bool>();
+    c.backward_line = Reader::line_of(*n);
+  }
+  for (const auto& [k, v] : r.table(r.need(root, "dims", "a case file"), "dims")) {
+    const std::string letter(k.str());
+    if (letter.size() != 1 || !std::islower(static_cast<unsigned char>(letter[0])))
+      r.fail(Reader::line_of(v), "dims names '" + letter + "': a dim is one lower-case letter");
+    p.sizes[letter[0]] = static_cast<std::size_t>(r.integer(v, "dim " + letter, 1));
+  }
+  // toml++ keeps a table's keys sorted; the program lists inputs in the order the file writes them.
+  std::vector<std::pair<toml::source_position, std::string>> order;
+  for (const auto& [k, v] : r.table(r.need(root, "inputs", "a case file"), "inputs"))
+    order.push_back({k.source().begin, std::string(k.str())});
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return x.first.line != y.first.line ? x.first.line < y.first.line : x.first.column < y.first.column;
+  });
+  const toml::table& inputs = *root.get("inputs")->as_table();
+  for (const auto& [pos, name] : order) p.inputs.push_back({name, r.text(*inputs.get(name), "input " + name)});
+  if (p.inputs.empty()) r.fail(Reader::line_of(root), "inputs names no tensor");
+  if (const auto* n = root.get("shard"))
+    for (const auto& [k, v] : r.table(*n, "shard")) {
+      c.shard[std::string(k.str())] = r.text(v, "shard " + std::string(k.str()));
+      c.shard_line[std::string(k.str())] = Reader::line_of(v);
+    }
+  const toml::array& ops = r.array(r.need(root, "ops", "a case file"), "ops");
+  if (ops.empty()) r.fail(Reader::line_of(root), "ops is empty");
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const std::string where = "op " + std::to_string(i + 1);
+    const toml::table& t = r.table(ops[i], where);
+    r.only(t, {"out", "op", "eq", "in", "over"}, where);
+    ProgramOp op;
+    op.line = Reader::line_of(t);
+    op.out = r.text(r.need(t, "out", where), where + "'s out");
+    op.name = r.text(r.need(t, "op", where), where + "'s op");
+    op.in = r.strings(r.need(t, "in", where), where + "'s in");
+    if (const auto* n = t.get("eq")) op.eq = r.text(*n, where + "'s eq");
+    if (const auto* n = t.get("over")) op.over = r.text(*n, where + "'s over");
+    p.ops.push_back(op);
+  }
+  p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");
+  if (const auto* n = root.get("expect")) {
+    const toml::table& e = r.table(*n, "expect");
+    r.only(e, {"collectives", "max_bytes_per_device", "max_peak_memory_per_device"}, "[expect]");
+    if (const auto* v = e.get("collectives")) {
+      c.expect.collectives = r.strings(*v, "expect.collectives");
+      c.expect.collectives_line = Reader::line_of(*v);
+    }
+    if (const auto* v = e.get("max_bytes_per_device")) {
+      c.expect.max_bytes_per_device = static_cast<std::uint64_t>(r.integer(*v, "max_bytes_per_device", 0));
+      c.expect.bytes_line = Reader::line_of(*v);
+    }
+    if (const auto* v = e.get("max_peak_memory_per_device")) {
+      c.expect.max_peak_memory_per_device = static_cast<std::uint64_t>(r.integer(*v, "max_peak_memory_per_device", 0));
+      c.expect.memory_line = Reader::line_of(*v);
+    }
+  }
+  try {
+    c.program = make_program(p);
+  } catch (const Error& e) {
+    // make_program names the op and its line itself.
+    throw Error(ErrorKind::parse, path + ": " + e.what());
+  }
+  for (const auto& [tensor, spec] : c.shard)
+    if (!c.program.dims.count(tensor))
+      r.fail(c.shard_line.at(tensor), "shard names " + tensor + ", which is not a tensor of the program");
+  return c;
+}
+
+CaseFile read_case_file(const std::string& path) {
+  return parse_case_file(read_text_file(path, "case file"), path);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,58 @@
+// Case files: a program, its mesh, its annotations and what a run must show, in TOML (read with
+// toml++). The schema users' files rely on (fields may be added, these never change):
+//
+//   name = "gspmd_ffn"                                   required
+//   mesh = "X=2,Y=4"                                     required
+//   dtype = "float32"                                    optional, default float32
+//   seed = 0                                             optional
+//   dims = { b = 8, s = 4, m = 16, h = 64 }              required: every dim letter used
+//   inputs = { x = "bsm", W_in = "mh", W_out = "hm" }    required: input tensors and their dims
+//   shard = { x = "X,_,Y", W_in = "X,Y" }                optional: annotations, on any tensor
+//   ops = [ { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] }, ... ]
+//                                                        required; reductions and softmax take over
+//   outputs = ["y"]                                      required
+//   backward = false                                     optional
+//   [expect]                                             optional; each entry is one check
+//   collectives = ["all_gather x over Y", ...]           the exact ordered list, forward then backward
+//   max_bytes_per_device = 8192                          whole run
+//   max_peak_memory_per_device = 65536                   bytes
+//
+// Anything else (a misspelt key, a value of the wrong type) is refused: Error(parse) with one
+// sentence "FILE:LINE: what is wrong".
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/plan/program.hpp"
+
+namespace shardlab {
+
+struct CaseExpect {
+  std::optional<std::vector<std::string>> collectives;
+  std::optional<std::uint64_t> max_bytes_per_device;
+  std::optional<std::uint64_t> max_peak_memory_per_device;
+  int collectives_line = 0, bytes_line = 0, memory_line = 0;
+};
+
+struct CaseFile {
+  std::string path;
+  TensorProgram program;  // made (make_program): every tensor's dims known
+  std::string mesh;
+  std::string dtype = "float32";
+  std::uint64_t seed = 0;
+  std::map<std::string, std::string> shard;  // tensor -> spec text, as written
+  std::map<std::string, int> shard_line;
+  bool backward = false;
+  int backward_line = 0;
+  CaseExpect expect;
+};
+
+// Error(io) when the file cannot be read; Error(parse) "PATH:LINE: ..." when it is not a case.
+CaseFile read_case_file(const std::string& path);
+// The same from text; `path` names it in messages.
+CaseFile parse_case_file(const std::string& text, const std::string& path);
+
+}  // namespace shardlab

@@ -1,0 +1,107 @@
+#include "harness/check/program_check.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/ops.hpp"
+#include "harness/check/verify.hpp"
+
+namespace shardlab {
+
+namespace {
+
+Tensor abs_of(const Tensor& t) { return xt::abs(t); }
+
+}  // namespace
+
+std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64_t seed) {
+  std::map<std::string, Tensor> out;
+  std::uint64_t k = 0;
+  for (const auto& kv : p.inputs) out[kv.first] = random_integers(p.shape(kv.first), seed * 1000 + k++, -2, 2) * 0.5;
+  return out;
+}
+
+ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
+                               int devices) {
+  ProgramReference r;
+  const double u = unit_roundoff(dtype);
+  for (const auto& kv : p.inputs) {
+    r.values[kv.first] = rounded(inputs.at(kv.first), dtype);
+    r.bounds[kv.first] = xt::zeros<double>(p.shape(kv.first));
+  }
+  for (const auto& op : p.ops) {
+    const std::string& out_dims = p.dims.at(op.out);
+    const Tensor& a = r.values.at(op.in[0]);
+    const Tensor& ea = r.bounds.at(op.in[0]);
+    Tensor v, e;
+    switch (op.kind) {
+      case OpKind::einsum: {
+        const Einsum eq = Einsum::parse(op.eq);
+        const Tensor& b = r.values.at(op.in[1]);
+        const Tensor& eb = r.bounds.at(op.in[1]);
+        std::size_t terms = 1;
+        for (char c : eq.contracted()) terms *= p.sizes.at(c);
+        const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(devices));
+        v = contract(eq, a, b, dtype);
+        const Tensor aa = abs_of(a), ab = abs_of(b);
+        e = contract(eq, aa, eb, DType::float64) + contract(eq, ea, ab, DType::float64) +
+            contract(eq, ea, eb, DType::float64) + 2 * (g.product * contract(eq, aa, ab, DType::float64) + g.result * abs_of(v));
+        break;
+      }
+      case OpKind::unary:
+        v = rounded(unary_op(op.name, a), dtype);
+        e = unary_slope_bound(op.name, a, ea) * ea + 2 * u * abs_of(v);
+        break;
+      case OpKind::binary: {
+        const std::string& ad = p.dims.at(op.in[0]);
+        const std::string& bd = p.dims.at(op.in[1]);
+        const Shape shape = p.shape(op.out);
+        const Tensor x = broadcast_to(a, ad, out_dims, shape), ex = broadcast_to(ea, ad, out_dims, shape);
+        const Tensor y = broadcast_to(r.values.at(op.in[1]), bd, out_dims, shape);
+        const Tensor ey = broadcast_to(r.bounds.at(op.in[1]), bd, out_dims, shape);
+        v = rounded(binary_op(op.name, x, out_dims, y, out_dims, out_dims), dtype);
+        const Tensor ax = abs_of(x), ay = abs_of(y);
+        if (op.name == "add" || op.name == "sub")
+          e = ex + ey;
+        else if (op.name == "mul")
+          e = ax * ey + ex * ay + ex * ey;
+        else
+          e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
+        e = e + 2 * u * abs_of(v);
+        break;
+      }
+      case OpKind::reduce: {
+        const std::string& in_dims = p.dims.at(op.in[0]);
+        double n = 1;
+        for (char c : op.over) n *= double(p.sizes.at(c));
+        v = rounded(reduce_op(op.name, a, in_dims, op.over), dtype);
+        if (op.name == "max") {
+          e = reduce_op("max", ea, in_dims, op.over);
+        } else {
+          e = reduce_op("sum", ea, in_dims, op.over) +
+              2 * (n + devices) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
+          if (op.name == "mean") e = e / n;
+        }
+        break;
+      }
+      case OpKind::softmax: {
+        const std::string o(1, op.over[0]);
+        std::string kept;
+        for (char c : out_dims)
+          if (c != op.over[0]) kept += c;
+        v = rounded(softmax_op(a, out_dims, op.over[0]), dtype);
+        const Tensor d = broadcast_to(reduce_op("max", ea, out_dims, o), kept, out_dims, p.shape(op.out));
+        const double n = double(p.sizes.at(op.over[0]));
+        e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
+        break;
+      }
+    }
+    r.values[op.out] = std::move(v);
+    r.bounds[op.out] = std::move(e);
+  }
+  return r;
+}
+
+}  // namespace shardlab

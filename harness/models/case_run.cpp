@@ -1,0 +1,136 @@
+#include "harness/models/case_run.hpp"
+
+#include <algorithm>
+
+#include "core/layout.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/program_check.hpp"
+#include "harness/check/verify.hpp"
+
+namespace shardlab {
+
+namespace {
+
+Verdict check(const std::string& name, bool pass, const std::string& detail) {
+  Verdict v;
+  v.name = name;
+  v.pass = pass;
+  v.detail = pass ? "" : detail;
+  return v;
+}
+
+std::string line_of(const CaseFile& c, int line) { return c.path + (line > 0 ? ":" + std::to_string(line) : ""); }
+
+// The ledger against the plan: the same collectives in order, each with the bytes planned.
+Verdict ledger_check(const ProgramPlan& plan, const std::vector<CollectiveSummary>& run) {
+  std::vector<const PlanStep*> planned;
+  for (const auto& o : plan.ops)
+    for (const auto* s : o.collectives()) planned.push_back(s);
+  if (planned.size() != run.size())
+    return check("ledger matches the plan", false,
+                 "the plan has " + std::to_string(planned.size()) + " collectives, the run made " + std::to_string(run.size()));
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    const PlanStep& s = *planned[i];
+    const CollectiveSummary& r = run[i];
+    if (step_kind_name(s.kind) != r.op || s.tensor != r.tensor || axes_text(s.axes) != r.axes ||
+        (!r.modeled && s.predicted_bytes != r.bytes_per_device))
+      return check("ledger matches the plan", false,
+                   "collective " + std::to_string(i + 1) + ": the plan says " + step_kind_name(s.kind) + " " + s.tensor +
+                       " over " + axes_text(s.axes) + " (" + std::to_string(s.predicted_bytes) + " B), the run did " +
+                       r.op + " " + r.tensor + " over " + r.axes + " (" + std::to_string(r.bytes_per_device) + " B)");
+  }
+  return check("ledger matches the plan", true, "");
+}
+
+}  // namespace
+
+CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
+  CommonOptions o = base;
+  o.mesh = c.mesh;
+  o.dtype = c.dtype;
+  o.seed = c.seed;
+  return o;
+}
+
+ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
+  if (c.backward)
+    throw Error(ErrorKind::unsupported, line_of(c, c.backward_line) +
+                                            ": backward = true asks for the gradient program, which shardlab does "
+                                            "not derive yet; run the forward program with backward = false");
+  Propagation prop;
+  try {
+    prop = propagate(c.program, mesh, c.shard);
+  } catch (const Error& e) {
+    throw Error(e.kind(), c.path + ": " + e.what());
+  }
+  return plan_program_ops(c.program, mesh, prop, parse_dtype(c.dtype));
+}
+
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
+  CaseRun r;
+  r.plan = plan;
+  r.predicted_peak_bytes = predicted_peak_bytes(plan);
+  const TensorProgram& p = c.program;
+  const auto inputs = program_inputs(p, c.seed);
+  const RunResult run = session.run(program_spmd(plan, inputs));
+  if (!session.runtime().is_root()) return r;
+  const Report& report = session.report();
+  for (const auto& s : report.collectives) r.collectives.push_back(s.op + " " + s.tensor + " over " + s.axes);
+  r.bytes_per_device = report.bytes_per_device;
+  for (const auto& out : run.outputs) r.peak_bytes = std::max(r.peak_bytes, static_cast<std::size_t>(out.at("peak_bytes")(0)));
+
+  const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices());
+  for (const auto& name : p.outputs) {
+    std::vector<Tensor> blocks;
+    for (const auto& out : run.outputs) blocks.push_back(out.at(name));
+    const Assembly a = assemble(session.mesh(), plan.propagation.specs.at(name).spec, p.shape(name), blocks, name);
+    Verdict v = compare(name, a.tensor, session.expected(ref.values.at(name)), ref.bounds.at(name));
+    if (!a.replicas_agree) {
+      v.pass = false;
+      v.detail = a.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
+    }
+    v.name = name + " against the unsharded program";
+    r.checks.push_back(v);
+  }
+  r.checks.push_back(ledger_check(plan, report.collectives));
+  const CaseExpect& e = c.expect;
+  if (e.collectives) {
+    const auto& want = *e.collectives;
+    std::string detail;
+    for (std::size_t i = 0; i < std::max(want.size(), r.collectives.size()) && detail.empty(); ++i) {
+      const std::string w = i < want.size() ? want[i] : "(nothing)", got = i < r.collectives.size() ? r.collectives[i] : "(nothing)";
+      if (w != got)
+        detail = line_of(c, e.collectives_line) + ": collective " + std::to_string(i + 1) + " is '" + got +
+                 "', the file expects '" + w + "' (" + std::to_string(r.collectives.size()) + " ran, " +
+                 std::to_string(want.size()) + " expected)";
+    }
+    r.checks.push_back(check("expect.collectives", detail.empty(), detail));
+  }
+  if (e.max_bytes_per_device)
+    r.checks.push_back(check("expect.max_bytes_per_device", r.bytes_per_device <= *e.max_bytes_per_device,
+                             line_of(c, e.bytes_line) + ": the run sent " + std::to_string(r.bytes_per_device) +
+                                 " bytes per device (the busiest), more than the " +
+                                 std::to_string(*e.max_bytes_per_device) + " allowed"));
+  if (e.max_peak_memory_per_device)
+    r.checks.push_back(check("expect.max_peak_memory_per_device", r.peak_bytes <= *e.max_peak_memory_per_device,
+                             line_of(c, e.memory_line) + ": a device held " + std::to_string(r.peak_bytes) +
+                                 " bytes at its peak, more than the " + std::to_string(*e.max_peak_memory_per_device) +
+                                 " allowed"));
+  r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
+                           "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
+                               std::to_string(r.predicted_peak_bytes)));
+  return r;
+}
+
+std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan) {
+  const int total = static_cast<int>(plan.propagation.specs.size());
+  return "Program:\n" + program_text(c.program) + "\nSpecs (" + std::to_string(plan.propagation.annotated) +
+         " of " + std::to_string(total) + " tensors annotated; the rest propagated):\n" +
+         propagation_text(c.program, plan.propagation) + "\nPlan (each op from its operands' specs to its output's):\n" +
+         program_plan_text(plan) + "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) +
+         " bytes sent per device in " + std::to_string(plan.collective_lines().size()) + " collectives; peak " +
+         std::to_string(predicted_peak_bytes(plan)) + " bytes held per device\n";
+}
+
+}  // namespace shardlab

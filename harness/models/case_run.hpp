@@ -1,0 +1,33 @@
+// One case file (harness/check/case_file.hpp) end to end: propagate its annotations, plan every op,
+// run the program on the session's devices, verify each output against the unsharded program with
+// the bounds of harness/check/program_check.hpp, and hold the run to the file's expectations.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "harness/check/case_file.hpp"
+#include "harness/check/report.hpp"
+#include "harness/check/session.hpp"
+#include "harness/plan/program_plan.hpp"
+
+namespace shardlab {
+
+struct CaseRun {
+  ProgramPlan plan;
+  std::vector<Verdict> checks;          // each output, then each expectation, then memory
+  std::vector<std::string> collectives; // what the ledger saw: "all_gather x over Y", in order
+  std::size_t bytes_per_device = 0;     // the busiest device's bytes sent, whole run
+  std::size_t peak_bytes = 0, predicted_peak_bytes = 0;
+};
+
+// The session's mesh and dtype must be the case's (case_options gives them). Throws Error(parse)
+// for annotations that do not fit; Error(unsupported) when an op cannot be planned.
+ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan);
+// The common flags of a run of this case: its mesh, dtype and seed over `base`'s backend and output.
+CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
+
+// For people: the program, every tensor's spec and origin, and the plan of each op.
+std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan);
+
+}  // namespace shardlab

@@ -1,0 +1,172 @@
+#include "harness/plan/program.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+namespace shardlab {
+
+namespace {
+
+const std::vector<std::pair<std::string, OpKind>> kOps = {
+    {"einsum", OpKind::einsum}, {"relu", OpKind::unary},   {"gelu", OpKind::unary},  {"exp", OpKind::unary},
+    {"tanh", OpKind::unary},    {"neg", OpKind::unary},    {"square", OpKind::unary}, {"rsqrt", OpKind::unary},
+    {"add", OpKind::binary},    {"sub", OpKind::binary},   {"mul", OpKind::binary},  {"div", OpKind::binary},
+    {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax}};
+
+[[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
+
+bool distinct_letters(const std::string& dims) {
+  std::set<char> seen(dims.begin(), dims.end());
+  return seen.size() == dims.size();
+}
+
+bool contains_all(const std::string& big, const std::string& small) {
+  return std::all_of(small.begin(), small.end(), [&](char c) { return big.find(c) != std::string::npos; });
+}
+
+}  // namespace
+
+bool op_kind_of(const std::string& name, OpKind& kind) {
+  for (const auto& [n, k] : kOps)
+    if (n == name) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+std::string op_names() {
+  std::vector<std::string> names;
+  for (const auto& kv : kOps) names.push_back(kv.first);
+  return join(names, ", ");
+}
+
+Shape TensorProgram::shape(const std::string& tensor) const {
+  Shape s;
+  for (char c : dims.at(tensor)) s.push_back(sizes.at(c));
+  return s;
+}
+
+bool TensorProgram::is_input(const std::string& tensor) const {
+  return std::any_of(inputs.begin(), inputs.end(), [&](const auto& kv) { return kv.first == tensor; });
+}
+
+std::vector<std::string> TensorProgram::tensors() const {
+  std::vector<std::string> out;
+  for (const auto& kv : inputs) out.push_back(kv.first);
+  for (const auto& op : ops) out.push_back(op.out);
+  return out;
+}
+
+std::string op_label(const TensorProgram& p, std::size_t i) {
+  const ProgramOp& op = p.ops[i];
+  return "op " + std::to_string(i + 1) + " (" + op.out + " = " + op.name + (op.eq.empty() ? "" : " " + op.eq) +
+         (op.line > 0 ? ", line " + std::to_string(op.line) : "") + ")";
+}
+
+TensorProgram make_program(TensorProgram p) {
+  p.dims.clear();
+  auto check_dims = [&](const std::string& dims, const std::string& where) {
+    if (!distinct_letters(dims)) fail(where + " names a dim twice: '" + dims + "'");
+    for (char c : dims) {
+      if (!std::islower(static_cast<unsigned char>(c)))
+        fail(where + " has dim '" + std::string(1, c) + "': dims are single lower-case letters");
+      if (!p.sizes.count(c)) fail(where + " uses dim '" + std::string(1, c) + "', which `dims` gives no size");
+    }
+  };
+  auto define = [&](const std::string& name, const std::string& dims, const std::string& where) {
+    if (!is_identifier(name)) fail(where + ": '" + name + "' is not a tensor name (letters, digits and _)");
+    if (p.dims.count(name)) fail(where + " defines " + name + ", which is already defined");
+    p.dims[name] = dims;
+  };
+  for (const auto& [name, dims] : p.inputs) {
+    check_dims(dims, "input " + name);
+    define(name, dims, "input " + name);
+  }
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    ProgramOp& op = p.ops[i];
+    const std::string where = op_label(p, i);
+    if (!op_kind_of(op.name, op.kind)) fail(where + ": '" + op.name + "' is not an op; the ops are " + op_names());
+    const std::size_t want = op.kind == OpKind::einsum || op.kind == OpKind::binary ? 2 : 1;
+    if (op.in.size() != want)
+      fail(where + " takes " + std::to_string(want) + " operand" + (want > 1 ? "s" : "") + ", not " +
+           std::to_string(op.in.size()));
+    std::vector<std::string> in_dims;
+    for (const auto& t : op.in) {
+      if (!p.dims.count(t)) fail(where + " reads " + t + ", which is not an input or the output of an earlier op");
+      in_dims.push_back(p.dims.at(t));
+    }
+    if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
+    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax) == op.over.empty())
+      fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions and softmax take over"));
+    std::string out;
+    switch (op.kind) {
+      case OpKind::einsum: {
+        if (op.eq.find("->") == std::string::npos) fail(where + " needs eq = \"<a>,<b>-><out>\"");
+        Einsum e;
+        try {
+          e = Einsum::parse(op.eq);
+        } catch (const Error& err) {
+          fail(where + ": " + err.what());
+        }
+        const std::string sides[2] = {e.a, e.b};
+        for (int k = 0; k < 2; ++k)
+          if (in_dims[k] != sides[k])
+            fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "' but the eq's " +
+                 (k == 0 ? "first" : "second") + " operand is '" + sides[k] + "'");
+        out = e.out;
+        break;
+      }
+      case OpKind::unary: out = in_dims[0]; break;
+      case OpKind::binary:
+        if (contains_all(in_dims[0], in_dims[1]))
+          out = in_dims[0];
+        else if (contains_all(in_dims[1], in_dims[0]))
+          out = in_dims[1];
+        else
+          fail(where + ": " + op.in[0] + " '" + in_dims[0] + "' and " + op.in[1] + " '" + in_dims[1] +
+               "' do not broadcast: one's dims must all be the other's");
+        break;
+      case OpKind::reduce:
+      case OpKind::softmax:
+        if (!distinct_letters(op.over)) fail(where + ": over names a dim twice: '" + op.over + "'");
+        for (char c : op.over)
+          if (in_dims[0].find(c) == std::string::npos)
+            fail(where + ": over names dim '" + std::string(1, c) + "', which " + op.in[0] + " '" + in_dims[0] +
+                 "' does not have");
+        if (op.kind == OpKind::softmax) {
+          if (op.over.size() != 1) fail(where + ": softmax is over one dim, not '" + op.over + "'");
+          out = in_dims[0];
+        } else {
+          for (char c : in_dims[0])
+            if (op.over.find(c) == std::string::npos) out += c;
+        }
+        break;
+    }
+    check_dims(out, where);
+    define(op.out, out, where);
+  }
+  if (p.outputs.empty()) fail("the program names no outputs");
+  for (const auto& o : p.outputs)
+    if (!p.dims.count(o)) fail("output " + o + " is not an input or the output of an op");
+  return p;
+}
+
+std::string program_text(const TensorProgram& p) {
+  std::string out;
+  for (const auto& [name, dims] : p.inputs) out += "  input  " + name + "[" + dims + "] " + shape_text(p.shape(name)) + "\n";
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp& op = p.ops[i];
+    std::string rhs = op.name + "(" + join(op.in, ", ");
+    if (!op.eq.empty()) rhs += "; " + op.eq;
+    if (!op.over.empty()) rhs += "; over " + op.over;
+    out += "  op " + std::to_string(i + 1) + "   " + op.out + "[" + p.dims.at(op.out) + "] = " + rhs + ")\n";
+  }
+  out += "  output " + join(p.outputs, ", ") + "\n";
+  return out;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,66 @@
+// A program: ops over tensors whose dims are named by one letter each (issue 13's program form).
+// A user writes the inputs with their dims and the ops in order; every other tensor's dims are
+// derived here, and every error names the op (its number and output), the tensor and the dim.
+//
+//   einsum   out = einsum(eq, a, b)        two operands; their dims must be eq's letters in order
+//   unary    relu gelu exp tanh neg square rsqrt          out has the input's dims
+//   binary   add sub mul div               broadcast by dim name: one operand's dims are a subset
+//                                          of the other's, whose dims (and order) out takes
+//   reduce   sum max mean over="h"         out drops the dims named in `over`
+//   softmax  over="h"                      one dim; out has the input's dims
+//
+// A program is checked whole when it is made (make_program): sizes for every letter, names that
+// exist before they are used, no tensor defined twice, outputs that exist.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/einsum.hpp"
+#include "core/tensor.hpp"
+
+namespace shardlab {
+
+enum class OpKind { einsum, unary, binary, reduce, softmax };
+
+struct ProgramOp {
+  std::string out;              // the tensor it defines
+  std::string name;             // "einsum", "gelu", "add", "sum", "softmax", ...
+  OpKind kind = OpKind::unary;
+  std::vector<std::string> in;  // its operands
+  std::string eq;               // einsum only: "bsm,mh->bsh"
+  std::string over;             // reduce and softmax: the dim letters
+  int line = 0;                 // where a case file wrote it (0: not from a file)
+};
+
+struct TensorProgram {
+  std::string name;
+  DimSizes sizes;                                         // every dim letter used
+  std::vector<std::pair<std::string, std::string>> inputs;  // name, dims ("bsm"), in order
+  std::vector<ProgramOp> ops;
+  std::vector<std::string> outputs;
+  std::map<std::string, std::string> dims;  // every tensor's dims, inputs and derived
+
+  Shape shape(const std::string& tensor) const;  // from dims and sizes
+  bool is_input(const std::string& tensor) const;
+  // Every tensor in order of definition: inputs, then op outputs.
+  std::vector<std::string> tensors() const;
+};
+
+// Known op names and their kind; false for a name that is none of them.
+bool op_kind_of(const std::string& name, OpKind& kind);
+// "relu, gelu, ..." for messages.
+std::string op_names();
+
+// Derives every tensor's dims and checks the program; Error(parse) with a sentence naming the op
+// ("op 2 (g = gelu)"), the tensor and the dim for anything wrong.
+TensorProgram make_program(TensorProgram p);
+
+// "op 2 (g = gelu)" / "op 1 (h = einsum bsm,mh->bsh, line 12)", numbered from 1; the line when a
+// case file gave one.
+std::string op_label(const TensorProgram& p, std::size_t i);
+
+// The program as lines for people: "h = einsum(x, W_in)  bsm,mh->bsh  -> h[b, s, h]".
+std::string program_text(const TensorProgram& p);
+
+}  // namespace shardlab

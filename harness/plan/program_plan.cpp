@@ -1,0 +1,272 @@
+#include "harness/plan/program_plan.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/layout.hpp"
+#include "core/ops.hpp"
+#include "core/text.hpp"
+#include "harness/check/table.hpp"
+#include "harness/plan/plan_search.hpp"
+
+namespace shardlab {
+
+std::vector<const PlanStep*> OpPlan::collectives() const {
+  std::vector<const PlanStep*> out;
+  for (const auto& r : reshard)
+    for (const auto& s : r)
+      if (s.communicates()) out.push_back(&s);
+  if (has_contraction)
+    for (const auto* s : contraction.collectives()) out.push_back(s);
+  for (const auto& s : finish)
+    if (s.communicates()) out.push_back(&s);
+  return out;
+}
+
+std::size_t ProgramPlan::predicted_bytes_per_device() const {
+  std::size_t n = 0;
+  for (const auto& o : ops)
+    for (const auto* s : o.collectives()) n += s->predicted_bytes;
+  return n;
+}
+
+std::vector<std::string> ProgramPlan::collective_lines() const {
+  std::vector<std::string> out;
+  for (const auto& o : ops)
+    for (const auto* s : o.collectives()) out.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
+  return out;
+}
+
+namespace {
+
+// The spec of a tensor with dims `dims` that lies as `out` (dims out_dims) does on the dims it has.
+Spec restricted(const Spec& out, const std::string& out_dims, const std::string& dims) {
+  Spec s = Spec::replicated(dims.size());
+  for (std::size_t d = 0; d < dims.size(); ++d) s.dims[d] = out.dims[out_dims.find(dims[d])];
+  return s;
+}
+
+// `s` without the dims in `over` (dims `dims`); with `partial`, their axes become partial sums.
+Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bool partial) {
+  Spec r;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (over.find(dims[d]) == std::string::npos)
+      r.dims.push_back(s.dims[d]);
+    else if (partial)
+      r.partial.insert(r.partial.end(), s.dims[d].begin(), s.dims[d].end());
+  }
+  return r;
+}
+
+}  // namespace
+
+ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
+                             DType dtype) {
+  ProgramPlan pp;
+  pp.program = program;
+  pp.mesh = mesh;
+  pp.propagation = propagation;
+  pp.dtype = dtype;
+  const std::size_t eb = element_bytes(dtype);
+  auto spec = [&](const std::string& t) { return propagation.specs.at(t).spec; };
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp& op = program.ops[i];
+    OpPlan o;
+    o.op = i;
+    const Spec out = spec(op.out);
+    const std::string& out_dims = program.dims.at(op.out);
+    auto operand = [&](const std::string& t, const Spec& s) { return Operand{t, s, program.shape(t)}; };
+    PlanOptions options{false, op.out, eb};
+    try {
+      switch (op.kind) {
+        case OpKind::einsum: {
+          const SearchResult r = search_contraction(Einsum::parse(op.eq), mesh, operand(op.in[0], spec(op.in[0])),
+                                                    operand(op.in[1], spec(op.in[1])), out, options);
+          o.has_contraction = true;
+          o.contraction = r.best;
+          o.flops_per_device = r.best.flops_per_device();
+          o.computed = out;
+          break;
+        }
+        case OpKind::unary:
+        case OpKind::softmax:
+          o.reshard.push_back(search_reshard(mesh, operand(op.in[0], spec(op.in[0])), out, options));
+          o.computed = out;
+          break;
+        case OpKind::binary:
+          for (const auto& t : op.in)
+            o.reshard.push_back(
+                search_reshard(mesh, operand(t, spec(t)), restricted(out, out_dims, program.dims.at(t)), options));
+          o.computed = out;
+          break;
+        case OpKind::reduce: {
+          const std::string& in_dims = program.dims.at(op.in[0]);
+          if (op.name == "max") {  // gather the reduced dims first: max has no partial form here
+            Spec whole = spec(op.in[0]);
+            for (std::size_t d = 0; d < in_dims.size(); ++d)
+              if (op.over.find(in_dims[d]) != std::string::npos) whole.dims[d].clear();
+            o.reshard.push_back(search_reshard(mesh, operand(op.in[0], spec(op.in[0])), whole, options));
+            o.computed = reduced(whole, in_dims, op.over, false);
+          } else {
+            o.reshard.push_back({});
+            o.computed = reduced(spec(op.in[0]), in_dims, op.over, true);
+          }
+          o.finish = search_reshard(mesh, operand(op.out, o.computed), out, options);
+          break;
+        }
+      }
+    } catch (const Error& e) {
+      throw Error(e.kind(), op_label(program, i) + ": " + e.what());
+    }
+    pp.ops.push_back(std::move(o));
+  }
+  return pp;
+}
+
+std::string program_plan_text(const ProgramPlan& plan) {
+  Table t({"op", "computes", "step", "tensor", "over", "spec", "bytes/device"});
+  for (const auto& o : plan.ops) {
+    const ProgramOp& op = plan.program.ops[o.op];
+    const std::string label = std::to_string(o.op + 1);
+    bool first = true;
+    auto row = [&](const std::string& step, const std::string& tensor, const std::string& over, const std::string& spec,
+                   const std::string& bytes) {
+      t.add({first ? label : "", first ? op.out + " = " + op.name : "", step, tensor, over, spec, bytes});
+      first = false;
+    };
+    auto steps = [&](const std::vector<PlanStep>& list) {
+      for (const auto& s : list)
+        row(step_kind_name(s.kind), s.tensor, axes_text(s.axes), s.before.text() + " -> " + s.after.text(),
+            std::to_string(s.predicted_bytes));
+    };
+    for (const auto& r : o.reshard) steps(r);
+    if (o.has_contraction) {
+      for (const auto& s : o.contraction.steps)
+        if (s.kind == StepKind::contract)
+          row("contract", op.out, "", o.contraction.a_used.text() + " x " + o.contraction.b_used.text() + " -> " +
+                                          s.after.text(), "0");
+        else
+          row(step_kind_name(s.kind), s.tensor, axes_text(s.axes), s.before.text() + " -> " + s.after.text(),
+              std::to_string(s.predicted_bytes));
+    } else {
+      row(op.name, op.out, "", o.computed.text(), "0");
+    }
+    steps(o.finish);
+  }
+  return t.text();
+}
+
+namespace {
+
+// The tensors each op frees once it has run: operands read for the last time, not outputs.
+std::vector<std::vector<std::string>> frees_after(const TensorProgram& p) {
+  std::map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < p.ops.size(); ++i)
+    for (const auto& t : p.ops[i].in) last[t] = i;
+  const std::set<std::string> kept(p.outputs.begin(), p.outputs.end());
+  std::vector<std::vector<std::string>> out(p.ops.size());
+  for (const auto& [t, i] : last)
+    if (!kept.count(t)) out[i].push_back(t);
+  return out;
+}
+
+}  // namespace
+
+std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
+  const TensorProgram& p = plan.program;
+  const std::size_t eb = element_bytes(plan.dtype);
+  auto bytes = [&](const std::string& t, const Spec& s) {
+    return element_count(local_shape(plan.mesh, s, p.shape(t))) * eb;
+  };
+  std::map<std::string, std::size_t> held;
+  for (const auto& kv : p.inputs) held[kv.first] = bytes(kv.first, plan.propagation.specs.at(kv.first).spec);
+  auto live = [&] {
+    std::size_t n = 0;
+    for (const auto& kv : held) n += kv.second;
+    return n;
+  };
+  std::size_t peak = live();
+  const auto frees = frees_after(p);
+  for (const auto& o : plan.ops) {
+    const ProgramOp& op = p.ops[o.op];
+    std::size_t extra = 0;
+    for (std::size_t k = 0; k < o.reshard.size(); ++k)
+      if (!o.reshard[k].empty()) extra += bytes(op.in[k], o.reshard[k].back().after);
+    if (o.has_contraction)
+      for (int k = 0; k < 2; ++k) {
+        const Spec& used = k == 0 ? o.contraction.a_used : o.contraction.b_used;
+        if (used != plan.propagation.specs.at(op.in[static_cast<std::size_t>(k)]).spec)
+          extra += bytes(op.in[static_cast<std::size_t>(k)], used);
+      }
+    const std::size_t out = bytes(op.out, plan.propagation.specs.at(op.out).spec);
+    peak = std::max(peak, live() + extra + out);
+    held[op.out] = out;
+    for (const auto& t : frees[o.op]) held.erase(t);
+    peak = std::max(peak, live());
+  }
+  return peak;
+}
+
+Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs) {
+  return [&plan, &inputs](Device& dev) -> Outputs {
+    const TensorProgram& p = plan.program;
+    const std::size_t eb = element_bytes(plan.dtype);
+    std::map<std::string, Tensor> held;
+    for (const auto& kv : p.inputs)
+      held[kv.first] = local_block(inputs.at(kv.first), dev.mesh(), plan.propagation.specs.at(kv.first).spec, dev.id());
+    auto live = [&] {
+      std::size_t n = 0;
+      for (const auto& kv : held) n += kv.second.size() * eb;
+      return n;
+    };
+    std::size_t peak = live();
+    const auto frees = frees_after(p);
+    for (const auto& o : plan.ops) {
+      const ProgramOp& op = p.ops[o.op];
+      const std::string& out_dims = p.dims.at(op.out);
+      std::vector<Tensor> args;
+      std::size_t extra = 0;
+      for (std::size_t k = 0; k < o.reshard.size(); ++k) {
+        args.push_back(execute_steps(dev, o.reshard[k], held.at(op.in[k])));
+        if (!o.reshard[k].empty()) extra += args.back().size() * eb;
+      }
+      Tensor y;
+      switch (op.kind) {
+        case OpKind::einsum:
+          y = execute_plan(dev, o.contraction, held.at(op.in[0]), held.at(op.in[1]));
+          for (int k = 0; k < 2; ++k) {
+            const Spec& used = k == 0 ? o.contraction.a_used : o.contraction.b_used;
+            const auto& name = op.in[static_cast<std::size_t>(k)];
+            if (used != plan.propagation.specs.at(name).spec)
+              extra += element_count(local_shape(dev.mesh(), used, p.shape(name))) * eb;
+          }
+          break;
+        case OpKind::unary: y = rounded(unary_op(op.name, args[0]), plan.dtype); break;
+        case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
+        case OpKind::binary:
+          y = rounded(binary_op(op.name, args[0], p.dims.at(op.in[0]), args[1], p.dims.at(op.in[1]), out_dims),
+                      plan.dtype);
+          break;
+        case OpKind::reduce: {
+          double count = 1;
+          for (char c : op.over) count *= double(p.sizes.at(c));
+          const Tensor& x = o.reshard[0].empty() ? held.at(op.in[0]) : args[0];
+          y = rounded(reduce_op(op.name, x, p.dims.at(op.in[0]), op.over, count), plan.dtype);
+          y = execute_steps(dev, o.finish, y);
+          break;
+        }
+      }
+      peak = std::max(peak, live() + extra + y.size() * eb);
+      held[op.out] = std::move(y);
+      for (const auto& t : frees[o.op]) held.erase(t);
+      peak = std::max(peak, live());
+    }
+    Outputs out;
+    for (const auto& name : p.outputs) out[name] = held.at(name);
+    out["peak_bytes"] = Tensor({static_cast<double>(peak)});
+    return out;
+  };
+}
+
+}  // namespace shardlab

@@ -1,0 +1,63 @@
+// Planning and running a whole program (harness/plan/program.hpp) from its propagated specs
+// (harness/plan/propagate.hpp). Every op runs where its output's spec says:
+//   einsum    the planner's search (harness/plan/plan_search.hpp) from the operands' specs to the
+//             output's spec;
+//   unary     its input resharded to the output's spec, then applied locally;
+//   binary    each operand resharded to the output's spec on the dims it has, then combined locally;
+//   sum/mean  applied locally to the input as it lies; a reduced dim that was split leaves partial
+//             sums over its axes, and the reshard search completes them (AllReduce or ReduceScatter)
+//             into the output's spec;
+//   max       the reduced dims gathered first (max has no partial form here), then applied locally;
+//   softmax   its input resharded to the output's spec (which holds the softmax dim whole).
+// Reshards are the search's fewest-bytes steps (harness/plan/plan_search.hpp: search_reshard).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collectives/runtime.hpp"
+#include "core/dtype.hpp"
+#include "core/mesh.hpp"
+#include "harness/plan/planner.hpp"
+#include "harness/plan/program.hpp"
+#include "harness/plan/propagate.hpp"
+
+namespace shardlab {
+
+struct OpPlan {
+  std::size_t op = 0;                          // index into TensorProgram::ops
+  bool has_contraction = false;
+  Plan contraction;                            // einsum: the search's plan
+  std::vector<std::vector<PlanStep>> reshard;  // per operand: steps to where the op computes
+  Spec computed;                               // the output as the local kernel leaves it (may be partial)
+  std::vector<PlanStep> finish;                // from `computed` to the output's spec
+  std::vector<const PlanStep*> collectives() const;  // every communicating step, in order
+  double flops_per_device = 0;                 // einsum only
+};
+
+struct ProgramPlan {
+  TensorProgram program;
+  Mesh mesh;
+  Propagation propagation;
+  DType dtype = DType::float32;
+  std::vector<OpPlan> ops;
+  std::size_t predicted_bytes_per_device() const;
+  // "all_gather x over Y", one per collective in run order, as case files' expect.collectives say it.
+  std::vector<std::string> collective_lines() const;
+};
+
+// Error(unsupported) naming the op when no plan reaches an op's output spec.
+ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype);
+
+// Every op with its steps: numbered lines, op label, the steps (collective, tensor, axes, bytes).
+std::string program_plan_text(const ProgramPlan& plan);
+
+// The SPMD program: each device takes its blocks of `inputs` under their propagated specs, runs
+// every op, and returns its blocks of the outputs plus "peak_bytes" (the most bytes of tensors it
+// held at once, in the element type: live tensors and an op's resharded operands and result).
+Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs);
+
+// The bytes a device holds at most, as program_spmd counts them, predicted from the plan.
+std::size_t predicted_peak_bytes(const ProgramPlan& plan);
+
+}  // namespace shardlab

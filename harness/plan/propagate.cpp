@@ -1,0 +1,160 @@
+#include "harness/plan/propagate.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/table.hpp"
+#include "harness/plan/planner.hpp"
+
+namespace shardlab {
+
+namespace {
+
+using Axes = std::vector<std::string>;
+
+// Axes per dim letter of a tensor with a known spec.
+std::map<char, Axes> by_letter(const std::string& dims, const Spec& s) {
+  std::map<char, Axes> out;
+  for (std::size_t i = 0; i < dims.size(); ++i) out[dims[i]] = s.dims[i];
+  return out;
+}
+
+class Propagator {
+ public:
+  Propagator(const TensorProgram& p, const Mesh& mesh) : p_(p), mesh_(mesh) {}
+
+  void annotate(const std::map<std::string, std::string>& annotations) {
+    for (const auto& [tensor, text] : annotations) {
+      if (!p_.dims.count(tensor)) throw Error(ErrorKind::parse, "shard names " + tensor + ", which the program lacks");
+      Spec s;
+      try {
+        s = Spec::parse(text);
+        if (s.is_partial()) throw Error(ErrorKind::parse, "an annotation cannot hold partial sums");
+        s.validate(mesh_, p_.shape(tensor), tensor);
+      } catch (const Error& e) {
+        throw Error(ErrorKind::parse, "shard " + tensor + " = \"" + text + "\": " + e.what());
+      }
+      set(tensor, s, "annotated");
+      out_.specs[tensor].annotated = true;
+      ++out_.annotated;
+    }
+  }
+
+  // Rule 2: tensors with exactly an annotated tensor's dims.
+  void like_annotated() {
+    for (const auto& t : p_.tensors()) {
+      if (known(t)) continue;
+      for (const auto& u : p_.tensors())
+        if (known(u) && out_.specs.at(u).annotated && p_.dims.at(u) == p_.dims.at(t)) {
+          set(t, out_.specs.at(u).spec, "like " + u + " (same dims " + p_.dims.at(t) + ")");
+          break;
+        }
+    }
+  }
+
+  // Rule 3: op by op; an op whose inputs are not all known derives what it can from the known ones.
+  void forward() {
+    for (std::size_t i = 0; i < p_.ops.size(); ++i) {
+      const ProgramOp& op = p_.ops[i];
+      if (known(op.out)) continue;
+      std::vector<std::string> from;
+      for (const auto& t : op.in)
+        if (known(t)) from.push_back(t);
+      if (from.empty()) continue;
+      const std::string& dims = p_.dims.at(op.out);
+      std::map<char, Axes> axes;
+      for (const auto& t : from)  // the first operand that has a letter gives its axes
+        for (const auto& [c, a] : by_letter(p_.dims.at(t), spec(t)))
+          if (!axes.count(c)) axes[c] = a;
+      if (op.kind == OpKind::softmax) axes[op.over[0]] = {};
+      set_from(op.out, dims, axes, "from " + join(from, " and ") + " through " + op_label(p_, i));
+    }
+  }
+
+  // Rule 4: open tensors read by an op take each dim's axes from the op's other tensors.
+  void backward() {
+    for (std::size_t i = p_.ops.size(); i-- > 0;) {
+      const ProgramOp& op = p_.ops[i];
+      for (const auto& t : op.in) {
+        if (known(t)) continue;
+        std::vector<std::string> from;
+        for (const auto& u : op.in)
+          if (u != t && known(u)) from.push_back(u);
+        if (known(op.out)) from.push_back(op.out);
+        if (from.empty()) continue;
+        std::map<char, Axes> axes;
+        for (const auto& u : from)
+          for (const auto& [c, a] : by_letter(p_.dims.at(u), spec(u)))
+            if (!axes.count(c)) axes[c] = a;
+        set_from(t, p_.dims.at(t), axes, "from " + join(from, " and ") + " back through " + op_label(p_, i));
+      }
+    }
+  }
+
+  void rest() {
+    for (const auto& t : p_.tensors())
+      if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it");
+  }
+
+  Propagation result() { return std::move(out_); }
+
+ private:
+  bool known(const std::string& t) const { return out_.specs.count(t) > 0; }
+  const Spec& spec(const std::string& t) const { return out_.specs.at(t).spec; }
+  void set(const std::string& t, const Spec& s, const std::string& origin) { out_.specs[t] = {s, origin, false}; }
+
+  // A spec from axes per letter, made valid: an axis used by an earlier dim, or one that does not
+  // divide what is left of the dim, is dropped.
+  void set_from(const std::string& t, const std::string& dims, const std::map<char, Axes>& axes, std::string origin) {
+    Spec s = Spec::replicated(dims.size());
+    Axes used, dropped;
+    const Shape shape = p_.shape(t);
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      auto it = axes.find(dims[d]);
+      if (it == axes.end()) continue;
+      std::size_t left = shape[d];
+      for (const auto& a : it->second) {
+        const std::size_t n = static_cast<std::size_t>(mesh_.axis_size(a));
+        if (std::find(used.begin(), used.end(), a) != used.end() || left % n != 0) {
+          dropped.push_back(a);
+          continue;
+        }
+        used.push_back(a);
+        left /= n;
+        s.dims[d].push_back(a);
+      }
+    }
+    if (!dropped.empty()) origin += "; dropped " + join(dropped, ", ") + " (used twice or not dividing)";
+    set(t, s, origin);
+  }
+
+  const TensorProgram& p_;
+  const Mesh& mesh_;
+  Propagation out_;
+};
+
+}  // namespace
+
+Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations) {
+  Propagator g(p, mesh);
+  g.annotate(annotations);
+  g.like_annotated();
+  g.forward();
+  g.backward();
+  g.forward();
+  g.rest();
+  return g.result();
+}
+
+std::string propagation_text(const TensorProgram& p, const Propagation& prop) {
+  Table t({"tensor", "dims", "spec", "from"});
+  for (const auto& name : p.tensors()) {
+    const auto& s = prop.specs.at(name);
+    t.add({name, p.dims.at(name), s.spec.notation(name, dim_names(p.dims.at(name))), s.origin});
+  }
+  return t.text();
+}
+
+}  // namespace shardlab

@@ -1,0 +1,46 @@
+// Propagation (GSPMD's idea, article 002): the user annotates a few tensors and every other
+// tensor of the program gets a spec, with where it came from. The rules, in priority order:
+//
+//  1. annotated: the spec the user gave (checked against the mesh and the tensor's shape).
+//  2. like an annotated tensor: a tensor with exactly the dims of an annotated one takes its spec
+//     (a layer's output keeps its input's layout, as the residual add after it will want).
+//  3. forward, op by op: an einsum's output dim takes the axes its letter has in the first operand
+//     that has it (then the second); elementwise ops keep their input's spec; a binary op takes
+//     the spec of the operand with all of the output's dims (the other fills dims it lacks); a
+//     reduction drops the reduced dims (a sum over a split dim leaves partial sums that the plan
+//     completes); softmax keeps its input's spec but the softmax dim, which it needs whole.
+//  4. backward, for tensors rules 1-3 left open (an unannotated weight): each dim takes the axes
+//     its letter has in the op that reads it (the other operand, then the output).
+//  5. then forward again, and anything still open is replicated.
+// Each derived spec is made valid: a mesh axis already used by an earlier dim of the tensor, or one
+// that does not divide the dim, is dropped (and the origin says so).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/mesh.hpp"
+#include "core/spec.hpp"
+#include "harness/plan/program.hpp"
+
+namespace shardlab {
+
+struct PropagatedSpec {
+  Spec spec;
+  std::string origin;  // "annotated", "like x (same dims bsm)", "from x through op 1 (h = einsum ...)" ...
+  bool annotated = false;
+};
+
+struct Propagation {
+  std::map<std::string, PropagatedSpec> specs;  // every tensor of the program
+  int annotated = 0;                            // how many the user gave
+};
+
+// `annotations`: tensor -> spec text. Error(parse) naming the tensor for a spec that does not
+// parse, does not fit the mesh or the tensor (wrong rank, unknown axis, not divisible).
+Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations);
+
+// One aligned line per tensor, in program order: name, dims, spec in the book's notation, origin.
+std::string propagation_text(const TensorProgram& p, const Propagation& prop);
+
+}  // namespace shardlab
