@@ -68,7 +68,6 @@ class Propagator {
       for (const auto& t : from)  // the first operand that has a letter gives its axes
         for (const auto& [c, a] : by_letter(p_.dims.at(t), spec(t)))
           if (!axes.count(c)) axes[c] = a;
-      if (op.kind == OpKind::softmax) axes[op.over[0]] = {};
       set_from(op.out, dims, axes, "from " + join(from, " and ") + " through " + op_label(p_, i));
     }
   }
@@ -96,6 +95,21 @@ class Propagator {
   void rest() {
     for (const auto& t : p_.tensors())
       if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it");
+  }
+
+  // Softmax needs its dim whole, whatever rule gave its output a spec.
+  void softmax_whole() {
+    for (const auto& op : p_.ops) {
+      if (op.kind != OpKind::softmax) continue;
+      PropagatedSpec& s = out_.specs.at(op.out);
+      const std::size_t d = p_.dims.at(op.out).find(op.over[0]);
+      if (s.spec.dims[d].empty()) continue;
+      if (s.annotated)
+        throw Error(ErrorKind::parse, "shard " + op.out + " = \"" + s.spec.text() + "\" splits dim " + op.over +
+                                          ", which its softmax needs whole");
+      s.spec.dims[d].clear();
+      s.origin += "; dim " + op.over + " whole for the softmax";
+    }
   }
 
   Propagation result() { return std::move(out_); }
@@ -145,6 +159,7 @@ Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<s
   g.backward();
   g.forward();
   g.rest();
+  g.softmax_whole();
   return g.result();
 }
 

@@ -8,10 +8,12 @@
 //     that has it (then the second); elementwise ops keep their input's spec; a binary op takes
 //     the spec of the operand with all of the output's dims (the other fills dims it lacks); a
 //     reduction drops the reduced dims (a sum over a split dim leaves partial sums that the plan
-//     completes); softmax keeps its input's spec but the softmax dim, which it needs whole.
+//     completes); softmax keeps its input's spec.
 //  4. backward, for tensors rules 1-3 left open (an unannotated weight): each dim takes the axes
 //     its letter has in the op that reads it (the other operand, then the output).
 //  5. then forward again, and anything still open is replicated.
+//  6. whatever rule gave a softmax's output its spec, the softmax dim is made whole (an annotation
+//     that splits it is refused).
 // Each derived spec is made valid: a mesh axis already used by an earlier dim of the tensor, or one
 // that does not divide the dim, is dropped (and the origin says so).
 #pragma once

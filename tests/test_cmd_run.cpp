@@ -1,0 +1,80 @@
+// harness/cli/cmd_run.cpp: `shardlab run FILE.toml` as a new user meets it: the shipped GSPMD case
+// passes with the article's four collectives; a byte budget too small fails with a sentence naming
+// both counts; a typo in an op name exits 2 naming the file, the line and the op.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "core/text.hpp"
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+namespace {
+
+const std::string kCase = "harness/cases/gspmd_ffn.toml";
+
+// The shipped case with `from` replaced by `to`, written to a file of its own.
+std::string variant(const std::string& from, const std::string& to) {
+  std::string text = shardlab::read_text_file(kCase, "case");
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  static int n = 0;
+  const std::string path = "/tmp/shardlab_case_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("shardlab run: the GSPMD FFN case annotates 3 tensors and makes the article's collectives") {
+  const auto r = run_binary("shardlab run " + kCase);
+  CAPTURE(r.out);
+  CHECK(r.status == 0);
+  for (const char* s : {"Specs (3 of 6 tensors annotated", "y       bsm   y[B_X, S, M_Y]   like x (same dims bsm)",
+                        "expect.collectives: PASS", "PASS gspmd_ffn"})
+    CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  const auto j = nlohmann::json::parse(run_binary("shardlab run " + kCase + " --json").out);
+  CHECK(j["pass"] == true);
+  REQUIRE(j["collectives"].size() == 4);
+  CHECK(j["collectives"][3]["op"] == "reduce_scatter");
+  CHECK(j["collectives"][3]["tensor"] == "y");
+  CHECK(j["specs"]["g"]["spec"] == "X,_,Y");
+  CHECK(j["annotated_tensors"] == 3);
+  const auto plan = run_binary("shardlab run " + kCase + " --plan-only --explain");
+  CHECK(plan.status == 0);
+  CHECK(plan.out.find("op 3 (y = einsum bsh,hm->bsm") != std::string::npos);
+}
+
+TEST_CASE("shardlab run: a byte budget too small fails naming the measured and allowed bytes") {
+  const auto r = run_binary("shardlab run " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2000"));
+  CHECK(r.status == 1);
+  CHECK(r.out.find("the run sent 2560 bytes per device (the busiest), more than the 2000 allowed") != std::string::npos);
+  const auto order = run_binary("shardlab run " + variant("\"all_gather W_in over X\", \"all_gather W_out", "\"all_gather W_out over X\", \"all_gather W_in"));
+  CHECK(order.status == 1);
+  CHECK(order.out.find("collective 2 is 'all_gather W_in over X', the file expects 'all_gather W_out over X'") !=
+        std::string::npos);
+}
+
+TEST_CASE("shardlab run: bad files exit 2 with one sentence naming the file and line") {
+  const std::string typo = variant("op = \"gelu\"", "op = \"gelo\"");
+  const auto r = run_binary("shardlab run " + typo);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find(typo + ": op 2 (g = gelo, line 12)") != std::string::npos);
+  CHECK(r.err.find("'gelo' is not an op") != std::string::npos);
+  for (const std::string& bad : {variant("backward = false", "backward = true"), variant("X,_,Y", "X,_,Q"),
+                                 std::string("/nonexistent.toml")}) {
+    const auto b = run_binary("shardlab run " + bad);
+    CAPTURE(b.err);
+    CHECK(b.status == 2);
+    CHECK(count_lines(b.err) == 1);
+    CHECK(b.out.empty());
+  }
+}

@@ -1,0 +1,83 @@
+// harness/plan/propagate.cpp: specs flow from a few annotations to every tensor by the documented
+// priorities, each with its origin; invalid annotations are refused naming the tensor.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "harness/check/case_file.hpp"
+#include "harness/plan/propagate.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+TensorProgram ffn(const std::string& extra_ops = "") {
+  const std::string text = R"(name = "p"
+mesh = "X=2,Y=4"
+dims = { b = 8, s = 4, m = 16, h = 64 }
+inputs = { x = "bsm", W_in = "mh", W_out = "hm", bias = "h" }
+ops = [
+  { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] },
+  { out = "hb", op = "add", in = ["h", "bias"] },
+  { out = "g", op = "gelu", in = ["hb"] },
+  { out = "y", op = "einsum", eq = "bsh,hm->bsm", in = ["g", "W_out"] },
+  { out = "p", op = "softmax", over = "h", in = ["g"] },
+  { out = "r", op = "sum", over = "h", in = ["g"] },)" + extra_ops + R"(
+]
+outputs = ["y", "p", "r"]
+)";
+  return parse_case_file(text, "p.toml").program;
+}
+
+const Mesh kMesh = Mesh::parse("X=2,Y=4");
+
+}  // namespace
+
+TEST_CASE("propagate: the GSPMD FFN from x, W_in and W_out (article 002)") {
+  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}});
+  CHECK(p.annotated == 3);
+  CHECK(p.specs.at("x").origin == "annotated");
+  CHECK(p.specs.at("h").spec.text() == "X,_,Y");  // b from x, h from W_in
+  CHECK(p.specs.at("h").origin.rfind("from x and W_in through op 1 (h = einsum bsm,mh->bsh", 0) == 0);
+  CHECK(p.specs.at("hb").spec.text() == "X,_,Y");
+  CHECK(p.specs.at("g").spec.text() == "X,_,Y");
+  CHECK(p.specs.at("y").spec.text() == "X,_,Y");  // like x, as the residual add would want
+  CHECK(p.specs.at("y").origin == "like x (same dims bsm)");
+  CHECK(p.specs.at("p").spec.text() == "X,_,_");  // softmax needs its dim whole
+  CHECK(p.specs.at("p").origin.find("dim h whole for the softmax") != std::string::npos);
+  CHECK(p.specs.at("r").spec.text() == "X,_");    // the sum drops h
+  // The bias, not annotated, takes h's axes back through the add.
+  CHECK(p.specs.at("bias").spec.text() == "Y");
+  CHECK(p.specs.at("bias").origin.find("back through op 2 (hb = add") != std::string::npos);
+  const std::string text = propagation_text(ffn(), p);
+  CHECK(text.find("h[B_X, S, H_Y]") != std::string::npos);
+}
+
+TEST_CASE("propagate: conflicts drop an axis and say so; nothing known means replicated") {
+  // W_in's m on Y clashes with nothing; x's m on X and b on X would use X twice in h? No: h has no
+  // m. Here h's b takes X from x and h's h would take X from W_in: the second X is dropped.
+  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,_"}, {"W_in", "_,X"}});
+  CHECK(p.specs.at("h").spec.text() == "X,_,_");
+  CHECK(p.specs.at("h").origin.find("dropped X") != std::string::npos);
+  // W_out: nothing annotates it; it takes h from g back through op 4; m from nothing.
+  CHECK(p.specs.at("W_out").origin.find("back through op 4") != std::string::npos);
+  const Propagation none = propagate(ffn(), kMesh, {});
+  CHECK(none.annotated == 0);
+  CHECK(none.specs.at("x").spec.text() == "_,_,_");
+  CHECK(none.specs.at("x").origin == "replicated: nothing constrains it");
+}
+
+TEST_CASE("propagate: annotations that do not fit are refused naming the tensor") {
+  for (const auto& [tensor, spec] : std::vector<std::pair<std::string, std::string>>{
+           {"x", "X,_"}, {"x", "Q,_,_"}, {"x", "X,X,_"}, {"W_in", "_,_{X}"}, {"x", "_,(X,Y),_"}, {"nope", "X"}}) {
+    CAPTURE(tensor);
+    CAPTURE(spec);
+    try {
+      propagate(ffn(), kMesh, {{tensor, spec}});
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(tensor) != std::string::npos);
+    }
+  }
+}
