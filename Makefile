@@ -44,7 +44,7 @@ SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
-.PHONY: all bins deps run test test-unit test-mpi test-plots sanitize plots clean help
+.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -104,12 +104,18 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-cases
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-plots
 
 test-unit:
 	@echo "== doctest suite ($(TESTS))"
 	@SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 $(TESTS)
+
+# The shipped case files, as CI runs them: one line each, JUnit XML beside the binaries.
+test-cases:
+	@echo "== case files: $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml"
+	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml
 
 # The MPI suite at 2 and 8 ranks, then lessons on processes: lesson 02 must give the sim run's
 # verdict and bytes; lesson 01 on the wrong process count must say so in one sentence, print nothing else, exit 2.

@@ -71,7 +71,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   } catch (const toml::parse_error& e) {
     r.fail(static_cast<int>(e.source().begin.line), "not TOML: " + std::string(e.description()));
   }
-  r.only(root, {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect"},
+  r.only(root, {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -80,6 +80,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   c.mesh = r.text(r.need(root, "mesh", "a case file"), "mesh");
   if (const auto* n = root.get("dtype")) c.dtype = r.text(*n, "dtype");
   if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
+  if (const auto* n = root.get("plan")) {
+    c.plan = r.text(*n, "plan");
+    if (c.plan != "search" && c.plan != "article")
+      r.fail(Reader::line_of(*n), "plan is \"" + c.plan + "\"; use \"search\" (the fewest bytes) or \"article\" (the "
+                                  "articles' rules)");
+  }
   if (const auto* n = root.get("backward")) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "backward must be true or false");
     c.backward = *n->value<bool>();

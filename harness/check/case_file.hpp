@@ -12,6 +12,8 @@
 //                                                        required; reductions and softmax take over
 //   outputs = ["y"]                                      required
 //   backward = false                                     optional
+//   plan = "search"                                      optional: "article" plans each einsum by
+//                                                        the articles' rules instead of the search
 //   [expect]                                             optional; each entry is one check
 //   collectives = ["all_gather x over Y", ...]           the exact ordered list, forward then backward
 //   max_bytes_per_device = 8192                          whole run
@@ -47,6 +49,7 @@ struct CaseFile {
   std::map<std::string, int> shard_line;
   bool backward = false;
   int backward_line = 0;
+  std::string plan = "search";  // or "article"
   CaseExpect expect;
 };
 

@@ -65,9 +65,7 @@ int run(const RunOptions& o) {
   out << "\nCollectives (measured by the ledger, predicted by the plan):\n" << collectives_table(report.collectives)
       << "  " << r.bytes_per_device << " bytes sent per device (the busiest); peak " << r.peak_bytes
       << " bytes held per device (planned " << r.predicted_peak_bytes << ")\n\nChecks:\n";
-  for (const auto& v : r.checks)
-    out << "  " << v.name << ": " << (v.tolerance > 0 || v.max_abs_error > 0 ? v.line() : (v.pass ? "PASS" : "FAIL " + v.detail))
-        << "\n";
+  for (const auto& v : r.checks) out << "  " << v.name << ": " << check_text(v) << "\n";
   if (!common.json) return session.finish();
   auto j = nlohmann::ordered_json::parse(report_json(report));
   j["file"] = c.path;

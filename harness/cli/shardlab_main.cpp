@@ -8,6 +8,7 @@
 #include "core/blas.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/cli/cmd_bench.hpp"
+#include "harness/cli/cmd_check.hpp"
 #include "harness/cli/cmd_cost.hpp"
 #include "harness/cli/cmd_ffn.hpp"
 #include "harness/cli/cmd_matmul.hpp"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   Command einsum = add_einsum_command(app);
   Command sweep = add_sweep_command(app);
   Command run = add_run_command(app);
+  Command check = add_check_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
     if (*einsum.app) return einsum.run();
     if (*sweep.app) return sweep.run();
     if (*run.app) return run.run();
+    if (*check.app) return check.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

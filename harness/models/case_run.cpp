@@ -64,7 +64,7 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());
   }
-  return plan_program_ops(c.program, mesh, prop, parse_dtype(c.dtype));
+  return plan_program_ops(c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article");
 }
 
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
@@ -121,6 +121,19 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
                                std::to_string(r.predicted_peak_bytes)));
   return r;
+}
+
+std::string check_text(const Verdict& v) {
+  if (v.tolerance > 0 || v.max_abs_error > 0 || v.worst_ratio >= 0) return v.line();
+  return v.pass ? "PASS" : "FAIL " + v.detail;
+}
+
+bool case_passed(const CaseRun& r, const Report& report) {
+  for (const auto& v : r.checks)
+    if (!v.pass) return false;
+  for (const auto& c : report.collectives)
+    if (!c.matches()) return false;
+  return true;
 }
 
 std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan) {

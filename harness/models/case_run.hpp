@@ -27,6 +27,12 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan);
 // The common flags of a run of this case: its mesh, dtype and seed over `base`'s backend and output.
 CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
 
+// One check for people: "PASS", "FAIL <why>", or for an output the verdict line with its error
+// and tolerance.
+std::string check_text(const Verdict& v);
+// Every check passed and every collective moved the bytes predicted for it.
+bool case_passed(const CaseRun& r, const Report& report);
+
 // For people: the program, every tensor's spec and origin, and the plan of each op.
 std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan);
 

@@ -62,7 +62,7 @@ Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bo
 }  // namespace
 
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
-                             DType dtype) {
+                             DType dtype, bool article) {
   ProgramPlan pp;
   pp.program = program;
   pp.mesh = mesh;
@@ -81,11 +81,12 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
     try {
       switch (op.kind) {
         case OpKind::einsum: {
-          const SearchResult r = search_contraction(Einsum::parse(op.eq), mesh, operand(op.in[0], spec(op.in[0])),
-                                                    operand(op.in[1], spec(op.in[1])), out, options);
+          const Einsum eq = Einsum::parse(op.eq);
+          const Operand a = operand(op.in[0], spec(op.in[0])), b = operand(op.in[1], spec(op.in[1]));
           o.has_contraction = true;
-          o.contraction = r.best;
-          o.flops_per_device = r.best.flops_per_device();
+          o.contraction = article ? plan_contraction(eq, mesh, a, b, out, options)
+                                  : search_contraction(eq, mesh, a, b, out, options).best;
+          o.flops_per_device = o.contraction.flops_per_device();
           o.computed = out;
           break;
         }

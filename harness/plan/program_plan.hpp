@@ -46,8 +46,10 @@ struct ProgramPlan {
   std::vector<std::string> collective_lines() const;
 };
 
-// Error(unsupported) naming the op when no plan reaches an op's output spec.
-ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype);
+// Error(unsupported) naming the op when no plan reaches an op's output spec. `article`: each
+// einsum by the articles' rules (plan_contraction) instead of the search.
+ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
+                             bool article = false);
 
 // Every op with its steps: numbered lines, op label, the steps (collective, tensor, axes, bytes).
 std::string program_plan_text(const ProgramPlan& plan);

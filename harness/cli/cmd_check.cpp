@@ -1,0 +1,133 @@
+#include "harness/cli/cmd_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+#include "harness/check/case_file.hpp"
+#include "harness/check/junit.hpp"
+#include "harness/check/session.hpp"
+#include "harness/models/case_run.hpp"
+
+namespace shardlab {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CheckOptions {
+  CommonOptions common;
+  std::vector<std::string> paths;
+  std::string junit;
+};
+
+// The case files under `paths`, in order: a directory's *.toml sorted by path. A path that is
+// neither is kept, to be reported as an invalid file.
+std::vector<std::string> case_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(p, ec))
+      if (e.is_regular_file() && e.path().extension() == ".toml") found.push_back(e.path().string());
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(const CheckOptions& o) {
+  if (!o.junit.empty()) {  // refuse a JUnit path that cannot be written before running anything
+    struct stat st {};
+    if (::stat(o.junit.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw Error(ErrorKind::io, "cannot write the JUnit file " + o.junit + ": it exists and is not a regular file");
+    const fs::path dir = fs::path(o.junit).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      throw Error(ErrorKind::io, "cannot write the JUnit file " + o.junit + ": its directory " + dir.string() +
+                                     " does not exist");
+  }
+  const bool root = process_is_root();
+  std::vector<JunitSuite> suites;
+  int passed = 0, failed = 0, invalid = 0;
+  for (const auto& path : case_files(o.paths)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    JunitSuite suite;
+    suite.name = path;
+    std::string line;
+    try {
+      const CaseFile c = read_case_file(path);
+      CommonOptions common = case_options(c, o.common);
+      common.quiet = true;
+      common.json = false;
+      Session session(c.program.name, common);
+      const ProgramPlan plan = plan_case(c, session.mesh());
+      const CaseRun r = run_case(session, c, plan);
+      const bool pass = case_passed(r, session.report());
+      std::string first;
+      for (const auto& v : r.checks) {
+        JunitCase k;
+        k.name = v.name;
+        k.pass = v.pass;
+        k.message = v.pass ? "" : check_text(v);
+        suite.cases.push_back(k);
+        if (!v.pass && first.empty()) first = v.name + ": " + check_text(v);
+      }
+      if (!pass && first.empty()) first = "a collective's measured bytes differ from its prediction";
+      (pass ? passed : failed) += 1;
+      line = std::string(pass ? "PASS " : "FAIL ") + c.program.name + " (" + path + "): " +
+             std::to_string(r.collectives.size()) + " collectives, " + std::to_string(r.bytes_per_device) +
+             " B/device, " + std::to_string(r.checks.size()) + " checks" + (pass ? "" : "; " + first);
+    } catch (const Error& e) {
+      ++invalid;
+      JunitCase k;
+      k.name = "case file";
+      k.pass = false;
+      k.error = true;
+      k.message = e.what();
+      suite.cases = {k};
+      line = std::string("ERROR ") + e.what();  // the message names the file
+    }
+    suite.seconds = since(t0);
+    if (!suite.cases.empty()) suite.cases.back().seconds = suite.seconds;
+    if (root) std::cout << line << std::endl;
+    suites.push_back(std::move(suite));
+  }
+  if (root) {
+    std::cout << passed << " passed, " << failed << " failed" << (invalid ? ", " + std::to_string(invalid) + " invalid" : "")
+              << std::endl;
+    if (!o.junit.empty()) write_junit(o.junit, suites);
+  }
+  return invalid ? 2 : failed ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_check_command(CLI::App& app) {
+  auto o = std::make_shared<CheckOptions>();
+  auto* c = app.add_subcommand("check",
+                               "run case files (directories searched for *.toml), one line each, for CI; "
+                               "exit 0 all pass, 1 a check failed, 2 a file is invalid");
+  c->add_option("paths", o->paths, "case files or directories, e.g. harness/cases")->required();
+  c->add_option("--junit", o->junit, "also write JUnit XML here (one testsuite per file, one testcase per check)");
+  c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
+      ->capture_default_str();
+  return {c, [o] { return run(*o); }};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,105 @@
+// harness/cli/cmd_check.cpp and harness/check/junit.cpp: `shardlab check` over the shipped cases
+// passes; one case with a byte budget too small makes exit 1 and exactly one <failure> in the
+// JUnit file (read back with pugixml, a JUnit reader's view); an invalid file is an <error>, exit 2,
+// and the other files still run.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pugixml.hpp>
+
+#include "core/text.hpp"
+#include "harness/check/junit.hpp"
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+namespace {
+
+std::string temp_dir() {
+  static int n = 0;
+  const std::string d = "/tmp/shardlab_check_" + std::to_string(::getpid()) + "_" + std::to_string(n++);
+  ::mkdir(d.c_str(), 0755);
+  return d;
+}
+
+void write_variant(const std::string& path, const std::string& from, const std::string& to) {
+  std::string text = shardlab::read_text_file("harness/cases/gspmd_ffn.toml", "case");
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  std::ofstream(path) << text;
+}
+
+int count(const pugi::xml_document& doc, const char* xpath) {
+  return static_cast<int>(doc.select_nodes(xpath).size());
+}
+
+}  // namespace
+
+TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
+  const std::string junit = temp_dir() + "/junit.xml";
+  const auto r = run_binary("shardlab check harness/cases --junit " + junit);
+  CAPTURE(r.out);
+  CHECK(r.status == 0);
+  for (const char* name : {"PASS gspmd_ffn", "PASS column_ffn", "PASS row_ffn", "PASS pairwise_ffn",
+                           "PASS row_column_ffn", "PASS data_ffn", "6 passed, 0 failed"})
+    CHECK_MESSAGE(r.out.find(name) != std::string::npos, name);
+  pugi::xml_document doc;
+  REQUIRE(doc.load_file(junit.c_str()));
+  CHECK(count(doc, "/testsuites/testsuite") == 6);
+  CHECK(count(doc, "//failure") == 0);
+  CHECK(count(doc, "//testcase") == 30);  // 5 checks per case
+}
+
+TEST_CASE("shardlab check: one failing expectation is one JUnit failure and exit 1; an invalid file is exit 2") {
+  const std::string dir = temp_dir();
+  write_variant(dir + "/small.toml", "max_bytes_per_device = 8192", "max_bytes_per_device = 2000");
+  write_variant(dir + "/ok.toml", "name = \"gspmd_ffn\"", "name = \"ok\"");
+  const auto r = run_binary("shardlab check " + dir + " --junit " + dir + "/junit.xml");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("1 passed, 1 failed") != std::string::npos);
+  pugi::xml_document doc;
+  REQUIRE(doc.load_file((dir + "/junit.xml").c_str()));
+  CHECK(count(doc, "//failure") == 1);
+  CHECK(count(doc, "//error") == 0);
+  const auto failure = doc.select_node("//failure").node();
+  CHECK(std::string(failure.parent().attribute("name").value()) == "expect.max_bytes_per_device");
+  CHECK(std::string(failure.attribute("message").value()).find("2560 bytes per device") != std::string::npos);
+
+  write_variant(dir + "/typo.toml", "op = \"gelu\"", "op = \"gelo\"");
+  const auto bad = run_binary("shardlab check " + dir + " --junit " + dir + "/junit.xml");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("1 passed, 1 failed, 1 invalid") != std::string::npos);
+  CHECK(bad.out.find("ERROR " + dir + "/typo.toml: op 2 (g = gelo, line 12)") != std::string::npos);
+  pugi::xml_document again;
+  REQUIRE(again.load_file((dir + "/junit.xml").c_str()));
+  CHECK(count(again, "//error") == 1);
+  CHECK(count(again, "//failure") == 1);
+}
+
+TEST_CASE("shardlab check: a JUnit path that cannot be written is refused before anything runs") {
+  for (const std::string path : {"/dev/full", "/nonexistent/dir/j.xml", "/tmp"}) {
+    CAPTURE(path);
+    const auto r = run_binary("shardlab check harness/cases --junit " + path);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+  struct stat st {};
+  REQUIRE(::stat("/dev/full", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));  // still the device, not a file put in its place
+  CHECK(run_binary("shardlab check").status == 2);
+}
+
+TEST_CASE("junit_xml: escapes what XML needs escaped") {
+  shardlab::JunitSuite s{"a<b>.toml", {{"x & y", false, false, "got \"1\" < 2", 0}}, 0};
+  pugi::xml_document doc;
+  REQUIRE(doc.load_string(shardlab::junit_xml({s}).c_str()));
+  CHECK(std::string(doc.select_node("//failure").node().attribute("message").value()) == "got \"1\" < 2");
+  CHECK(std::string(doc.select_node("//testsuite").node().attribute("name").value()) == "a<b>.toml");
+}
