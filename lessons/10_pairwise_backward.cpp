@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     out << "\nTakeaway: transposing a weight swaps its column cut and its row cut, so the backward pass mirrors\n"
            "          the forward one; pairwise sharding is pairwise both ways: one AllReduce forward, one back.\n"
-           "Next:     shardlab sweep and the plots: how these bytes and the memory per device grow with the mesh.\n";
+           "Next:     11_propagation - annotate three tensors of the FFN and let propagation derive the rest.\n";
     return session.finish();
   });
 }

@@ -35,7 +35,7 @@ Ran run_text(const std::string& body, const std::string& mesh_text, const std::m
   Runtime rt(Backend::sim, false, dtype);
   const RunResult run = rt.run(mesh, program_spmd(r.plan, inputs));
   r.collectives = summarize(run.ledger);
-  const ProgramReference ref = run_reference(c.program, inputs, dtype, mesh.devices());
+  const ProgramReference ref = run_reference(c.program, inputs, dtype, mesh.devices(), partial_groups(r.plan));
   for (const auto& name : c.program.outputs) {
     std::vector<Tensor> blocks;
     for (const auto& out : run.outputs) blocks.push_back(out.at(name));

@@ -24,14 +24,16 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
 }
 
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
-                               int devices) {
+                               int devices, const std::vector<int>& groups) {
   ProgramReference r;
   const double u = unit_roundoff(dtype);
   for (const auto& kv : p.inputs) {
     r.values[kv.first] = rounded(inputs.at(kv.first), dtype);
     r.bounds[kv.first] = xt::zeros<double>(p.shape(kv.first));
   }
-  for (const auto& op : p.ops) {
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp& op = p.ops[i];
+    const int group = i < groups.size() ? groups[i] : devices;
     const std::string& out_dims = p.dims.at(op.out);
     const Tensor& a = r.values.at(op.in[0]);
     const Tensor& ea = r.bounds.at(op.in[0]);
@@ -43,11 +45,13 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const Tensor& eb = r.bounds.at(op.in[1]);
         std::size_t terms = 1;
         for (char c : eq.contracted()) terms *= p.sizes.at(c);
-        const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(devices));
+        const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(group));
+        const GemmRounding one = gemm_rounding(dtype, terms, 1);
         v = contract(eq, a, b, dtype);
         const Tensor aa = abs_of(a), ab = abs_of(b);
         e = contract(eq, aa, eb, DType::float64) + contract(eq, ea, ab, DType::float64) +
-            contract(eq, ea, eb, DType::float64) + 2 * (g.product * contract(eq, aa, ab, DType::float64) + g.result * abs_of(v));
+            contract(eq, ea, eb, DType::float64) + (g.product + one.product) * contract(eq, aa, ab, DType::float64) +
+            (g.result + one.result) * abs_of(v);
         break;
       }
       case OpKind::unary:
@@ -81,7 +85,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = reduce_op("max", ea, in_dims, op.over);
         } else {
           e = reduce_op("sum", ea, in_dims, op.over) +
-              2 * (n + devices) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
+              2 * (n + group) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
           if (op.name == "mean") e = e / n;
         }
         break;

@@ -5,15 +5,17 @@
 // they differ in the order of sums (contractions and sum/mean over split dims). The reference
 // carries, beside each value V, a bound E with |sharded - reference| <= E, elementwise:
 //   inputs          E = 0 (both runs read the same values)
-//   einsum C = AB   E_C = |A| E_B + E_A |B| + E_A E_B + 2 (p |A||B| + r |C|), where p and r are
-//                   gemm_rounding(t, K, devices) (harness/check/verify.hpp): each run is within
-//                   p |A||B| + r |C| of the exact product of what it multiplied, K the terms of a sum
+//   einsum C = AB   E_C = |A| E_B + E_A |B| + E_A E_B + (p_G + p_1) |A||B| + (r_G + r_1) |C|, where
+//                   p_G, r_G are gemm_rounding(t, K, G) (harness/check/verify.hpp) for the sharded run,
+//                   whose local sums over K terms are added over a group of G devices, and p_1, r_1
+//                   the same for the reference (G = 1): each run is within p |A||B| + r |C| of the
+//                   exact product of what it multiplied
 //   unary f         E = s E_in + 2u |f(V)|, s = the largest |f'| on [V - E_in, V + E_in]
 //                   (core/ops.hpp), 2u for the two runs' own roundings of f
 //   add, sub        E = E_a + E_b + 2u |V|;  mul: |a| E_b + E_a |b| + E_a E_b + 2u |V|
 //   div             (E_a |b| + |a| E_b) / (|b| (|b| - E_b)) + 2u |V|, infinite where |b| <= E_b
-//   sum over n      E = sum E_in + 2 (n + devices) u sum |x| (two orders of n terms, each partial
-//                   sum rounded in t at most devices more times); mean divides both by n
+//   sum over n      E = sum E_in + 2 (n + G) u sum |x| (two orders of n terms, each partial sum
+//                   rounded in t at most G more times); mean divides both by n
 //   max             E = max E_in (max moves by at most its inputs' largest move)
 //   softmax         E = s (e^{2D} - 1) + 2 (n + 3) u s, D = the row's largest E_in: shifting each
 //                   input by at most D scales every exp by e^{+-D} and their sum likewise
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/tensor.hpp"
@@ -36,8 +39,9 @@ struct ProgramReference {
 // The inputs: random multiples of 1/2 in [-1, 1] (exact in every element type), one seed per input.
 std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64_t seed);
 
-// Runs the program on whole tensors; `devices` bounds how many partial sums a sharded run adds.
+// Runs the program on whole tensors. groups[i]: how many devices' partial sums the sharded run adds
+// for op i (1 when it sums on one device); missing entries, or no groups, take `devices`.
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
-                               int devices);
+                               int devices, const std::vector<int>& groups = {});
 
 }  // namespace shardlab

@@ -35,6 +35,9 @@ class Session {
   // `want` with one element moved by 1 when --perturb-expected is given (tests use it to prove a
   // verdict can fail).
   Tensor expected(const Tensor& want) const;
+  // The same for a comparison with a tolerance per element: the element moves by 1 plus twice
+  // its tolerance, so that it fails whatever the bound.
+  Tensor expected(const Tensor& want, const Tensor& tolerance) const;
 
   Report& report() { return report_; }
   // Prints the collectives table and verdict (text), or the JSON; returns 0 pass, 1 fail.

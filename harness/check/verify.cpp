@@ -118,8 +118,11 @@ double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, in
   return reduction_tolerance(terms, max_abs_term, t, devices);
 }
 
-Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
-                      const Tensor& want, double tolerance) {
+namespace {
+
+template <class Tol>
+Verdict verify_stitched(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                        const Tensor& want, const Tol& tolerance) {
   std::vector<Tensor> blocks;
   for (const auto& out : run.outputs) {
     auto it = out.find(name);
@@ -134,6 +137,18 @@ Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, 
     v.detail = a.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
   }
   return v;
+}
+
+}  // namespace
+
+Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const Tensor& want, double tolerance) {
+  return verify_stitched(mesh, spec, run, name, want, tolerance);
+}
+
+Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const Tensor& want, const Tensor& tolerance) {
+  return verify_stitched(mesh, spec, run, name, want, tolerance);
 }
 
 }  // namespace shardlab

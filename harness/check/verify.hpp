@@ -69,5 +69,8 @@ double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, in
 // and compare with `want`.
 Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
                       const Tensor& want, double tolerance = 0.0);
+// The same with a tolerance per element (same shape as want).
+Verdict verify_output(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const Tensor& want, const Tensor& tolerance);
 
 }  // namespace shardlab

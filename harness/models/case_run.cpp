@@ -80,16 +80,10 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   r.bytes_per_device = report.bytes_per_device;
   for (const auto& out : run.outputs) r.peak_bytes = std::max(r.peak_bytes, static_cast<std::size_t>(out.at("peak_bytes")(0)));
 
-  const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices());
+  const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices(), partial_groups(plan));
   for (const auto& name : p.outputs) {
-    std::vector<Tensor> blocks;
-    for (const auto& out : run.outputs) blocks.push_back(out.at(name));
-    const Assembly a = assemble(session.mesh(), plan.propagation.specs.at(name).spec, p.shape(name), blocks, name);
-    Verdict v = compare(name, a.tensor, session.expected(ref.values.at(name)), ref.bounds.at(name));
-    if (!a.replicas_agree) {
-      v.pass = false;
-      v.detail = a.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
-    }
+    Verdict v = verify_output(session.mesh(), plan.propagation.specs.at(name).spec, run, name,
+                              session.expected(ref.values.at(name), ref.bounds.at(name)), ref.bounds.at(name));
     v.name = name + " against the unsharded program";
     r.checks.push_back(v);
   }

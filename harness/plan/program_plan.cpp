@@ -125,6 +125,15 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
   return pp;
 }
 
+std::vector<int> partial_groups(const ProgramPlan& plan) {
+  std::vector<int> out;
+  for (const auto& o : plan.ops) {
+    const Spec& s = o.has_contraction ? o.contraction.product : o.computed;
+    out.push_back(plan.mesh.axes_size(s.partial));
+  }
+  return out;
+}
+
 std::string program_plan_text(const ProgramPlan& plan) {
   Table t({"op", "computes", "step", "tensor", "over", "spec", "bytes/device"});
   for (const auto& o : plan.ops) {

@@ -51,6 +51,10 @@ struct ProgramPlan {
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
                              bool article = false);
 
+// Per op, how many devices' partial sums the run adds (the sizes of the partial-sum axes its
+// product or reduction leaves; 1 when none): what run_reference's bounds need.
+std::vector<int> partial_groups(const ProgramPlan& plan);
+
 // Every op with its steps: numbered lines, op label, the steps (collective, tensor, axes, bytes).
 std::string program_plan_text(const ProgramPlan& plan);
 

@@ -1,0 +1,45 @@
+// Lesson 11: three annotations, six tensors; propagation derives h, g and y with their origins and
+// the run makes lesson 08's four collectives with its bytes; annotating x alone costs more; a
+// corrupted reference is caught; a mesh that is not 2-D is refused.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 11 (propagation) --json: 3 of 6 annotated, lesson 08's collectives and bytes") {
+    auto r = run_binary("11_propagation --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    CHECK(j["annotated_tensors"] == 3);
+    CHECK(j["tensors"] == 6);
+    REQUIRE(j["collectives"].size() == 4);
+    // float32 on X=2,Y=4 with b=8,s=4,m=16,h=64: lesson 08's bytes (test_08 works them out in float64).
+    const double bytes[] = {768, 512, 512, 768};
+    const char* tensor[] = {"x", "W_in", "W_out", "y"};
+    for (int i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      CHECK(j["collectives"][i]["tensor"] == tensor[i]);
+      CHECK(j["collectives"][i]["bytes_per_device"].get<double>() == bytes[i]);
+    }
+  }
+
+  TEST_CASE("lesson 11 (propagation) text: origins, the comparison with lesson 08, x alone") {
+    auto r = run_binary("11_propagation");
+    CHECK(r.status == 0);
+    for (const char* s : {"h       bsh   h[B_X, S, H_Y]   from x and W_in through op 1", "y       bsm   y[B_X, S, M_Y]   like x",
+                          "4  reduce_scatter y over Y   reduce_scatter y over Y", "costs 3840 bytes per device",
+                          "3 of 6 tensors", "Takeaway:", "Next:", "\nPASS 11_propagation"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+    auto bad = run_binary("11_propagation --perturb-expected --quiet");
+    CHECK(bad.status == 1);
+    auto line = run_binary("11_propagation --mesh Y=4");
+    CHECK(line.status == 2);
+    CHECK(count_lines(line.err) == 1);
+    CHECK(line.out.empty());
+  }
+}
