@@ -2,6 +2,7 @@
 // every pair of specs on a 2x4 mesh; `shardlab einsum` plans the GSPMD FFN; bad input exits 2
 // and writes nothing; a failed verdict exits 1 and writes nothing.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -231,6 +232,8 @@ TEST_SUITE("cmd_matmul") {
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in, "give both --a-in and --b-in"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "directory /nonexistent_dir does not exist"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out /tmp", "is a directory"},
+        // Renaming a result over /dev/full (as root) once replaced the device with a regular file.
+        {"matmul --a-spec _,Y --b-spec Y,_ --out /dev/full", "/dev/full: it exists and is not a regular file"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype int8", "float32 or float64"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out-dtype bfloat16",
          "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly, so use --out-dtype float32"},
@@ -257,6 +260,9 @@ TEST_SUITE("cmd_matmul") {
       CHECK(r.out.empty());  // rejected before any part of the report
       CHECK_FALSE(exists(c_out));
     }
+    struct stat st {};
+    REQUIRE(::stat("/dev/full", &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));  // still the device
     for (const auto& p : {a_in, b_in}) std::remove(p.c_str());
   }
 }

@@ -1,4 +1,5 @@
 #include "harness/check/junit.hpp"
+#include "harness/check/write_file.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -12,14 +13,6 @@
 #include "core/text.hpp"
 
 namespace shardlab {
-
-namespace {
-
-Error io(const std::string& path, const std::string& why) {
-  return Error(ErrorKind::io, "cannot write the JUnit file " + path + ": " + why);
-}
-
-}  // namespace
 
 std::string junit_xml(const std::vector<JunitSuite>& suites) {
   pugi::xml_document doc;
@@ -64,27 +57,7 @@ std::string junit_xml(const std::vector<JunitSuite>& suites) {
 }
 
 void write_junit(const std::string& path, const std::vector<JunitSuite>& suites) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw io(path, "it exists and is not a regular file");
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw io(path, "its directory " + dir + " does not exist");
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw io(path, "cannot create a file in " + dir);
-    out << junit_xml(suites);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw io(path, "writing failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw io(path, "cannot put the new file in its place");
-  }
+  write_file_whole(path, "the JUnit file", [&](std::ostream& out) { out << junit_xml(suites); });
 }
 
 }  // namespace shardlab

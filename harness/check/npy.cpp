@@ -1,4 +1,5 @@
 #include "harness/check/npy.hpp"
+#include "harness/check/write_file.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -128,21 +129,10 @@ NpyArray load_npy(const std::string& path) {
   return out;
 }
 
-void check_writable(const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) throw io(path, "its directory " + dir + " does not exist");
-  if (!S_ISDIR(st.st_mode)) throw io(path, dir + " is not a directory");
-  if (::access(dir.c_str(), W_OK) != 0) throw io(path, "its directory " + dir + " is not writable");
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw io(path, "is a directory, not a file name");
-}
+void check_writable(const std::string& path) { check_writable(path, "the .npy file"); }
 
 void save_npy(const std::string& path, const Tensor& data, NpyType type) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw io(path, "cannot open a file for writing in its directory");
+  write_file_whole(path, "the .npy file", [&](std::ostream& out) {
     if (type == NpyType::float64) {
       xt::detail::dump_npy_stream(out, data);
     } else if (type == NpyType::float16) {
@@ -159,16 +149,7 @@ void save_npy(const std::string& path, const Tensor& data, NpyType type) {
       const xt::xarray<float> f = xt::cast<float>(data);
       xt::detail::dump_npy_stream(out, f);
     }
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw io(path, "writing failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw io(path, "cannot replace the file with the new result");
-  }
+  });
 }
 
 }  // namespace shardlab

@@ -30,7 +30,8 @@ struct NpyArray {
 
 NpyArray load_npy(const std::string& path);
 // Checks, before any work, that save_npy could write `path`: its directory exists and is
-// writable, and `path` is not a directory. Error(io) otherwise; nothing is created.
+// writable, and `path` is not a directory or any other file that is not a regular one (renaming
+// over /dev/full would replace the device). Error(io) otherwise; nothing is created.
 void check_writable(const std::string& path);
 // Writes to a temporary file beside `path`, then renames it over `path`: a reader never sees a
 // half-written file, and a failed write leaves any old file as it was.

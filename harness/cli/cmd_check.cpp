@@ -14,6 +14,7 @@
 #include "harness/check/case_file.hpp"
 #include "harness/check/junit.hpp"
 #include "harness/check/session.hpp"
+#include "harness/check/write_file.hpp"
 #include "harness/models/case_run.hpp"
 
 namespace shardlab {
@@ -52,16 +53,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run(const CheckOptions& o) {
-  if (!o.junit.empty()) {  // refuse a JUnit path that cannot be written before running anything
-    struct stat st {};
-    if (::stat(o.junit.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw Error(ErrorKind::io, "cannot write the JUnit file " + o.junit + ": it exists and is not a regular file");
-    const fs::path dir = fs::path(o.junit).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw Error(ErrorKind::io, "cannot write the JUnit file " + o.junit + ": its directory " + dir.string() +
-                                     " does not exist");
-  }
+  if (!o.junit.empty()) check_writable(o.junit, "the JUnit file");  // before running anything
   const bool root = process_is_root();
   std::vector<JunitSuite> suites;
   int passed = 0, failed = 0, invalid = 0;
