@@ -5,7 +5,9 @@
 
 #include <toml++/toml.h>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/mesh.hpp"
 #include "core/text.hpp"
 
 namespace shardlab {
@@ -76,9 +78,25 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   CaseFile c;
   c.path = path;
   TensorProgram p;
-  p.name = r.text(r.need(root, "name", "a case file"), "name");
-  c.mesh = r.text(r.need(root, "mesh", "a case file"), "mesh");
-  if (const auto* n = root.get("dtype")) c.dtype = r.text(*n, "dtype");
+  const toml::node& name = r.need(root, "name", "a case file");
+  p.name = r.text(name, "name");
+  if (p.name.empty() || p.name.find_first_of(" \t\n") != std::string::npos)
+    r.fail(Reader::line_of(name), "name is \"" + p.name + "\"; give a name without spaces, like \"gspmd_ffn\"");
+  const toml::node& mesh = r.need(root, "mesh", "a case file");
+  c.mesh = r.text(mesh, "mesh");
+  try {
+    Mesh::parse(c.mesh);
+  } catch (const Error& e) {
+    r.fail(Reader::line_of(mesh), e.what());
+  }
+  if (const auto* n = root.get("dtype")) {
+    c.dtype = r.text(*n, "dtype");
+    try {
+      parse_dtype(c.dtype);
+    } catch (const Error& e) {
+      r.fail(Reader::line_of(*n), e.what());
+    }
+  }
   if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
   if (const auto* n = root.get("plan")) {
     c.plan = r.text(*n, "plan");

@@ -18,6 +18,9 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
+// The largest tensor a program may name: 2^31 elements (16 GiB as the float64 reference holds it).
+constexpr double kMaxElements = 2147483648.0;
+
 bool distinct_letters(const std::string& dims) {
   std::set<char> seen(dims.begin(), dims.end());
   return seen.size() == dims.size();
@@ -80,6 +83,11 @@ TensorProgram make_program(TensorProgram p) {
   auto define = [&](const std::string& name, const std::string& dims, const std::string& where) {
     if (!is_identifier(name)) fail(where + ": '" + name + "' is not a tensor name (letters, digits and _)");
     if (p.dims.count(name)) fail(where + " defines " + name + ", which is already defined");
+    double elements = 1;
+    for (char c : dims) elements *= double(p.sizes.at(c));
+    if (elements > kMaxElements)
+      fail(where + ": " + name + "[" + dims + "] would hold " + format_number(elements, "%.3g") +
+           " elements; a tensor may hold at most 2^31");
     p.dims[name] = dims;
   };
   for (const auto& [name, dims] : p.inputs) {
