@@ -67,6 +67,11 @@ int run(const CheckOptions& o) {
       CommonOptions common = case_options(c, o.common);
       common.quiet = true;
       common.json = false;
+      const int needed = Mesh::parse(c.mesh).devices();
+      if (common.backend == "mpi" && launched_processes() > 0 && launched_processes() != needed)
+        throw Error(ErrorKind::world_size, path + ": mesh " + c.mesh + " needs " + std::to_string(needed) +
+                                               " processes, this run has " + std::to_string(launched_processes()) +
+                                               " (check it under mpiexec -n " + std::to_string(needed) + ")");
       Session session(c.program.name, common);
       const ProgramPlan plan = plan_case(c, session.mesh());
       const CaseRun r = run_case(session, c, plan);
