@@ -22,6 +22,7 @@
 #include "harness/check/table.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
+#include "harness/models/case_run.hpp"
 #include "harness/plan/program_plan.hpp"
 #include "harness/plan/propagate.hpp"
 
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
         << " with the weights annotated: the annotations are where a user says what must stay split.\n\n";
 
     out << "7. Verdict against the unsharded program:\n";
-    for (const auto& v : report.checks) out << "   " << v.name << ": " << (v.worst_ratio >= 0 ? v.line() : v.pass ? "PASS" : "FAIL " + v.detail) << "\n";
+    for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "   " << prop.annotated << " of " << prop.specs.size()
         << " tensors of the forward program were annotated; the rest were derived. (The backward program's\n"
            "   tensors will be counted here once shardlab derives gradients.)\n"

@@ -51,13 +51,11 @@ Ran run_text(const std::string& body, const std::string& mesh_text, const std::m
   // The ledger: the plan's collectives in order, each with its predicted bytes.
   const auto lines = r.plan.collective_lines();
   REQUIRE(lines.size() == r.collectives.size());
-  std::size_t i = 0;
-  for (const auto& o : r.plan.ops)
-    for (const auto* s : o.collectives()) {
-      CHECK(lines[i] == r.collectives[i].op + " " + r.collectives[i].tensor + " over " + r.collectives[i].axes);
-      CHECK(s->predicted_bytes == r.collectives[i].bytes_per_device);
-      ++i;
-    }
+  const auto steps = r.plan.collectives();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(lines[i] == r.collectives[i].op + " " + r.collectives[i].tensor + " over " + r.collectives[i].axes);
+    CHECK(steps[i]->predicted_bytes == r.collectives[i].bytes_per_device);
+  }
   return r;
 }
 

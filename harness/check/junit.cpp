@@ -1,15 +1,10 @@
 #include "harness/check/junit.hpp"
 #include "harness/check/write_file.hpp"
 
-#include <cstdio>
-#include <fstream>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <pugixml.hpp>
 
-#include "core/error.hpp"
 #include "core/text.hpp"
 
 namespace shardlab {

@@ -2,14 +2,11 @@
 #include "harness/check/write_file.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnpy.hpp>

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 

@@ -24,23 +24,8 @@ std::string line_of(const CaseFile& c, int line) { return c.path + (line > 0 ? "
 
 // The ledger against the plan: the same collectives in order, each with the bytes planned.
 Verdict ledger_check(const ProgramPlan& plan, const std::vector<CollectiveSummary>& run) {
-  std::vector<const PlanStep*> planned;
-  for (const auto& o : plan.ops)
-    for (const auto* s : o.collectives()) planned.push_back(s);
-  if (planned.size() != run.size())
-    return check("ledger matches the plan", false,
-                 "the plan has " + std::to_string(planned.size()) + " collectives, the run made " + std::to_string(run.size()));
-  for (std::size_t i = 0; i < run.size(); ++i) {
-    const PlanStep& s = *planned[i];
-    const CollectiveSummary& r = run[i];
-    if (step_kind_name(s.kind) != r.op || s.tensor != r.tensor || axes_text(s.axes) != r.axes ||
-        (!r.modeled && s.predicted_bytes != r.bytes_per_device))
-      return check("ledger matches the plan", false,
-                   "collective " + std::to_string(i + 1) + ": the plan says " + step_kind_name(s.kind) + " " + s.tensor +
-                       " over " + axes_text(s.axes) + " (" + std::to_string(s.predicted_bytes) + " B), the run did " +
-                       r.op + " " + r.tensor + " over " + r.axes + " (" + std::to_string(r.bytes_per_device) + " B)");
-  }
-  return check("ledger matches the plan", true, "");
+  const std::string difference = steps_vs_ledger(plan.collectives(), run);
+  return check("ledger matches the plan", difference.empty(), difference);
 }
 
 }  // namespace

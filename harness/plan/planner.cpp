@@ -466,7 +466,10 @@ std::string plan_summary(const Plan& plan) {
 }
 
 std::string plan_vs_ledger(const Plan& plan, const std::vector<CollectiveSummary>& run) {
-  const auto steps = plan.collectives();
+  return steps_vs_ledger(plan.collectives(), run);
+}
+
+std::string steps_vs_ledger(const std::vector<const PlanStep*>& steps, const std::vector<CollectiveSummary>& run) {
   const std::size_t n = std::min(steps.size(), run.size());
   for (std::size_t i = 0; i < n; ++i) {
     const PlanStep& s = *steps[i];

@@ -126,5 +126,7 @@ std::vector<std::string> dim_names(const std::string& letters);
 // with the op, axes, tensor and bytes per device the plan predicted; otherwise the first
 // difference in words.
 std::string plan_vs_ledger(const Plan& plan, const std::vector<CollectiveSummary>& run);
+// The same for any list of communicating steps, in run order (a whole program's).
+std::string steps_vs_ledger(const std::vector<const PlanStep*>& steps, const std::vector<CollectiveSummary>& run);
 
 }  // namespace shardlab

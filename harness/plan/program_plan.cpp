@@ -24,17 +24,22 @@ std::vector<const PlanStep*> OpPlan::collectives() const {
   return out;
 }
 
+std::vector<const PlanStep*> ProgramPlan::collectives() const {
+  std::vector<const PlanStep*> out;
+  for (const auto& o : ops)
+    for (const auto* s : o.collectives()) out.push_back(s);
+  return out;
+}
+
 std::size_t ProgramPlan::predicted_bytes_per_device() const {
   std::size_t n = 0;
-  for (const auto& o : ops)
-    for (const auto* s : o.collectives()) n += s->predicted_bytes;
+  for (const auto* s : collectives()) n += s->predicted_bytes;
   return n;
 }
 
 std::vector<std::string> ProgramPlan::collective_lines() const {
   std::vector<std::string> out;
-  for (const auto& o : ops)
-    for (const auto* s : o.collectives()) out.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
+  for (const auto* s : collectives()) out.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
   return out;
 }
 

@@ -41,6 +41,7 @@ struct ProgramPlan {
   Propagation propagation;
   DType dtype = DType::float32;
   std::vector<OpPlan> ops;
+  std::vector<const PlanStep*> collectives() const;  // every op's, in run order
   std::size_t predicted_bytes_per_device() const;
   // "all_gather x over Y", one per collective in run order, as case files' expect.collectives say it.
   std::vector<std::string> collective_lines() const;
