@@ -45,11 +45,16 @@ std::vector<std::size_t> gather_index(const std::string& from, const Shape& from
 
 double slope(const std::string& name, double x, double e) {
   const double lo = x - e, hi = x + e, big = std::max(std::abs(lo), std::abs(hi));
-  if (name == "relu" || name == "neg" || name == "tanh") return 1;
+  if (name == "relu" || name == "neg" || name == "tanh" || name == "copy") return 1;
   if (name == "gelu") return 1.13;  // |gelu'(x)| <= 1.129 everywhere (its maximum, near x = 2.42)
   if (name == "exp") return std::exp(hi);
   if (name == "square") return 2 * big;
   if (name == "rsqrt") return lo > 0 ? 0.5 * std::pow(lo, -1.5) : std::numeric_limits<double>::infinity();
+  // The derivatives the gradient program uses; each bound is the largest |f''| of its op.
+  if (name == "gelu_grad") return 0.8;     // |gelu''(x)| = phi(x) |2 - x^2| <= 2 phi(0) = 0.798
+  if (name == "tanh_grad") return 0.77;    // |d/dx (1 - tanh^2)| = 2 |tanh| sech^2 <= 4 / (3 sqrt 3)
+  if (name == "square_grad") return 2;
+  if (name == "rsqrt_grad") return lo > 0 ? 0.75 * std::pow(lo, -2.5) : std::numeric_limits<double>::infinity();
   throw Error(ErrorKind::unsupported, "no unary op " + name);
 }
 
@@ -57,6 +62,7 @@ double slope(const std::string& name, double x, double e) {
 
 Tensor unary_op(const std::string& name, const Tensor& x) {
   if (name == "gelu") return gelu(x);
+  if (name == "gelu_grad") return gelu_grad(x);
   Tensor y = x;
   double* p = y.data();
   const std::size_t n = y.size();
@@ -66,12 +72,22 @@ Tensor unary_op(const std::string& name, const Tensor& x) {
     for (std::size_t i = 0; i < n; ++i) p[i] = std::exp(p[i]);
   else if (name == "tanh")
     for (std::size_t i = 0; i < n; ++i) p[i] = std::tanh(p[i]);
+  else if (name == "copy")
+    ;
   else if (name == "neg")
     for (std::size_t i = 0; i < n; ++i) p[i] = -p[i];
   else if (name == "square")
     for (std::size_t i = 0; i < n; ++i) p[i] = p[i] * p[i];
   else if (name == "rsqrt")
     for (std::size_t i = 0; i < n; ++i) p[i] = 1 / std::sqrt(p[i]);
+  else if (name == "relu_grad")
+    for (std::size_t i = 0; i < n; ++i) p[i] = p[i] > 0 ? 1 : 0;
+  else if (name == "tanh_grad")
+    for (std::size_t i = 0; i < n; ++i) p[i] = 1 - std::tanh(p[i]) * std::tanh(p[i]);
+  else if (name == "square_grad")
+    for (std::size_t i = 0; i < n; ++i) p[i] = 2 * p[i];
+  else if (name == "rsqrt_grad")
+    for (std::size_t i = 0; i < n; ++i) p[i] = -0.5 / (p[i] * std::sqrt(p[i]));
   else
     throw Error(ErrorKind::unsupported, "no unary op " + name);
   return y;
@@ -81,6 +97,18 @@ Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor&
   Tensor s = x;
   for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = slope(name, x.data()[i], e.data()[i]);
   return s;
+}
+
+Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e) {
+  Tensor m = x;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const double v = x.data()[i], err = e.data()[i];
+    if (name == "relu_grad")  // a step: it moves by 1 where the interval reaches across 0, else not at all
+      m.data()[i] = err > 0 && v - err <= 0 && v + err > 0 ? 1 : 0;
+    else
+      m.data()[i] = err > 0 ? slope(name, v, err) * err : 0;
+  }
+  return m;
 }
 
 Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::string& out_dims, const Shape& out_shape) {
@@ -99,6 +127,7 @@ Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_
   if (name == "sub") return x - y;
   if (name == "mul") return x * y;
   if (name == "div") return x / y;
+  if (name == "eq") return xt::where(xt::equal(x, y), 1.0, 0.0);
   throw Error(ErrorKind::unsupported, "no binary op " + name);
 }
 

@@ -135,7 +135,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string where = "op " + std::to_string(i + 1);
     const toml::table& t = r.table(ops[i], where);
-    r.only(t, {"out", "op", "eq", "in", "over"}, where);
+    r.only(t, {"out", "op", "eq", "in", "over", "to"}, where);
     ProgramOp op;
     op.line = Reader::line_of(t);
     op.out = r.text(r.need(t, "out", where), where + "'s out");
@@ -143,6 +143,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     op.in = r.strings(r.need(t, "in", where), where + "'s in");
     if (const auto* n = t.get("eq")) op.eq = r.text(*n, where + "'s eq");
     if (const auto* n = t.get("over")) op.over = r.text(*n, where + "'s over");
+    if (const auto* n = t.get("to")) op.to = r.text(*n, where + "'s to");
     p.ops.push_back(op);
   }
   p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");

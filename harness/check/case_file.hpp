@@ -9,7 +9,8 @@
 //   inputs = { x = "bsm", W_in = "mh", W_out = "hm" }    required: input tensors and their dims
 //   shard = { x = "X,_,Y", W_in = "X,Y" }                optional: annotations, on any tensor
 //   ops = [ { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] }, ... ]
-//                                                        required; reductions and softmax take over
+//                                                        required; reductions and softmax take
+//                                                        over = "h", broadcast takes to = "bsh"
 //   outputs = ["y"]                                      required
 //   backward = false                                     optional
 //   plan = "search"                                      optional: "article" plans each einsum by

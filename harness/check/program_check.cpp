@@ -56,7 +56,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       }
       case OpKind::unary:
         v = rounded(unary_op(op.name, a), dtype);
-        e = unary_slope_bound(op.name, a, ea) * ea + 2 * u * abs_of(v);
+        e = unary_move_bound(op.name, a, ea) + 2 * u * abs_of(v);
         break;
       case OpKind::binary: {
         const std::string& ad = p.dims.at(op.in[0]);
@@ -67,6 +67,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const Tensor ey = broadcast_to(r.bounds.at(op.in[1]), bd, out_dims, shape);
         v = rounded(binary_op(op.name, x, out_dims, y, out_dims, out_dims), dtype);
         const Tensor ax = abs_of(x), ay = abs_of(y);
+        if (op.name == "eq") {  // 0 or 1 in both runs; they can disagree only where the operands may meet
+          e = xt::where(xt::abs(x - y) <= ex + ey && ex + ey > 0, 1.0, 0.0);
+          break;
+        }
         if (op.name == "add" || op.name == "sub")
           e = ex + ey;
         else if (op.name == "mul")
@@ -74,6 +78,12 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         else
           e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
         e = e + 2 * u * abs_of(v);
+        break;
+      }
+      case OpKind::broadcast: {
+        const std::string& in_dims = p.dims.at(op.in[0]);
+        v = rounded(broadcast_to(a, in_dims, out_dims, p.shape(op.out)) * op.scale, dtype);
+        e = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale) + 2 * u * abs_of(v);
         break;
       }
       case OpKind::reduce: {

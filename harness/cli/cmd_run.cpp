@@ -70,7 +70,7 @@ int run(const RunOptions& o) {
   auto j = nlohmann::ordered_json::parse(report_json(report));
   j["file"] = c.path;
   j["specs"] = nlohmann::ordered_json::object();
-  for (const auto& name : c.program.tensors()) {
+  for (const auto& name : plan.program.tensors()) {
     const auto& s = plan.propagation.specs.at(name);
     j["specs"][name] = {{"spec", s.spec.text()}, {"origin", s.origin}};
   }

@@ -5,6 +5,7 @@
 #include "core/layout.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/verify.hpp"
 
@@ -39,24 +40,28 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
 }
 
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
-  if (c.backward)
-    throw Error(ErrorKind::unsupported, line_of(c, c.backward_line) +
-                                            ": backward = true asks for the gradient program, which shardlab does "
-                                            "not derive yet; run the forward program with backward = false");
   Propagation prop;
+  GradientProgram g;
   try {
     prop = propagate(c.program, mesh, c.shard);
+    if (c.backward) {
+      g = gradient_program(c.program);
+      prop = gradient_propagation(g, mesh, prop);
+    }
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());
   }
-  return plan_program_ops(c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article");
+  ProgramPlan plan = plan_program_ops(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype),
+                                      c.plan == "article", c.backward ? g.forward_ops : SIZE_MAX);
+  plan.gradient = std::move(g);
+  return plan;
 }
 
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   CaseRun r;
   r.plan = plan;
   r.predicted_peak_bytes = predicted_peak_bytes(plan);
-  const TensorProgram& p = c.program;
+  const TensorProgram& p = plan.program;
   const auto inputs = program_inputs(p, c.seed);
   const RunResult run = session.run(program_spmd(plan, inputs));
   if (!session.runtime().is_root()) return r;
@@ -69,9 +74,13 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   for (const auto& name : p.outputs) {
     Verdict v = verify_output(session.mesh(), plan.propagation.specs.at(name).spec, run, name,
                               session.expected(ref.values.at(name), ref.bounds.at(name)), ref.bounds.at(name));
-    v.name = name + " against the unsharded program";
+    const auto of = plan.gradient.gradient_of.find(name);
+    v.name = name + (of == plan.gradient.gradient_of.end() ? "" : " (gradient of " + of->second + ")") +
+             " against the unsharded program";
     r.checks.push_back(v);
   }
+  if (c.backward)
+    for (const auto& v : central_difference_checks(c.program, plan.gradient, c.seed)) r.checks.push_back(v);
   r.checks.push_back(ledger_check(plan, report.collectives));
   const CaseExpect& e = c.expect;
   if (e.collectives) {
@@ -117,9 +126,13 @@ bool case_passed(const CaseRun& r, const Report& report) {
 
 std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan) {
   const int total = static_cast<int>(plan.propagation.specs.size());
-  return "Program:\n" + program_text(c.program) + "\nSpecs (" + std::to_string(plan.propagation.annotated) +
+  const std::string program =
+      c.backward ? "Program, forward then the backward derived by rule (L = sum of each output times R):\n" +
+                       program_text(plan.program)
+                 : "Program:\n" + program_text(plan.program);
+  return program + "\nSpecs (" + std::to_string(plan.propagation.annotated) +
          " of " + std::to_string(total) + " tensors annotated; the rest propagated):\n" +
-         propagation_text(c.program, plan.propagation) + "\nPlan (each op from its operands' specs to its output's):\n" +
+         propagation_text(plan.program, plan.propagation) + "\nPlan (each op from its operands' specs to its output's):\n" +
          program_plan_text(plan) + "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) +
          " bytes sent per device in " + std::to_string(plan.collective_lines().size()) + " collectives; peak " +
          std::to_string(predicted_peak_bytes(plan)) + " bytes held per device\n";

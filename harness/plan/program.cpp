@@ -14,7 +14,10 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"einsum", OpKind::einsum}, {"relu", OpKind::unary},   {"gelu", OpKind::unary},  {"exp", OpKind::unary},
     {"tanh", OpKind::unary},    {"neg", OpKind::unary},    {"square", OpKind::unary}, {"rsqrt", OpKind::unary},
     {"add", OpKind::binary},    {"sub", OpKind::binary},   {"mul", OpKind::binary},  {"div", OpKind::binary},
-    {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax}};
+    {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax},
+    {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
+    {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
+    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -108,6 +111,8 @@ TensorProgram make_program(TensorProgram p) {
       in_dims.push_back(p.dims.at(t));
     }
     if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
+    if ((op.kind == OpKind::broadcast) == op.to.empty())
+      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast takes to"));
     if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax) == op.over.empty())
       fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions and softmax take over"));
     std::string out;
@@ -129,6 +134,12 @@ TensorProgram make_program(TensorProgram p) {
         break;
       }
       case OpKind::unary: out = in_dims[0]; break;
+      case OpKind::broadcast:
+        for (char c : in_dims[0])
+          if (op.to.find(c) == std::string::npos)
+            fail(where + ": " + op.in[0] + " has dim '" + std::string(1, c) + "', which to = '" + op.to + "' lacks");
+        out = op.to;
+        break;
       case OpKind::binary:
         if (contains_all(in_dims[0], in_dims[1]))
           out = in_dims[0];
@@ -171,6 +182,8 @@ std::string program_text(const TensorProgram& p) {
     std::string rhs = op.name + "(" + join(op.in, ", ");
     if (!op.eq.empty()) rhs += "; " + op.eq;
     if (!op.over.empty()) rhs += "; over " + op.over;
+    if (!op.to.empty()) rhs += "; to " + op.to;
+    if (op.scale != 1) rhs += "; times " + format_number(op.scale, "%.6g");
     out += "  op " + std::to_string(i + 1) + "   " + op.out + "[" + p.dims.at(op.out) + "] = " + rhs + ")\n";
   }
   out += "  output " + join(p.outputs, ", ") + "\n";

@@ -4,10 +4,15 @@
 //
 //   einsum   out = einsum(eq, a, b)        two operands; their dims must be eq's letters in order
 //   unary    relu gelu exp tanh neg square rsqrt          out has the input's dims
+//            copy: the input unchanged, laid out as out's spec says (a reshard a user can name)
 //   binary   add sub mul div               broadcast by dim name: one operand's dims are a subset
 //                                          of the other's, whose dims (and order) out takes
 //   reduce   sum max mean over="h"         out drops the dims named in `over`
 //   softmax  over="h"                      one dim; out has the input's dims
+//   broadcast to="bsh"                     the input repeated along the dims it lacks (its dims a
+//                                          subset of `to`, in to's order), times `scale`
+//   and what gradient programs (harness/plan/gradient.hpp) add: unary relu_grad gelu_grad
+//   tanh_grad square_grad rsqrt_grad (each op's derivative), binary eq (1 where equal, else 0)
 //
 // A program is checked whole when it is made (make_program): sizes for every letter, names that
 // exist before they are used, no tensor defined twice, outputs that exist.
@@ -21,7 +26,7 @@
 
 namespace shardlab {
 
-enum class OpKind { einsum, unary, binary, reduce, softmax };
+enum class OpKind { einsum, unary, binary, reduce, softmax, broadcast };
 
 struct ProgramOp {
   std::string out;              // the tensor it defines
@@ -30,6 +35,10 @@ struct ProgramOp {
   std::vector<std::string> in;  // its operands
   std::string eq;               // einsum only: "bsm,mh->bsh"
   std::string over;             // reduce and softmax: the dim letters
+  std::string to;               // broadcast only: the output's dims
+  double scale = 1;             // broadcast only: multiplies every element (a mean's 1/n)
+  int from_op = -1;             // a gradient einsum: the forward einsum it differentiates
+  int grad_operand = -1;        // ... and which operand is that einsum's output gradient dz
   int line = 0;                 // where a case file wrote it (0: not from a file)
 };
 

@@ -67,7 +67,7 @@ Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bo
 }  // namespace
 
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
-                             DType dtype, bool article) {
+                             DType dtype, bool article, std::size_t backward_from) {
   ProgramPlan pp;
   pp.program = program;
   pp.mesh = mesh;
@@ -75,10 +75,12 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
   pp.dtype = dtype;
   const std::size_t eb = element_bytes(dtype);
   auto spec = [&](const std::string& t) { return propagation.specs.at(t).spec; };
+  std::map<std::string, Spec> kept;  // copies the op before moved its operands into
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp& op = program.ops[i];
     OpPlan o;
     o.op = i;
+    if (i == backward_from) kept.clear();
     const Spec out = spec(op.out);
     const std::string& out_dims = program.dims.at(op.out);
     auto operand = [&](const std::string& t, const Spec& s) { return Operand{t, s, program.shape(t)}; };
@@ -87,17 +89,58 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
       switch (op.kind) {
         case OpKind::einsum: {
           const Einsum eq = Einsum::parse(op.eq);
-          const Operand a = operand(op.in[0], spec(op.in[0])), b = operand(op.in[1], spec(op.in[1]));
+          auto plan_from = [&](const Spec& sa, const Spec& sb) {
+            const Operand a = operand(op.in[0], sa), b = operand(op.in[1], sb);
+            return article ? plan_contraction(eq, mesh, a, b, out, options)
+                           : search_contraction(eq, mesh, a, b, out, options).best;
+          };
           o.has_contraction = true;
-          o.contraction = article ? plan_contraction(eq, mesh, a, b, out, options)
-                                  : search_contraction(eq, mesh, a, b, out, options).best;
+          o.contraction = plan_from(spec(op.in[0]), spec(op.in[1]));
+          if (article && op.from_op >= 0 && pp.ops[static_cast<std::size_t>(op.from_op)].has_contraction) {
+            // The articles' backward follows the forward plan: dz starts where the forward einsum
+            // computed z (its product's layout, partial sums dropped).
+            const int k = op.grad_operand;
+            const std::string& dz = op.in[static_cast<std::size_t>(k)];
+            Spec start = pp.ops[static_cast<std::size_t>(op.from_op)].contraction.product;
+            start.partial.clear();
+            std::vector<PlanStep> to_start = search_reshard(mesh, operand(dz, spec(dz)), start, options);
+            for (auto& s : to_start) s.operand = k;
+            o.contraction = plan_from(k == 0 ? start : spec(op.in[0]), k == 1 ? start : spec(op.in[1]));
+            o.contraction.steps.insert(o.contraction.steps.begin(), to_start.begin(), to_start.end());
+            (k == 0 ? o.contraction.a : o.contraction.b).spec = spec(dz);
+          }
+          for (int mask = 1; mask < 4; ++mask) {  // from the copies the op before kept, where cheaper
+            bool use[2] = {(mask & 1) != 0, (mask & 2) != 0}, possible = true;
+            Spec start[2];
+            for (int k = 0; k < 2; ++k) {
+              const std::string& t = op.in[static_cast<std::size_t>(k)];
+              possible = possible && (!use[k] || kept.count(t));
+              start[k] = use[k] && kept.count(t) ? kept.at(t) : spec(t);
+            }
+            if (!possible) continue;
+            Plan p = plan_from(start[0], start[1]);
+            if (p.predicted_bytes_per_device() < o.contraction.predicted_bytes_per_device()) {
+              o.contraction = std::move(p);
+              o.reuse[0] = use[0];
+              o.reuse[1] = use[1];
+            }
+          }
           o.flops_per_device = o.contraction.flops_per_device();
           o.computed = out;
           break;
         }
         case OpKind::unary:
-        case OpKind::softmax:
-          o.reshard.push_back(search_reshard(mesh, operand(op.in[0], spec(op.in[0])), out, options));
+        case OpKind::softmax: {
+          // A copy exists to move its input: the ledger names what it makes.
+          Operand in = operand(op.in[0], spec(op.in[0]));
+          if (op.name == "copy") in.name = op.out;
+          o.reshard.push_back(search_reshard(mesh, in, out, options));
+          o.computed = out;
+          break;
+        }
+        case OpKind::broadcast:
+          o.reshard.push_back(search_reshard(
+              mesh, operand(op.in[0], spec(op.in[0])), restricted(out, out_dims, program.dims.at(op.in[0])), options));
           o.computed = out;
           break;
         case OpKind::binary:
@@ -124,6 +167,11 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
       }
     } catch (const Error& e) {
       throw Error(e.kind(), op_label(program, i) + ": " + e.what());
+    }
+    kept.clear();
+    if (o.has_contraction) {
+      if (o.contraction.a_used != o.contraction.a.spec) kept[op.in[0]] = o.contraction.a_used;
+      if (o.contraction.b_used != o.contraction.b.spec) kept[op.in[1]] = o.contraction.b_used;
     }
     pp.ops.push_back(std::move(o));
   }
@@ -186,6 +234,26 @@ std::vector<std::vector<std::string>> frees_after(const TensorProgram& p) {
   return out;
 }
 
+// The operands (index k in op j) whose moved copy op j keeps for the next op, which reuses it.
+std::vector<int> kept_operands(const ProgramPlan& plan, std::size_t j) {
+  std::vector<int> out;
+  if (j + 1 >= plan.ops.size() || !plan.ops[j].has_contraction) return out;
+  const ProgramOp& op = plan.program.ops[plan.ops[j].op];
+  const OpPlan& next = plan.ops[j + 1];
+  const ProgramOp& next_op = plan.program.ops[next.op];
+  for (int k = 0; k < 2; ++k) {
+    const Plan& c = plan.ops[j].contraction;
+    if ((k == 0 ? c.a_used == c.a.spec : c.b_used == c.b.spec)) continue;
+    const std::string& t = op.in[static_cast<std::size_t>(k)];
+    for (int n = 0; n < 2; ++n)
+      if (next.reuse[n] && next_op.in[static_cast<std::size_t>(n)] == t) {
+        out.push_back(k);
+        break;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
@@ -194,16 +262,18 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
   auto bytes = [&](const std::string& t, const Spec& s) {
     return element_count(local_shape(plan.mesh, s, p.shape(t))) * eb;
   };
-  std::map<std::string, std::size_t> held;
+  std::map<std::string, std::size_t> held, kept;
   for (const auto& kv : p.inputs) held[kv.first] = bytes(kv.first, plan.propagation.specs.at(kv.first).spec);
   auto live = [&] {
     std::size_t n = 0;
     for (const auto& kv : held) n += kv.second;
+    for (const auto& kv : kept) n += kv.second;
     return n;
   };
   std::size_t peak = live();
   const auto frees = frees_after(p);
-  for (const auto& o : plan.ops) {
+  for (std::size_t j = 0; j < plan.ops.size(); ++j) {
+    const OpPlan& o = plan.ops[j];
     const ProgramOp& op = p.ops[o.op];
     std::size_t extra = 0;
     for (std::size_t k = 0; k < o.reshard.size(); ++k)
@@ -211,13 +281,17 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
     if (o.has_contraction)
       for (int k = 0; k < 2; ++k) {
         const Spec& used = k == 0 ? o.contraction.a_used : o.contraction.b_used;
-        if (used != plan.propagation.specs.at(op.in[static_cast<std::size_t>(k)]).spec)
+        if (used != (k == 0 ? o.contraction.a.spec : o.contraction.b.spec))
           extra += bytes(op.in[static_cast<std::size_t>(k)], used);
       }
     const std::size_t out = bytes(op.out, plan.propagation.specs.at(op.out).spec);
     peak = std::max(peak, live() + extra + out);
     held[op.out] = out;
     for (const auto& t : frees[o.op]) held.erase(t);
+    kept.clear();
+    for (int k : kept_operands(plan, j))
+      kept[op.in[static_cast<std::size_t>(k)]] =
+          bytes(op.in[static_cast<std::size_t>(k)], k == 0 ? o.contraction.a_used : o.contraction.b_used);
     peak = std::max(peak, live());
   }
   return peak;
@@ -227,17 +301,19 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
   return [&plan, &inputs](Device& dev) -> Outputs {
     const TensorProgram& p = plan.program;
     const std::size_t eb = element_bytes(plan.dtype);
-    std::map<std::string, Tensor> held;
+    std::map<std::string, Tensor> held, kept;
     for (const auto& kv : p.inputs)
       held[kv.first] = local_block(inputs.at(kv.first), dev.mesh(), plan.propagation.specs.at(kv.first).spec, dev.id());
     auto live = [&] {
       std::size_t n = 0;
       for (const auto& kv : held) n += kv.second.size() * eb;
+      for (const auto& kv : kept) n += kv.second.size() * eb;
       return n;
     };
     std::size_t peak = live();
     const auto frees = frees_after(p);
-    for (const auto& o : plan.ops) {
+    for (std::size_t j = 0; j < plan.ops.size(); ++j) {
+      const OpPlan& o = plan.ops[j];
       const ProgramOp& op = p.ops[o.op];
       const std::string& out_dims = p.dims.at(op.out);
       std::vector<Tensor> args;
@@ -247,18 +323,41 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
         if (!o.reshard[k].empty()) extra += args.back().size() * eb;
       }
       Tensor y;
+      std::map<std::string, Tensor> next_kept;
       switch (op.kind) {
-        case OpKind::einsum:
-          y = execute_plan(dev, o.contraction, held.at(op.in[0]), held.at(op.in[1]));
+        case OpKind::einsum: {
+          // The operands' steps here, in the plan's order, so that a moved copy can be kept.
+          Tensor moved[2];
+          const Tensor* cur[2];
           for (int k = 0; k < 2; ++k) {
-            const Spec& used = k == 0 ? o.contraction.a_used : o.contraction.b_used;
             const auto& name = op.in[static_cast<std::size_t>(k)];
-            if (used != plan.propagation.specs.at(name).spec)
-              extra += element_count(local_shape(dev.mesh(), used, p.shape(name))) * eb;
+            cur[k] = o.reuse[k] ? &kept.at(name) : &held.at(name);
           }
+          Plan rest = o.contraction;
+          rest.steps.clear();
+          for (const auto& s : o.contraction.steps) {
+            if (s.kind == StepKind::contract || s.operand > 1 || !rest.steps.empty()) {
+              rest.steps.push_back(s);
+              continue;
+            }
+            moved[s.operand] = execute_steps(dev, {s}, *cur[s.operand]);
+            cur[s.operand] = &moved[s.operand];
+          }
+          rest.a.spec = rest.a_used;
+          rest.b.spec = rest.b_used;
+          y = execute_plan(dev, rest, *cur[0], *cur[1]);
+          for (int k = 0; k < 2; ++k)
+            if (cur[k] == &moved[k]) extra += moved[k].size() * eb;
+          for (int k : kept_operands(plan, j)) next_kept[op.in[static_cast<std::size_t>(k)]] = std::move(moved[k]);
           break;
+        }
         case OpKind::unary: y = rounded(unary_op(op.name, args[0]), plan.dtype); break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
+        case OpKind::broadcast: {
+          const Shape local = local_shape(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out));
+          y = rounded(broadcast_to(args[0], p.dims.at(op.in[0]), out_dims, local) * op.scale, plan.dtype);
+          break;
+        }
         case OpKind::binary:
           y = rounded(binary_op(op.name, args[0], p.dims.at(op.in[0]), args[1], p.dims.at(op.in[1]), out_dims),
                       plan.dtype);
@@ -275,6 +374,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
       peak = std::max(peak, live() + extra + y.size() * eb);
       held[op.out] = std::move(y);
       for (const auto& t : frees[o.op]) held.erase(t);
+      kept = std::move(next_kept);
       peak = std::max(peak, live());
     }
     Outputs out;

@@ -10,7 +10,14 @@
 //   max       the reduced dims gathered first (max has no partial form here), then applied locally;
 //   softmax   its input resharded to the output's spec (which holds the softmax dim whole).
 // Reshards are the search's fewest-bytes steps (harness/plan/plan_search.hpp: search_reshard).
+// A copy an einsum moved an operand into is kept for the next op when that op is an einsum whose
+// plan from the copy sends fewer bytes than from the tensor as stored (a gradient's two einsums
+// both read dz: it is gathered once, as a hand-written backward would). Nothing is kept longer, and
+// nothing across the start of the backward ops (`backward_from`): in a model of many layers a
+// layer's backward runs long after its forward, so a weight gathered for the forward is gathered
+// again for the backward.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +25,7 @@
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/mesh.hpp"
+#include "harness/plan/gradient.hpp"
 #include "harness/plan/planner.hpp"
 #include "harness/plan/program.hpp"
 #include "harness/plan/propagate.hpp"
@@ -28,6 +36,8 @@ struct OpPlan {
   std::size_t op = 0;                          // index into TensorProgram::ops
   bool has_contraction = false;
   Plan contraction;                            // einsum: the search's plan
+  bool reuse[2] = {false, false};              // einsum: operand k starts from the copy of it the
+                                               // op before moved for its own contraction
   std::vector<std::vector<PlanStep>> reshard;  // per operand: steps to where the op computes
   Spec computed;                               // the output as the local kernel leaves it (may be partial)
   std::vector<PlanStep> finish;                // from `computed` to the output's spec
@@ -36,7 +46,8 @@ struct OpPlan {
 };
 
 struct ProgramPlan {
-  TensorProgram program;
+  TensorProgram program;   // with backward, gradient.program
+  GradientProgram gradient;  // with backward: how `program` was derived (no grads without)
   Mesh mesh;
   Propagation propagation;
   DType dtype = DType::float32;
@@ -50,7 +61,7 @@ struct ProgramPlan {
 // Error(unsupported) naming the op when no plan reaches an op's output spec. `article`: each
 // einsum by the articles' rules (plan_contraction) instead of the search.
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
-                             bool article = false);
+                             bool article = false, std::size_t backward_from = SIZE_MAX);
 
 // Per op, how many devices' partial sums the run adds (the sizes of the partial-sum axes its
 // product or reduction leaves; 1 when none): what run_reference's bounds need.

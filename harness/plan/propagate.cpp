@@ -42,6 +42,10 @@ class Propagator {
     }
   }
 
+  void fix(const std::map<std::string, PropagatedSpec>& fixed) {
+    for (const auto& [tensor, s] : fixed) out_.specs[tensor] = s;
+  }
+
   // Rule 2: tensors with exactly an annotated tensor's dims.
   void like_annotated() {
     for (const auto& t : p_.tensors()) {
@@ -151,8 +155,10 @@ class Propagator {
 
 }  // namespace
 
-Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations) {
+Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
+                      const std::map<std::string, PropagatedSpec>& fixed) {
   Propagator g(p, mesh);
+  g.fix(fixed);
   g.annotate(annotations);
   g.like_annotated();
   g.forward();

@@ -40,7 +40,10 @@ struct Propagation {
 
 // `annotations`: tensor -> spec text. Error(parse) naming the tensor for a spec that does not
 // parse, does not fit the mesh or the tensor (wrong rank, unknown axis, not divisible).
-Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations);
+// `fixed`: specs decided elsewhere, kept with their origins and not counted as annotations (a
+// gradient program's forward tensors, and each gradient lying as its tensor does).
+Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
+                      const std::map<std::string, PropagatedSpec>& fixed = {});
 
 // One aligned line per tensor, in program order: name, dims, spec in the book's notation, origin.
 std::string propagation_text(const TensorProgram& p, const Propagation& prop);

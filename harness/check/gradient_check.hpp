@@ -1,0 +1,28 @@
+// Central differences for a gradient program (harness/plan/gradient.hpp): an independent check of
+// the derivation itself. In float64, on inputs of their own (uniform in [-1, 1], so that no value
+// sits exactly on a kink of relu or a tie of max), for each forward input x and a few of its
+// elements i:
+//   D(e) = (L(x + e u_i) - L(x - e u_i)) / 2e,   L = sum over outputs y of sum(y * R_y),
+// against the gradient program's dx[i] on the same inputs. The tolerance for element i is
+//   |D(2e) - D(e)| + delta / e
+// where the first term estimates the truncation error (D(e) is off by about c e^2, D(2e) by 4 c e^2:
+// their difference is three times D(e)'s), and delta bounds the rounding of one evaluation of L:
+// eps * sum|y R| * (the output elements + the longest sum of the program), of which D(e) is off by
+// at most delta / e. A wrong rule is off by the size of the gradient itself.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "harness/check/verify.hpp"
+#include "harness/plan/gradient.hpp"
+
+namespace shardlab {
+
+// One Verdict per forward input, named "dx vs central differences", over at most `per_input`
+// evenly spaced elements. Empty when one evaluation of L would take over `max_flops` (each
+// element costs four).
+std::vector<Verdict> central_difference_checks(const TensorProgram& forward, const GradientProgram& g,
+                                               std::uint64_t seed, std::size_t per_input = 6,
+                                               double max_flops = 2e7);
+
+}  // namespace shardlab
