@@ -169,6 +169,42 @@ Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& di
   return y;
 }
 
+namespace {
+
+std::string kept_dims(const std::string& dims, const std::string& over) {
+  std::string kept;
+  for (char c : dims)
+    if (over.find(c) == std::string::npos) kept += c;
+  return kept;
+}
+
+}  // namespace
+
+Tensor is_max_op(const Tensor& x, const std::string& dims, const std::string& over) {
+  const Tensor m = broadcast_to(reduce_op("max", x, dims, over), kept_dims(dims, over), dims, shape_of(x));
+  return xt::where(xt::equal(x, m), 1.0, 0.0);
+}
+
+Tensor is_max_bound(const Tensor& x, const Tensor& e, const std::string& dims, const std::string& over) {
+  const std::string kept = kept_dims(dims, over);
+  const Shape shape = shape_of(x);
+  auto spread = [&](const Tensor& row) { return broadcast_to(row, kept, dims, shape); };
+  const Tensor lo = x - e, hi = x + e;
+  // Certainly 0: some other element's lowest value is above this one's highest.
+  const Tensor floor = spread(reduce_op("max", lo, dims, over));
+  // Certainly 1: above every other's highest. The largest `hi` of the row, and the second
+  // largest, found as the largest of hi with the row's largest masked out (a tie keeps it).
+  const Tensor top = spread(reduce_op("max", hi, dims, over));
+  const Tensor is_top = xt::where(xt::equal(hi, top), 1.0, 0.0);
+  const Tensor tops = spread(reduce_op("sum", is_top, dims, over));
+  const double none = -std::numeric_limits<double>::infinity();
+  const Tensor second = spread(reduce_op("max", xt::where(xt::equal(hi, top), none, hi), dims, over));
+  const Tensor others_top = xt::where(xt::equal(hi, top) && xt::equal(tops, 1.0), second, top);
+  const Tensor row_error = spread(reduce_op("max", e, dims, over));
+  const auto certain = hi < floor || lo > others_top || xt::equal(row_error, 0.0);
+  return xt::where(certain, 0.0, 1.0);
+}
+
 Tensor softmax_op(const Tensor& x, const std::string& dims, char over) {
   const std::string o(1, over);
   const Tensor m = reduce_op("max", x, dims, o);

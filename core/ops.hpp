@@ -31,6 +31,12 @@ Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::strin
 // mean divides by `count` when it is given (the whole reduced size, when x is one device's block).
 Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& dims, const std::string& over,
                  double count = 0);
+// 1 where an element of x is the largest of its row over the letters in `over` (ties all 1), else 0.
+Tensor is_max_op(const Tensor& x, const std::string& dims, const std::string& over);
+// How far is_max_op can differ between x and any x' with |x' - x| <= e: 0 where the order is
+// certain (the element stays strictly above every other of its row, or strictly below one), or the
+// row has no error at all; else 1.
+Tensor is_max_bound(const Tensor& x, const Tensor& e, const std::string& dims, const std::string& over);
 // softmax of x along dim letter `over`, the largest entry subtracted first.
 Tensor softmax_op(const Tensor& x, const std::string& dims, char over);
 

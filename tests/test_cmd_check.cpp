@@ -46,14 +46,19 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   const auto r = run_binary("shardlab check harness/cases --junit " + junit);
   CAPTURE(r.out);
   CHECK(r.status == 0);
-  for (const char* name : {"PASS gspmd_ffn", "PASS column_ffn", "PASS row_ffn", "PASS pairwise_ffn",
-                           "PASS row_column_ffn", "PASS data_ffn", "6 passed, 0 failed"})
-    CHECK_MESSAGE(r.out.find(name) != std::string::npos, name);
+  for (const std::string name : {"gspmd_ffn", "column_ffn", "row_ffn", "pairwise_ffn", "row_column_ffn", "data_ffn"}) {
+    CHECK_MESSAGE(r.out.find("PASS " + name + " ") != std::string::npos, name);
+    CHECK_MESSAGE(r.out.find("PASS " + name + "_backward ") != std::string::npos, name);
+  }
+  CHECK(r.out.find("12 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 6);
+  CHECK(count(doc, "/testsuites/testsuite") == 12);
   CHECK(count(doc, "//failure") == 0);
-  CHECK(count(doc, "//testcase") == 30);  // 5 checks per case
+  // Forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against the
+  // unsharded program and each against central differences.
+  CHECK(count(doc, "//testcase") == 6 * 5 + 6 * 11);
+  CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6);
 }
 
 TEST_CASE("shardlab check: one failing expectation is one JUnit failure and exit 1; an invalid file is exit 2") {

@@ -101,6 +101,11 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
       case OpKind::softmax: {
+        if (op.name == "is_max") {
+          v = is_max_op(a, out_dims, op.over);
+          e = is_max_bound(a, ea, out_dims, op.over);
+          break;
+        }
         const std::string o(1, op.over[0]);
         std::string kept;
         for (char c : out_dims)
@@ -112,8 +117,9 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
     }
+    // inf * 0 in a bound (a divisor that may reach 0, times a zero) leaves NaN: the bound is unknown.
+    r.bounds[op.out] = xt::where(xt::isnan(e), std::numeric_limits<double>::infinity(), e);
     r.values[op.out] = std::move(v);
-    r.bounds[op.out] = std::move(e);
   }
   return r;
 }

@@ -135,22 +135,12 @@ class Deriver {
     const std::string& a = op.in[0];
     const std::string& A = f_.dims.at(a);
     const std::string label = op_label(f_, i);
-    if (op.name == "eq" || op.name.find("_grad") != std::string::npos)
+    if (op.name == "eq" || op.name == "is_max" || op.name.find("_grad") != std::string::npos)
       throw Error(ErrorKind::unsupported, "backward: " + label + ": " + op.name + " has no gradient rule");
     switch (op.kind) {
       case OpKind::einsum: {
         const Einsum e = Einsum::parse(op.eq);
         const std::string& b = op.in[1];
-        for (int k = 0; k < 2; ++k) {
-          const std::string& mine = k == 0 ? e.a : e.b;
-          const std::string& other = k == 0 ? e.b : e.a;
-          for (char c : mine)
-            if (other.find(c) == std::string::npos && e.out.find(c) == std::string::npos)
-              throw Error(ErrorKind::unsupported, "backward: " + label + " sums dim '" + std::string(1, c) +
-                                                      "', which only " + op.in[k] +
-                                                      " has; sum it with a sum op first so the rules can "
-                                                      "differentiate it");
-        }
         if (reaches_.count(a)) {
           contribute(a, emit(contribution_name(a), "einsum", {dz, b}, Z + "," + e.b + "->" + e.a));
           g_.ops.back().from_op = static_cast<int>(i);
@@ -203,7 +193,7 @@ class Deriver {
       }
       case OpKind::reduce: {
         if (op.name == "max") {
-          const std::string mask = emit(fresh("is_max_" + a), "eq", {a, z});
+          const std::string mask = emit(fresh("is_max_" + a), "is_max", {a}, "", op.over);
           const std::string count = emit(fresh("max_count_" + z), "sum", {mask}, "", op.over);
           const std::string share = emit(fresh("max_share_" + a), "div", {mask, count});
           contribute(a, emit(contribution_name(a), "mul", {share, dz}));

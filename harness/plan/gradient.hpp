@@ -14,7 +14,8 @@
 //                                      div: dz / b, -(dz * (z / b)); an operand broadcast into Z
 //                                      gets the sum over the dims it lacks
 //   sum      z = sum(a over O)         da = broadcast(dz to A); mean: times 1/|O|
-//   max      z = max(a over O)         da = dz * eq(a, z) / sum(eq(a, z) over O): ties share
+//   max      z = max(a over O)         da = dz * is_max(a over O) / sum(is_max(a over O) over O):
+//                                      ties share
 //   softmax  z = softmax(a over d)     da = z * (dz - sum(dz * z over d))
 //   broadcast z = broadcast(a to Z)    da = scale * sum(dz over Z's new dims)
 // A tensor read by several ops adds its contributions. Names: the gradient of t is dt (d_t, ...
@@ -40,9 +41,8 @@ struct GradientProgram {
 };
 
 // The forward program's outputs, then the gradient of every input, are the program's outputs.
-// Error(unsupported) naming the op for what the rules cannot differentiate: an einsum letter only
-// one operand has (sum it with a sum op first), eq and the *_grad ops; and naming an input that no
-// output depends on (its gradient is zero).
+// Error(unsupported) naming the op for what the rules cannot differentiate (eq, is_max and the
+// *_grad ops), and naming an input that no output depends on (its gradient is zero).
 GradientProgram gradient_program(const TensorProgram& forward);
 
 // Specs for the gradient program: forward tensors keep `forward`'s, each gradient lies as its

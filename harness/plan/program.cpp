@@ -17,7 +17,7 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax},
     {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
-    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}};
+    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::softmax}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -157,7 +157,8 @@ TensorProgram make_program(TensorProgram p) {
             fail(where + ": over names dim '" + std::string(1, c) + "', which " + op.in[0] + " '" + in_dims[0] +
                  "' does not have");
         if (op.kind == OpKind::softmax) {
-          if (op.over.size() != 1) fail(where + ": softmax is over one dim, not '" + op.over + "'");
+          if (op.name == "softmax" && op.over.size() != 1)
+            fail(where + ": softmax is over one dim, not '" + op.over + "'");
           out = in_dims[0];
         } else {
           for (char c : in_dims[0])

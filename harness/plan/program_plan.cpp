@@ -352,7 +352,10 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           break;
         }
         case OpKind::unary: y = rounded(unary_op(op.name, args[0]), plan.dtype); break;
-        case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
+        case OpKind::softmax:
+          y = op.name == "is_max" ? is_max_op(args[0], out_dims, op.over)
+                                  : rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype);
+          break;
         case OpKind::broadcast: {
           const Shape local = local_shape(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out));
           y = rounded(broadcast_to(args[0], p.dims.at(op.in[0]), out_dims, local) * op.scale, plan.dtype);

@@ -101,18 +101,20 @@ class Propagator {
       if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it");
   }
 
-  // Softmax needs its dim whole, whatever rule gave its output a spec.
+  // Softmax (and is_max) needs its dims whole, whatever rule gave its output a spec.
   void softmax_whole() {
     for (const auto& op : p_.ops) {
       if (op.kind != OpKind::softmax) continue;
       PropagatedSpec& s = out_.specs.at(op.out);
-      const std::size_t d = p_.dims.at(op.out).find(op.over[0]);
-      if (s.spec.dims[d].empty()) continue;
-      if (s.annotated)
-        throw Error(ErrorKind::parse, "shard " + op.out + " = \"" + s.spec.text() + "\" splits dim " + op.over +
-                                          ", which its softmax needs whole");
-      s.spec.dims[d].clear();
-      s.origin += "; dim " + op.over + " whole for the softmax";
+      for (char c : op.over) {
+        const std::size_t d = p_.dims.at(op.out).find(c);
+        if (s.spec.dims[d].empty()) continue;
+        if (s.annotated)
+          throw Error(ErrorKind::parse, "shard " + op.out + " = \"" + s.spec.text() + "\" splits dim " +
+                                            std::string(1, c) + ", which its " + op.name + " needs whole");
+        s.spec.dims[d].clear();
+        s.origin += "; dim " + std::string(1, c) + " whole for the " + op.name;
+      }
     }
   }
 

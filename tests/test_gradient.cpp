@@ -1,0 +1,209 @@
+// harness/plan/gradient.cpp: the gradient program derived by rule. Independent sources: the FFN's
+// backward written out by hand (harness/models/ffn.hpp), central differences in float64, and
+// `shardlab ffn --backward`, whose backward was planned by hand before programs existed.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/case_file.hpp"
+#include "harness/check/gradient_check.hpp"
+#include "harness/models/case_run.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/plan/gradient.hpp"
+#include "tests/run_binary.hpp"
+
+using namespace shardlab;
+using shardlab::testing::run_binary;
+
+namespace {
+
+const std::string kFfn = R"(dims = { b = 8, s = 4, m = 16, h = 64 }
+inputs = { x = "bsm", W_in = "mh", W_out = "hm" }
+ops = [
+  { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] },
+  { out = "g", op = "gelu", in = ["h"] },
+  { out = "y", op = "einsum", eq = "bsh,hm->bsm", in = ["g", "W_out"] },
+]
+outputs = ["y"]
+)";
+
+// Every op of the program form, each on the path from the inputs to the outputs: rsqrt and div
+// only ever see exp's positive values; max, softmax and mean reduce over split dims on a mesh.
+const std::string kEveryOp = R"(dims = { b = 4, h = 8, k = 4 }
+inputs = { x = "bh", w = "hk", c = "k" }
+shard = { x = "X,Y", w = "Y,_" }
+ops = [
+  { out = "a", op = "einsum", eq = "bh,hk->bk", in = ["x", "w"] },
+  { out = "a1", op = "gelu", in = ["a"] },
+  { out = "a2", op = "tanh", in = ["a"] },
+  { out = "a3", op = "relu", in = ["a"] },
+  { out = "e", op = "exp", in = ["a2"] },
+  { out = "q", op = "rsqrt", in = ["e"] },
+  { out = "n", op = "neg", in = ["a3"] },
+  { out = "sq", op = "square", in = ["a1"] },
+  { out = "s1", op = "add", in = ["sq", "c"] },
+  { out = "s2", op = "sub", in = ["s1", "n"] },
+  { out = "s3", op = "mul", in = ["s2", "q"] },
+  { out = "s4", op = "div", in = ["s3", "e"] },
+  { out = "m", op = "max", in = ["s4"], over = "k" },
+  { out = "mb", op = "broadcast", in = ["m"], to = "bk" },
+  { out = "s5", op = "sub", in = ["s4", "mb"] },
+  { out = "sm", op = "softmax", in = ["s5"], over = "k" },
+  { out = "mn", op = "mean", in = ["sm"], over = "b" },
+  { out = "o1", op = "mul", in = ["sm", "mn"] },
+  { out = "cp", op = "copy", in = ["o1"] },
+  { out = "total", op = "sum", in = ["cp"], over = "k" },
+]
+outputs = ["total", "s4"]
+)";
+
+TensorProgram program_of(const std::string& body) {
+  return parse_case_file("name = \"t\"\nmesh = \"X=2,Y=2\"\n" + body, "t.toml").program;
+}
+
+std::string ops_text(const TensorProgram& p, std::size_t from) {
+  std::string out;
+  for (std::size_t i = from; i < p.ops.size(); ++i) {
+    const ProgramOp& op = p.ops[i];
+    out += op.out + " = " + op.name + "(" + join(op.in, ", ") + (op.eq.empty() ? "" : "; " + op.eq) +
+           (op.over.empty() ? "" : "; over " + op.over) + (op.to.empty() ? "" : "; to " + op.to) + ")\n";
+  }
+  return out;
+}
+
+std::string write_case(const std::string& text) {
+  static int n = 0;
+  const std::string path = "/tmp/shardlab_grad_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_SUITE("gradient") {
+  TEST_CASE("the FFN's gradient program is the backward ffn.hpp writes by hand") {
+    const GradientProgram g = gradient_program(program_of(kFfn));
+    CHECK(g.forward_ops == 3);
+    REQUIRE(g.seeds.size() == 1);
+    CHECK(g.seeds[0] == std::make_pair(std::string("y"), std::string("dy")));
+    // ffn.hpp: dg = dy W_out^T "bsm,hm->bsh", dW_out = g^T dy "bsh,bsm->hm", dh = dg * gelu'(h),
+    // dx = dh W_in^T "bsh,mh->bsm", dW_in = x^T dh "bsm,bsh->mh".
+    CHECK(ops_text(g.program, 3) ==
+          "dg = einsum(dy, W_out; bsm,hm->bsh)\n"
+          "dW_out = einsum(g, dy; bsh,bsm->hm)\n"
+          "gelu_grad_h = gelu_grad(h)\n"
+          "dh = mul(dg, gelu_grad_h)\n"
+          "dx = einsum(dh, W_in; bsh,mh->bsm)\n"
+          "dW_in = einsum(x, dh; bsm,bsh->mh)\n");
+    CHECK(join(g.program.outputs, ",") == "y,dx,dW_in,dW_out");
+    CHECK(g.gradient_of.at("dW_in") == "W_in");
+    CHECK(g.gradient_of.at("dy") == "y");
+  }
+
+  TEST_CASE("a tensor read twice adds its two contributions; a bias gets the sum over the dims it lacks") {
+    const GradientProgram g = gradient_program(program_of(R"(dims = { b = 2, h = 4 }
+inputs = { x = "bh", c = "h" }
+ops = [
+  { out = "p", op = "mul", in = ["x", "x"] },
+  { out = "z", op = "add", in = ["p", "c"] },
+]
+outputs = ["z"]
+)"));
+    CHECK(ops_text(g.program, 2) ==
+          "dc = sum(dz; over b)\n"
+          "dx_1 = mul(dz, x)\n"
+          "dx_2 = mul(dz, x)\n"
+          "dx = add(dx_1, dx_2)\n");
+    // add passes dz on unchanged: p's gradient is dz itself.
+    CHECK(g.gradient_of.at("dz") == "z");
+  }
+
+  TEST_CASE("every op's rule agrees with central differences; a wrong rule does not") {
+    const TensorProgram p = program_of(kEveryOp);
+    const GradientProgram g = gradient_program(p);
+    const auto checks = central_difference_checks(p, g, 3);
+    REQUIRE(checks.size() == 3);  // dx, dw, dc
+    for (const auto& check : checks) {
+      const std::string why = check.name + ": " + check.line();
+      CHECK_MESSAGE(check.pass, why);
+    }
+    // gelu's derivative swapped for relu's: dx and dw must fail, dc (after the square) also.
+    GradientProgram wrong = g;
+    for (auto& op : wrong.program.ops)
+      if (op.name == "gelu_grad") op.name = "relu_grad";
+    int failed = 0;
+    for (const auto& v : central_difference_checks(p, wrong, 3)) failed += v.pass ? 0 : 1;
+    CHECK(failed >= 2);
+  }
+
+  TEST_CASE("every op, sharded on X=2,Y=2: forward and gradients equal the unsharded program") {
+    const std::string path = write_case("name = \"every_op\"\nmesh = \"X=2,Y=2\"\nbackward = true\n" + kEveryOp);
+    const auto r = run_binary("shardlab run " + path + " --json");
+    const std::string said = r.out + r.err;
+    REQUIRE_MESSAGE(r.status == 0, said);
+    const auto j = nlohmann::json::parse(r.out);
+    int gradients = 0, differences = 0;
+    for (const auto& c : j["checks"]) {
+      CHECK_MESSAGE(c["pass"] == true, c.dump());
+      const std::string name = c["name"];
+      gradients += name.find("(gradient of") != std::string::npos;
+      differences += name.find("central differences") != std::string::npos;
+    }
+    CHECK(gradients == 3);
+    CHECK(differences == 3);
+    const auto bad = run_binary("shardlab run " + path + " --perturb-expected --quiet");
+    CHECK(bad.status == 1);
+    std::remove(path.c_str());
+  }
+
+  TEST_CASE("what the rules cannot differentiate is refused naming the op") {
+    auto refused = [](const std::string& body) {
+      try {
+        gradient_program(program_of(body));
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::unsupported);
+        return std::string(e.what());
+      }
+      return std::string("(nothing thrown)");
+    };
+    CHECK(refused(R"(dims = { b = 2 }
+inputs = { x = "b", w = "b" }
+ops = [ { out = "y", op = "eq", in = ["x", "w"] } ]
+outputs = ["y"]
+)").find("op 1 (y = eq, line 5): eq has no gradient rule") != std::string::npos);
+    CHECK(refused(R"(dims = { b = 2 }
+inputs = { x = "b", unused = "b" }
+ops = [ { out = "y", op = "relu", in = ["x"] } ]
+outputs = ["y"]
+)").find("no output depends on input unused") != std::string::npos);
+  }
+
+  TEST_CASE("the FFN strategies' backward collectives come out of the derivation equal to shardlab ffn's") {
+    // Each shipped *_ffn_backward.toml planned by rule against plan_ffn's hand-derived stages.
+    for (const std::string s : {"gspmd", "column", "row", "pairwise", "row_column", "data"}) {
+      CAPTURE(s);
+      const CaseFile c = read_case_file("harness/cases/" + s + "_ffn_backward.toml");
+      const Mesh mesh = Mesh::parse(c.mesh);
+      const ProgramPlan derived = plan_case(c, mesh);
+      FfnConfig config;
+      config.strategy = s;
+      config.backward = true;
+      config.dtype = DType::float32;
+      const FfnPlan by_hand = plan_ffn(mesh, config);
+      std::vector<std::string> want;
+      std::size_t want_bytes = 0;
+      for (const PlanStep* step : by_hand.collectives()) {
+        want.push_back(step_kind_name(step->kind) + " " + step->tensor + " over " + axes_text(step->axes));
+        want_bytes += step->predicted_bytes;
+      }
+      CHECK(join(derived.collective_lines(), "; ") == join(want, "; "));
+      CHECK(derived.predicted_bytes_per_device() == want_bytes);
+      CHECK(!want.empty());
+    }
+  }
+}
