@@ -4,6 +4,8 @@
 //   all_gather      local [.., b, ..] -> [.., n*b, ..] along `dim`; block i from member i.  ring
 //   reduce_scatter  local [.., n*b, ..] -> [.., b, ..]: member i keeps the sum of slice i.  ring
 //   all_reduce      every member gets the elementwise sum = reduce_scatter + all_gather.   ring
+//   all_reduce_max  the same with the elementwise largest in place of the sum (a max over a
+//                   split dim); the same bytes and messages.                              ring
 //   all_to_all      slice i along split_dim goes to member i; received slices are
 //                   concatenated along concat_dim in member order.                       pairwise
 //
@@ -30,6 +32,9 @@ xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std:
 template <class T>
 xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          const std::string& tensor);
+template <class T>
+xt::xarray<T> all_reduce_max(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                             const std::string& tensor);
 template <class T>
 xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          std::size_t split_dim, std::size_t concat_dim, const std::string& tensor);

@@ -10,7 +10,7 @@ namespace shardlab {
 struct LedgerRow {
   int device = 0;
   int call = 0;               // 0, 1, 2 ... in the order this device called collectives
-  std::string op;             // all_gather | reduce_scatter | all_reduce | all_to_all
+  std::string op;             // all_gather | reduce_scatter | all_reduce | all_reduce_max | all_to_all
   std::string axes;           // "Y", "X,Y"
   std::string tensor;         // label given by the program, e.g. "A"
   std::string algorithm;      // ring | pairwise | native

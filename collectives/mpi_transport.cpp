@@ -32,6 +32,9 @@ void unpermute_blocks(const void* from_, void* to_, const std::vector<int>& perm
 // MPICH 4.0 has no bfloat16 type: its elements move as MPI_UINT16_T and sum through a user op
 // that adds in float32 and rounds back, as the ring's own reduction does.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) { add_into(DType::bfloat16, inout, in, *len); }
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_elements(DType::bfloat16, Reduce::max, inout, inout, in, static_cast<std::size_t>(*len));
+}
 }  // namespace
 
 MPI_Datatype mpi_type(DType t) {
@@ -47,6 +50,13 @@ MPI_Op mpi_sum(DType t) {
   if (t != DType::bfloat16) return MPI_SUM;
   static MPI_Op op = MPI_OP_NULL;  // created once, on the first bfloat16 reduction (after MPI_Init)
   if (op == MPI_OP_NULL) mpi_check(MPI_Op_create(&bf16_sum, 1, &op), "MPI_Op_create");
+  return op;
+}
+
+MPI_Op mpi_max(DType t) {
+  if (t != DType::bfloat16) return MPI_MAX;
+  static MPI_Op op = MPI_OP_NULL;
+  if (op == MPI_OP_NULL) mpi_check(MPI_Op_create(&bf16_max, 1, &op), "MPI_Op_create");
   return op;
 }
 
@@ -94,7 +104,7 @@ void MpiTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf
 }
 
 void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::size_t scount, int from,
-                                const void* base_, void* out_, std::size_t rcount, DType t) {
+                                const void* base_, void* out_, std::size_t rcount, DType t, Reduce op) {
   const GroupComm& gc = comm_for(g);
   const int tag = run_.group_tag(static_cast<int>(Channel::data));
   const std::size_t eb = element_bytes(t), kSegment = (std::size_t{1} << 20) / eb;  // elements: 1 MiB
@@ -126,7 +136,7 @@ void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::
                                              activity() + " and got a message of the wrong size from device " +
                                              std::to_string(g.members[from]));
       const std::size_t at = k * kSegment * eb;
-      add_elements(t, out + at, base + at, incoming + at, piece(rcount, k));
+      combine_elements(t, op, out + at, base + at, incoming + at, piece(rcount, k));
     }
     run_.wait(static_cast<int>(ssegs), &req[rsegs], MPI_STATUSES_IGNORE, g.members[to], activity());
   } catch (...) {
@@ -143,10 +153,11 @@ void MpiTransport::meet(const Group& g, const GroupComm& gc) {
   run_.wait(1, &r, MPI_STATUSES_IGNORE, g.members[g.prev()], activity());
 }
 
-bool MpiTransport::native_all_reduce(const Group& g, DType t, void* buf, std::size_t n) {
+bool MpiTransport::native_all_reduce(const Group& g, DType t, void* buf, std::size_t n, Reduce op) {
   const GroupComm& gc = comm_for(g);
   meet(g, gc);
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), mpi_type(t), mpi_sum(t), gc.comm),
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), mpi_type(t),
+                          op == Reduce::max ? mpi_max(t) : mpi_sum(t), gc.comm),
             "MPI_Allreduce");
   return true;
 }

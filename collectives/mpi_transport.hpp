@@ -21,6 +21,7 @@ namespace shardlab {
 // and a user op adding in float32, created on first use, after MPI_Init).
 MPI_Datatype mpi_type(DType t);
 MPI_Op mpi_sum(DType t);
+MPI_Op mpi_max(DType t);  // MPI_MAX, or an op of ours for bfloat16
 
 class MpiTransport : public Transport {
  public:
@@ -28,7 +29,7 @@ class MpiTransport : public Transport {
   MpiTransport(MpiRun& run, const Mesh& mesh, const std::vector<MPI_Comm>& comms, int device)
       : run_(run), mesh_(mesh), comms_(comms), device_(device) {}
 
-  bool native_all_reduce(const Group& g, DType t, void* buf, std::size_t n) override;
+  bool native_all_reduce(const Group& g, DType t, void* buf, std::size_t n, Reduce op) override;
   bool native_all_gather(const Group& g, DType t, const void* in, std::size_t n, void* out) override;
   bool native_reduce_scatter(const Group& g, DType t, const void* in, std::size_t n_each, void* out) override;
   bool native_all_to_all(const Group& g, DType t, const void* in, std::size_t n_each, void* out) override;
@@ -39,7 +40,7 @@ class MpiTransport : public Transport {
   // Large steps go as segments of 1 MiB (both sides cut the same byte count the same way); each
   // segment is added as soon as it is in, while the next ones are still moving.
   void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
-                    void* out, std::size_t rcount, DType t) override;
+                    void* out, std::size_t rcount, DType t, Reduce op) override;
 
  private:
   struct GroupComm {

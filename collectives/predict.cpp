@@ -12,7 +12,7 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
   if (n <= 1) return 0;
   if (op == "all_gather") return (n - 1) * input_bytes;
   if (op == "reduce_scatter" || op == "all_to_all") return (n - 1) * input_bytes / n;
-  if (op == "all_reduce") {
+  if (op == "all_reduce" || op == "all_reduce_max") {
     const std::size_t e = input_bytes / element_bytes;
     auto chunk = [&](std::size_t r) { return e / n + (r < e % n ? 1 : 0); };
     std::size_t most = 0;
@@ -25,7 +25,7 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
 std::size_t predicted_messages(const std::string& op, int group_size) {
   const std::size_t n = static_cast<std::size_t>(group_size);
   if (n <= 1) return 0;
-  return op == "all_reduce" ? 2 * (n - 1) : n - 1;
+  return op == "all_reduce" || op == "all_reduce_max" ? 2 * (n - 1) : n - 1;
 }
 
 }  // namespace shardlab

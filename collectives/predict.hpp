@@ -6,6 +6,7 @@
 //   all_gather      input is one block; sends n-1 blocks      = (n-1)/n of the gathered tensor
 //   reduce_scatter  input is the full tensor; sends n-1 slices = (n-1)/n of the input
 //   all_reduce      reduce_scatter then all_gather             = 2(n-1)/n of the input
+//   all_reduce_max  the same, combining by max
 //   all_to_all      keeps 1 of n slices, sends the others      = (n-1)/n of the input
 // all_reduce splits a buffer of e elements into n near-equal chunks (the first e%n get one more);
 // device r sends every chunk but r in the first half and every chunk but r+1 in the second, so

@@ -29,7 +29,7 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 // its input's chunk r-s-2 plus what the previous member sent into acc (the last step: into
 // `last`). Every chunk is received once, so the input is read in place and acc may be the input.
 void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, unsigned char* acc,
-                         const std::vector<std::size_t>& off, unsigned char* last) {
+                         const std::vector<std::size_t>& off, unsigned char* last, Reduce op = Reduce::sum) {
   const int n = g.size(), r = g.me;
   const std::size_t eb = dev.element_bytes();
   if (n == 1 && last != in) std::memcpy(last, in, (off[1] - off[0]) * eb);
@@ -38,7 +38,7 @@ void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, u
     const unsigned char* from = (s == 0 ? in : acc) + off[send] * eb;
     unsigned char* to = s == n - 2 ? last : acc + off[recv] * eb;
     dev.transport().sendrecv_add(g, g.next(), from, off[send + 1] - off[send], g.prev(), in + off[recv] * eb, to,
-                                 off[recv + 1] - off[recv], dev.dtype());
+                                 off[recv + 1] - off[recv], dev.dtype(), op);
   }
 }
 
@@ -160,16 +160,18 @@ xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std:
   return out;
 }
 
+namespace {
+
 template <class T>
-xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
-                         const std::string& tensor) {
+xt::xarray<T> all_reduce_as(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                            const std::string& tensor, Reduce op) {
   Group g = dev.group(axes);
   const int n = g.size();
   const bool native = dev.native();
   const DType w = dev.dtype();
   const std::size_t eb = dev.element_bytes(), in_bytes = local.size() * eb;
-  CallRecord rec(dev, g, "all_reduce", tensor, native ? "native" : "ring", in_bytes,
-                 describe("all_reduce", axes, tensor, local, ""));
+  const std::string name = op == Reduce::max ? "all_reduce_max" : "all_reduce";
+  CallRecord rec(dev, g, name, tensor, native ? "native" : "ring", in_bytes, describe(name, axes, tensor, local, ""));
   xt::xarray<T> out = xt::empty<T>(local.shape());
   // When the program holds the wire type the ring reads the input in place and builds the sum in
   // the result; otherwise both happen in scratch space in the wire type.
@@ -184,16 +186,30 @@ xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vec
   if (native) {  // MPICH's works in place
     if (in != buf) std::memcpy(buf, in, in_bytes);
     in = buf;
-    modeled = dev.transport().native_all_reduce(g, w, buf, local.size());
+    modeled = dev.transport().native_all_reduce(g, w, buf, local.size(), op);
   }
   if (!modeled) {
     const auto off = chunk_offsets(local.size(), n);
-    ring_reduce_scatter(dev, g, in, buf, off, buf + off[g.me] * eb);
+    ring_reduce_scatter(dev, g, in, buf, off, buf + off[g.me] * eb, op);
     ring_all_gather(dev, g, buf, off);
   }
   if (!direct) convert_elements(w, buf, dtype_of<T>(), out.data(), out.size());
   rec.done(out.size() * eb, modeled);
   return out;
+}
+
+}  // namespace
+
+template <class T>
+xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                         const std::string& tensor) {
+  return all_reduce_as(dev, local, axes, tensor, Reduce::sum);
+}
+
+template <class T>
+xt::xarray<T> all_reduce_max(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                             const std::string& tensor) {
+  return all_reduce_as(dev, local, axes, tensor, Reduce::max);
 }
 
 #define SHARDLAB_RING(T)                                                                                         \
@@ -202,7 +218,9 @@ xt::xarray<T> all_reduce(Device& dev, const xt::xarray<T>& local, const std::vec
   template xt::xarray<T> reduce_scatter<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,     \
                                            std::size_t, const std::string&);                                    \
   template xt::xarray<T> all_reduce<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,         \
-                                       const std::string&);
+                                       const std::string&);                                                     \
+  template xt::xarray<T> all_reduce_max<T>(Device&, const xt::xarray<T>&, const std::vector<std::string>&,     \
+                                           const std::string&);
 SHARDLAB_RING(double)
 SHARDLAB_RING(float)
 SHARDLAB_RING(bfloat16)

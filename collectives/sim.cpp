@@ -128,7 +128,7 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   lock.unlock();
   const void* payload = m.receipt ? m.lent : static_cast<const void*>(m.buffer.data.get());
   if (to.add)
-    add_elements(to.type, to.out, to.base, payload, bytes / element_bytes(to.type));
+    combine_elements(to.type, to.op, to.out, to.base, payload, bytes / element_bytes(to.type));
   else if (bytes)
     std::memcpy(to.out, payload, bytes);
   lock.lock();
@@ -260,10 +260,10 @@ void SimTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf
 }
 
 void SimTransport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
-                                const void* base, void* out, std::size_t rcount, DType t) {
+                                const void* base, void* out, std::size_t rcount, DType t, Reduce op) {
   const std::size_t eb = element_bytes(t);
   move(Channel::data, g.members[to], sbuf, scount * eb, g.members[from], rcount * eb,
-       Delivery{out, base, t, true, &activity()});
+       Delivery{out, base, t, true, &activity(), op});
 }
 
 void SimTransport::move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,

@@ -43,6 +43,7 @@ struct Delivery {
   DType type = DType::float64;
   bool add = false;
   const std::string* activity = nullptr;
+  Reduce op = Reduce::sum;  // with add: how received elements combine with base
 };
 
 class SimWorld {
@@ -120,7 +121,7 @@ class SimTransport : public Transport {
                 std::size_t rbytes) override;
   // Adds straight from the sender's buffer: no receive buffer, no second pass.
   void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
-                    void* out, std::size_t rcount, DType t) override;
+                    void* out, std::size_t rcount, DType t, Reduce op) override;
 
  private:
   void move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,

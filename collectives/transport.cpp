@@ -15,8 +15,8 @@ void Transport::sendrecv(const Group& g, int to, const void* sbuf, std::size_t s
 }
 
 void Transport::sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
-                             const void* base, void* out, std::size_t rcount, DType t) {
-  exchange_add(g, to, sbuf, scount, from, base, out, rcount, t);
+                             const void* base, void* out, std::size_t rcount, DType t, Reduce op) {
+  exchange_add(g, to, sbuf, scount, from, base, out, rcount, t, op);
   const std::size_t eb = element_bytes(t);
   stats_.messages_sent += 1;
   stats_.bytes_sent += scount * eb;
@@ -30,11 +30,11 @@ void* Transport::incoming(std::size_t bytes) {
 }
 
 void Transport::exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
-                             const void* base, void* out, std::size_t rcount, DType t) {
+                             const void* base, void* out, std::size_t rcount, DType t, Reduce op) {
   const std::size_t eb = element_bytes(t);
   void* in = incoming(rcount * eb);
   exchange(Channel::data, g, to, sbuf, scount * eb, from, in, rcount * eb);
-  add_elements(t, out, base, in, rcount);
+  combine_elements(t, op, out, base, in, rcount);
 }
 
 void Transport::control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,

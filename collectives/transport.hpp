@@ -36,8 +36,9 @@ class Transport {
   // sendrecv of elements of type t where what arrives is added to `base` and the sum written to
   // `out` (rcount elements; out may be base) instead of stored: the reduction step of ring
   // ReduceScatter. Counted as one message each way, like sendrecv.
+  // `op`: what "added" means (Reduce::max for an all-reduce of max).
   void sendrecv_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
-                    void* out, std::size_t rcount, DType t);
+                    void* out, std::size_t rcount, DType t, Reduce op = Reduce::sum);
   // Call signatures exchanged before a collective: not payload, not counted.
   void control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                         std::size_t rbytes);
@@ -47,7 +48,9 @@ class Transport {
   // The transport library's own collectives (MPICH's, for --collectives native) on buffers of
   // elements of type t over group g (counts in elements). The default transport has none and
   // returns false.
-  virtual bool native_all_reduce(const Group&, DType, void* /*buf*/, std::size_t /*n*/) { return false; }
+  virtual bool native_all_reduce(const Group&, DType, void* /*buf*/, std::size_t /*n*/, Reduce /*op*/) {
+    return false;
+  }
   virtual bool native_all_gather(const Group&, DType, const void* /*in*/, std::size_t /*n*/, void* /*out*/) {
     return false;
   }
@@ -72,7 +75,7 @@ class Transport {
   // scratch buffer, then add. A transport may overlap the adding with the receiving (MPI does) or
   // add straight from the sender's buffer (sim does).
   virtual void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
-                            const void* base, void* out, std::size_t rcount, DType t);
+                            const void* base, void* out, std::size_t rcount, DType t, Reduce op);
   // A receive buffer of at least `bytes`, kept for the next call: a fresh one costs page faults.
   void* incoming(std::size_t bytes);
 

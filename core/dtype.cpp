@@ -1,5 +1,7 @@
 #include "core/dtype.hpp"
 
+#include <type_traits>
+
 #include <cmath>
 #include <cstring>
 
@@ -124,6 +126,33 @@ void convert_from(const From* src, DType to, void* dst, std::size_t n) {
   }
 }
 }  // namespace
+
+namespace {
+
+template <class T>
+void max_typed(void* out, const void* a, const void* b, std::size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  auto value = [](T v) {
+    if constexpr (std::is_same_v<T, bfloat16>)
+      return static_cast<float>(v);
+    else
+      return v;
+  };
+  for (std::size_t i = 0; i < n; ++i) o[i] = value(y[i]) > value(x[i]) ? y[i] : x[i];
+}
+
+}  // namespace
+
+void combine_elements(DType t, Reduce op, void* out, const void* a, const void* b, std::size_t n) {
+  if (op == Reduce::sum) return add_elements(t, out, a, b, n);
+  switch (t) {
+    case DType::float32: max_typed<float>(out, a, b, n); break;
+    case DType::float64: max_typed<double>(out, a, b, n); break;
+    case DType::bfloat16: max_typed<bfloat16>(out, a, b, n); break;
+  }
+}
 
 void add_elements(DType t, void* out, const void* a, const void* b, std::size_t n) {
   switch (t) {

@@ -54,6 +54,11 @@ template <> inline float element_cast<float, float>(float v) { return v; }
 bfloat16 bfloat16_from_double(double v);
 template <> inline bfloat16 element_cast<bfloat16, double>(double v) { return bfloat16_from_double(v); }
 
+// How a reduction combines two elements: their sum, or the larger (an all-reduce of max).
+enum class Reduce { sum, max };
+// out[i] = a[i] op b[i] for n elements of type t (bfloat16 computes in float32 and rounds back; max
+// is exact). out may be a but must not otherwise overlap a or b.
+void combine_elements(DType t, Reduce op, void* out, const void* a, const void* b, std::size_t n);
 // out[i] = a[i] + b[i] for n elements of type t (bfloat16: add in float32, round back). out may be
 // a (an add in place) but must not otherwise overlap a or b.
 void add_elements(DType t, void* out, const void* a, const void* b, std::size_t n);

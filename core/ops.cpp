@@ -127,7 +127,7 @@ Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_
   if (name == "sub") return x - y;
   if (name == "mul") return x * y;
   if (name == "div") return x / y;
-  if (name == "eq") return xt::where(xt::equal(x, y), 1.0, 0.0);
+  if (name == "eq" || name == "is_max") return xt::where(xt::equal(x, y), 1.0, 0.0);
   throw Error(ErrorKind::unsupported, "no binary op " + name);
 }
 
@@ -179,11 +179,6 @@ std::string kept_dims(const std::string& dims, const std::string& over) {
 }
 
 }  // namespace
-
-Tensor is_max_op(const Tensor& x, const std::string& dims, const std::string& over) {
-  const Tensor m = broadcast_to(reduce_op("max", x, dims, over), kept_dims(dims, over), dims, shape_of(x));
-  return xt::where(xt::equal(x, m), 1.0, 0.0);
-}
 
 Tensor is_max_bound(const Tensor& x, const Tensor& e, const std::string& dims, const std::string& over) {
   const std::string kept = kept_dims(dims, over);

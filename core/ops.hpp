@@ -19,7 +19,7 @@ Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor&
 // relu_grad (a step) 1 where [x - e, x + e] reaches across 0. Zero where e is zero.
 Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e);
 
-// add, sub, mul, div, eq (1 where equal, else 0) of a (dims a_dims) and b (b_dims), broadcast by dim letter into out_dims
+// add, sub, mul, div, eq and is_max (1 where equal, else 0) of a (dims a_dims) and b (b_dims), broadcast by dim letter into out_dims
 // (the dims of whichever operand has them all).
 Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_dims, const Tensor& b,
                  const std::string& b_dims, const std::string& out_dims);
@@ -31,9 +31,7 @@ Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::strin
 // mean divides by `count` when it is given (the whole reduced size, when x is one device's block).
 Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& dims, const std::string& over,
                  double count = 0);
-// 1 where an element of x is the largest of its row over the letters in `over` (ties all 1), else 0.
-Tensor is_max_op(const Tensor& x, const std::string& dims, const std::string& over);
-// How far is_max_op can differ between x and any x' with |x' - x| <= e: 0 where the order is
+// How far is_max (x against its row's max over the letters in `over`) can differ between x and any x' with |x' - x| <= e: 0 where the order is
 // certain (the element stays strictly above every other of its row, or strictly below one), or the
 // row has no error at all; else 1.
 Tensor is_max_bound(const Tensor& x, const Tensor& e, const std::string& dims, const std::string& over);

@@ -69,7 +69,7 @@ TEST_CASE("shardlab run: bad files exit 2 with one sentence naming the file and 
   CHECK(r.out.empty());
   CHECK(r.err.find(typo + ": op 2 (g = gelo, line 12)") != std::string::npos);
   CHECK(r.err.find("'gelo' is not an op") != std::string::npos);
-  for (const std::string& bad : {variant("backward = false", "backward = true"), variant("X,_,Y", "X,_,Q"),
+  for (const std::string& bad : {variant("backward = false", "backward = \"yes\""), variant("X,_,Y", "X,_,Q"),
                                  std::string("/nonexistent.toml")}) {
     const auto b = run_binary("shardlab run " + bad);
     CAPTURE(b.err);

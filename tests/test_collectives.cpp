@@ -342,6 +342,36 @@ TEST_CASE("collective all_reduce with uneven chunks: per-device bytes by hand") 
   }
 }
 
+TEST_CASE("collective all_reduce_max: the elementwise largest over the group, the bytes of all_reduce") {
+  // Member y of each group of Y=4 holds ((j + y) % 4) * 10 + d at element j: every member holds
+  // the largest somewhere. Expected by brute force over the group.
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  auto value = [](int d, std::size_t j) { return double(((static_cast<int>(j) + d % 4) % 4) * 10 + d); };
+  for (DType t : {DType::float64, DType::float32, DType::bfloat16}) {
+    CAPTURE(dtype_name(t));
+    Runtime rt(Backend::sim, false, t);
+    RunResult r = rt.run(mesh, [&](Device& dev) {
+      Tensor local = xt::zeros<double>({std::size_t{1}, std::size_t{5}});
+      for (std::size_t j = 0; j < 5; ++j) local(0, j) = value(dev.id(), j);
+      return Outputs{{"max", all_reduce_max(dev, local, {"Y"}, "m")}, {"sum", all_reduce(dev, local, {"Y"}, "s")}};
+    });
+    REQUIRE(r.ledger.size() == 16);  // by device, then call
+    for (std::size_t row = 0; row < 16; row += 2) {
+      CHECK(r.ledger[row].op == "all_reduce_max");
+      CHECK(r.ledger[row].bytes_sent == r.ledger[row + 1].bytes_sent);
+      // As the uneven all_reduce above: 7, 8, 8, 7 elements by position in the group.
+      const std::size_t y = (row / 2) % 4, elements = y == 0 || y == 3 ? 7 : 8;
+      CHECK(r.ledger[row].bytes_sent == elements * element_bytes(t));
+    }
+    for (int d = 0; d < 8; ++d)
+      for (std::size_t j = 0; j < 5; ++j) {
+        double want = -1;
+        for (int m = 4 * (d / 4); m < 4 * (d / 4) + 4; ++m) want = std::max(want, value(m, j));
+        CHECK(r.outputs[d].at("max")(0, j) == want);
+      }
+  }
+}
+
 TEST_CASE("collectives over groups of one device copy locally and send nothing") {
   Runtime rt(Backend::sim);
   const Mesh mesh = Mesh::parse("X=1,Y=4");

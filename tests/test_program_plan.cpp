@@ -104,16 +104,23 @@ ops = [
 outputs = ["total", "avg", "top", "p", "e", "d"]
 )";
   // h split over Y: the sum leaves partial sums over Y (completed by an AllReduce or a
-  // ReduceScatter), max gathers h first, softmax needs h whole.
+  // ReduceScatter), max takes each device's maxima and an all-reduce of max completes them,
+  // softmax needs h whole.
   const Ran r = run_text(body, "X=2,Y=4", {{"x", "X,_,Y"}});
   CHECK(r.verified);
-  bool completed = false, gathered = false;
+  bool completed = false, gathered = false, maxed = false;
   for (const auto& c : r.collectives) {
     completed = completed || ((c.op == "all_reduce" || c.op == "reduce_scatter") && c.tensor == "total");
     gathered = gathered || (c.op == "all_gather" && c.axes == "Y");
+    // top [b, s] = [4, 2] lies as X,_: 4 floats per device, 2(n-1)/n of them over Y=4.
+    if (c.op == "all_reduce_max") {
+      maxed = c.tensor == "top" && c.axes == "Y" && c.bytes_per_device == 2 * 3 * 4 * 4 / 4;
+      CHECK(c.matches());
+    }
   }
   CHECK(completed);
   CHECK(gathered);
+  CHECK(maxed);
   // Replicated: no collectives at all, the same values.
   const Ran plain = run_text(body, "X=2,Y=4", {});
   CHECK(plain.collectives.empty());

@@ -11,7 +11,8 @@
 //                   the same for the reference (G = 1): each run is within p |A||B| + r |C| of the
 //                   exact product of what it multiplied
 //   unary f         E = s E_in + 2u |f(V)|, s = the largest |f'| on [V - E_in, V + E_in]
-//                   (core/ops.hpp), 2u for the two runs' own roundings of f
+//                   (core/ops.hpp), 2u for the two runs' own roundings of f; relu_grad, a step,
+//                   moves by 1 where that interval reaches across 0
 //   add, sub        E = E_a + E_b + 2u |V|;  mul: |a| E_b + E_a |b| + E_a E_b + 2u |V|
 //   div             (E_a |b| + |a| E_b) / (|b| (|b| - E_b)) + 2u |V|, infinite where |b| <= E_b
 //   sum over n      E = sum E_in + 2 (n + G) u sum |x| (two orders of n terms, each partial sum
@@ -19,6 +20,12 @@
 //   max             E = max E_in (max moves by at most its inputs' largest move)
 //   softmax         E = s (e^{2D} - 1) + 2 (n + 3) u s, D = the row's largest E_in: shifting each
 //                   input by at most D scales every exp by e^{+-D} and their sum likewise
+//   broadcast       E = |scale| E_in (repeated) + 2u |V|
+//   eq              E = 1 where |a - b| <= E_a + E_b > 0 (the runs may disagree), else 0
+//   is_max(x, m)    E = 0 where the row's values, each moved by at most its E, keep the element
+//                   strictly above all others (1 in both runs) or strictly below another (0 in
+//                   both), or the row has no error at all; else 1
+//   Where a bound meets inf * 0 (a divisor that may reach 0, times a zero) it is unknown: inf.
 #pragma once
 #include <cstdint>
 #include <map>

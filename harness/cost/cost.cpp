@@ -89,14 +89,16 @@ double log2_exact(int p, const std::string& op) {
 }
 }  // namespace
 
-double collective_steps(const std::string& op, Algorithm algorithm, int p) {
+double collective_steps(const std::string& op_name, Algorithm algorithm, int p) {
+  const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
   if (p <= 1) return 0;
   if (algorithm == Algorithm::recursive_doubling) return log2_exact(p, op);
   if (op == "all_reduce") return 2.0 * (p - 1);
   return p - 1;
 }
 
-CollectiveTerms collective_terms(const std::string& op, Algorithm algorithm, int p, double n) {
+CollectiveTerms collective_terms(const std::string& op_name, Algorithm algorithm, int p, double n) {
+  const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
   const bool known = algorithm == Algorithm::pairwise ? op == "all_to_all"
                                                       : op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
   if (!known) throw Error(ErrorKind::unsupported, "the cost model has no " + algorithm_name(algorithm) + " " + op);

@@ -9,6 +9,7 @@
 //   ring all_gather          (p-1) a + n (p-1)/p b
 //   ring reduce_scatter      (p-1) a + n (p-1)/p b + n (p-1)/p g
 //   ring all_reduce          2(p-1) a + 2n (p-1)/p b + n (p-1)/p g      (= reduce_scatter + all_gather)
+//                            all_reduce_max is priced as all_reduce (g: one compare per element)
 //   recursive doubling all_gather       log2(p) a + n (p-1)/p b
 //   recursive halving reduce_scatter    log2(p) a + n (p-1)/p (b + g)
 //   recursive doubling all_reduce       log2(p) a + n log2(p) (b + g)

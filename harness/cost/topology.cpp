@@ -34,8 +34,9 @@ TopologyTerms torus_terms(const std::string& op, const std::vector<int>& sizes, 
 
 }  // namespace
 
-TopologyTerms topology_terms(const std::string& op, const std::vector<int>& axis_sizes, double n,
+TopologyTerms topology_terms(const std::string& op_name, const std::vector<int>& axis_sizes, double n,
                              const Hardware& hw) {
+  const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
   if (op != "all_gather" && op != "reduce_scatter" && op != "all_reduce" && op != "all_to_all")
     throw Error(ErrorKind::unsupported, "the cost model has no " + op);
   std::vector<int> sizes;

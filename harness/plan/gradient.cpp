@@ -193,7 +193,7 @@ class Deriver {
       }
       case OpKind::reduce: {
         if (op.name == "max") {
-          const std::string mask = emit(fresh("is_max_" + a), "is_max", {a}, "", op.over);
+          const std::string mask = emit(fresh("is_max_" + a), "is_max", {a, z});
           const std::string count = emit(fresh("max_count_" + z), "sum", {mask}, "", op.over);
           const std::string share = emit(fresh("max_share_" + a), "div", {mask, count});
           contribute(a, emit(contribution_name(a), "mul", {share, dz}));

@@ -14,8 +14,8 @@
 //                                      div: dz / b, -(dz * (z / b)); an operand broadcast into Z
 //                                      gets the sum over the dims it lacks
 //   sum      z = sum(a over O)         da = broadcast(dz to A); mean: times 1/|O|
-//   max      z = max(a over O)         da = dz * is_max(a over O) / sum(is_max(a over O) over O):
-//                                      ties share
+//   max      z = max(a over O)         da = dz * is_max(a, z) / sum(is_max(a, z) over O): ties
+//                                      share
 //   softmax  z = softmax(a over d)     da = z * (dz - sum(dz * z over d))
 //   broadcast z = broadcast(a to Z)    da = scale * sum(dz over Z's new dims)
 // A tensor read by several ops adds its contributions. Names: the gradient of t is dt (d_t, ...

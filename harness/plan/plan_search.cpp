@@ -295,6 +295,7 @@ std::string reason_for(const Move& m, const std::string& letters) {
       return "sum the partial products over " + axes_text(m.axes) + ", each device keeping its slice of dim " +
              dim(m.dim);
     case StepKind::all_reduce: return "sum the partial products over " + axes_text(m.axes) + " on every device";
+    case StepKind::all_reduce_max:
     case StepKind::contract: break;
   }
   return "";

@@ -231,6 +231,7 @@ std::string step_kind_name(StepKind kind) {
     case StepKind::local_slice: return "local_slice";
     case StepKind::contract: return "contract";
     case StepKind::all_reduce: return "all_reduce";
+    case StepKind::all_reduce_max: return "all_reduce_max";
     case StepKind::reduce_scatter: return "reduce_scatter";
     case StepKind::all_to_all: return "all_to_all";
   }
@@ -347,6 +348,7 @@ xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x)
     case StepKind::all_gather: return all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
     case StepKind::reduce_scatter: return reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
     case StepKind::all_reduce: return all_reduce(dev, x, s.axes, s.tensor);
+    case StepKind::all_reduce_max: return all_reduce_max(dev, x, s.axes, s.tensor);
     case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
       return all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
     case StepKind::local_slice: {

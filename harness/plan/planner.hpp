@@ -38,7 +38,7 @@ namespace shardlab {
 struct CollectiveSummary;  // harness/check/report.hpp
 struct Hardware;           // harness/cost/cost.hpp
 
-enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all };
+enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all, all_reduce_max };
 std::string step_kind_name(StepKind kind);  // "all_gather" ... as in the ledger
 
 struct PlanStep {

@@ -17,7 +17,7 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax},
     {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
-    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::softmax}};
+    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -141,6 +141,13 @@ TensorProgram make_program(TensorProgram p) {
         out = op.to;
         break;
       case OpKind::binary:
+        if (op.name == "is_max") {  // its bound (program_check.hpp) holds only for a max of the first
+          bool is_its_max = false;
+          for (std::size_t k = 0; k < i; ++k)
+            if (p.ops[k].out == op.in[1])
+              is_its_max = p.ops[k].name == "max" && p.ops[k].in[0] == op.in[0];
+          if (!is_its_max) fail(where + ": is_max's second operand must be max(" + op.in[0] + ") over some dims");
+        }
         if (contains_all(in_dims[0], in_dims[1]))
           out = in_dims[0];
         else if (contains_all(in_dims[1], in_dims[0]))

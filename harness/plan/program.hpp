@@ -13,8 +13,8 @@
 //                                          subset of `to`, in to's order), times `scale`
 //   and what gradient programs (harness/plan/gradient.hpp) add: unary relu_grad gelu_grad
 //   tanh_grad square_grad rsqrt_grad (each op's derivative), binary eq (1 where equal, else 0),
-//   is_max over="k" (1 where an element is its row's largest over those dims, else 0; like
-//   softmax, it keeps the input's dims and needs the `over` dims whole)
+//   binary is_max(x, m) with m = max(x) over the dims m lacks: 1 where x reaches its row's max
+//   (ties all 1), else 0; computed where x lies, against the complete m
 //
 // A program is checked whole when it is made (make_program): sizes for every letter, names that
 // exist before they are used, no tensor defined twice, outputs that exist.

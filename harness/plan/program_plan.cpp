@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/ops.hpp"
@@ -151,17 +152,33 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
           break;
         case OpKind::reduce: {
           const std::string& in_dims = program.dims.at(op.in[0]);
-          if (op.name == "max") {  // gather the reduced dims first: max has no partial form here
-            Spec whole = spec(op.in[0]);
+          if (op.name == "max") {
+            // Each device takes the max of its block; where a reduced dim was split, the devices
+            // along its axes hold maxima of their parts, and an all-reduce of max completes them.
+            const Spec in = spec(op.in[0]);
+            o.reshard.push_back({});
+            o.computed = reduced(in, in_dims, op.over, false);
+            PlanStep s;
+            s.kind = StepKind::all_reduce_max;
+            s.operand = 2;
+            s.tensor = op.out;
             for (std::size_t d = 0; d < in_dims.size(); ++d)
-              if (op.over.find(in_dims[d]) != std::string::npos) whole.dims[d].clear();
-            o.reshard.push_back(search_reshard(mesh, operand(op.in[0], spec(op.in[0])), whole, options));
-            o.computed = reduced(whole, in_dims, op.over, false);
+              if (op.over.find(in_dims[d]) != std::string::npos)
+                s.axes.insert(s.axes.end(), in.dims[d].begin(), in.dims[d].end());
+            s.before = s.after = o.computed;
+            s.local_before = s.local_after = local_shape(mesh, o.computed, program.shape(op.out));
+            s.reason = "the largest of each device's maxima over " + axes_text(s.axes);
+            if (mesh.axes_size(s.axes) > 1) {
+              s.predicted_bytes = predicted_bytes_sent("all_reduce_max", mesh.axes_size(s.axes),
+                                                       element_count(s.local_before) * eb, eb);
+              o.finish.push_back(s);
+            }
           } else {
             o.reshard.push_back({});
             o.computed = reduced(spec(op.in[0]), in_dims, op.over, true);
           }
-          o.finish = search_reshard(mesh, operand(op.out, o.computed), out, options);
+          const std::vector<PlanStep> rest = search_reshard(mesh, operand(op.out, o.computed), out, options);
+          o.finish.insert(o.finish.end(), rest.begin(), rest.end());
           break;
         }
       }
@@ -352,10 +369,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           break;
         }
         case OpKind::unary: y = rounded(unary_op(op.name, args[0]), plan.dtype); break;
-        case OpKind::softmax:
-          y = op.name == "is_max" ? is_max_op(args[0], out_dims, op.over)
-                                  : rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype);
-          break;
+        case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {
           const Shape local = local_shape(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out));
           y = rounded(broadcast_to(args[0], p.dims.at(op.in[0]), out_dims, local) * op.scale, plan.dtype);

@@ -56,6 +56,8 @@ Outputs every_collective(Device& dev) {
     out["rs1" + on] = reduce_scatter(dev, x, axes, 1, "B");
     out["ar" + on] = all_reduce(dev, x, axes, "C");
     out["ar odd" + on] = all_reduce(dev, odd, axes, "D");
+    out["armax" + on] = all_reduce_max(dev, x, axes, "F");
+    out["armax odd" + on] = all_reduce_max(dev, odd, axes, "G");
     out["a2a01" + on] = all_to_all(dev, x, axes, 0, 1, "E");
     out["a2a10" + on] = all_to_all(dev, x, axes, 1, 0, "E");
   }
