@@ -132,6 +132,10 @@ test-mpi:
 	  if grep -q '"pass": true' <<<"$$mpi" && [ "$$sim" = "$$mpi" ]; then echo "   pass true, same bytes per device as sim"; \
 	  else echo "   FAIL: differs from the sim run:"; diff <(echo "$$sim") <(echo "$$mpi"); exit 1; fi; \
 	else echo "== $$l not built: skipping its MPI check"; fi
+	@echo "== mpiexec -n 8 $(SHARDLAB) run harness/cases/gspmd_ffn_backward.toml --backend mpi --quiet"; \
+	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 8 $(SHARDLAB) run harness/cases/gspmd_ffn_backward.toml \
+	  --backend mpi --quiet | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
+	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (the derived backward on 8 processes)"; exit 1; fi
 	@l=$(BUILD)/bin/01_mesh_and_layout; if [ -x $$l ]; then \
 	  echo "== mpiexec -n 6 $$l --backend mpi  (mesh of 8: must exit 2 with one sentence)"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 60 mpiexec -n 6 $$l --backend mpi >$(BUILD)/mpi_misuse.out 2>$(BUILD)/mpi_misuse.err; rc=$$?; \

@@ -6,23 +6,29 @@
 // a tensor with an annotated tensor's dims takes its layout. Then every op is planned from the specs
 // it meets. The FFN written as a program of three ops, with x, W_in and W_out annotated, comes out
 // with h, g and y laid out as lesson 08 wrote them by hand, and with the same four collectives.
+// The backward pass is derived by rule from the same three ops (each gradient lying as its tensor
+// does) and makes the seven collectives `shardlab ffn --backward` plans by hand.
 //
 // Run:    build/bin/11_propagation [--mesh X=2,Y=4] [--dims b=8,s=4,m=16,h=64] [--json]
 //         mpiexec -n 8 build/bin/11_propagation --backend mpi
 // Prints: the program; the three annotations; every tensor's propagated spec and where it came
-//         from; the plan of each op; the collectives measured beside lesson 08's; what annotating x
-//         alone would derive and cost; the verdict against the unsharded program.
+//         from; the plan of each op; the collectives measured beside lesson 08's and the hand-written
+//         backward's; what annotating x alone would derive and cost; the verdict against the
+//         unsharded program and central differences.
 #include <map>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/case_run.hpp"
+#include "harness/models/ffn.hpp"
+#include "harness/plan/gradient.hpp"
 #include "harness/plan/program_plan.hpp"
 #include "harness/plan/propagate.hpp"
 
@@ -61,8 +67,11 @@ int main(int argc, char** argv) {
     // Lesson 08's layout: batch on X, embed on Y for activations, the weights' embed on X, hidden on Y.
     const std::map<std::string, std::string> annotations = {
         {"x", X + ",_," + Y}, {"W_in", X + "," + Y}, {"W_out", Y + "," + X}};
-    const Propagation prop = propagate(p, mesh, annotations);
-    const ProgramPlan plan = plan_program_ops(p, mesh, prop, session.dtype());
+    const Propagation forward = propagate(p, mesh, annotations);
+    // The backward program of L = sum(y * R), derived from the three ops, planned with the forward.
+    const GradientProgram g = gradient_program(p);
+    const Propagation prop = gradient_propagation(g, mesh, forward);
+    const ProgramPlan plan = plan_program_ops(g.program, mesh, prop, session.dtype(), false, g.forward_ops);
 
     auto& out = session.out();
     out << "1. The FFN as a program of three ops over named dims (b batch, s sequence, m embed, h hidden):\n"
@@ -70,12 +79,14 @@ int main(int argc, char** argv) {
     out << "2. Three annotations, as a user writes them (lesson 08's layout for x and the weights):\n";
     for (const auto& [t, s] : annotations) out << "     " << t << " = " << s << "\n";
     out << "\n3. Propagation gives every other tensor a spec, and says where it came from:\n"
-        << propagation_text(p, prop)
+        << propagation_text(g.program, prop)
         << "   h: b takes " << X << " from x, h takes " << Y << " from W_in; m is summed away. g = gelu(h) keeps h's.\n"
-        << "   y has x's dims, so it takes x's layout: the layer's output can be added back to its input.\n\n";
+        << "   y has x's dims, so it takes x's layout: the layer's output can be added back to its input.\n"
+        << "   The backward ops (4-9) are derived by rule: dy = R is given, dg = dy W_out^T, dW_out = g^T dy,\n"
+        << "   dh = dg * gelu'(h), dx = dh W_in^T, dW_in = x^T dh; each gradient lies as its tensor does.\n\n";
     out << "4. Each op planned from the specs it meets (the search, fewest bytes):\n" << program_plan_text(plan) << "\n";
 
-    const auto inputs = program_inputs(p, cli.common.seed);
+    const auto inputs = program_inputs(g.program, cli.common.seed);
     const RunResult run = session.run(program_spmd(plan, inputs));
 
     // What annotating x alone would give: the weights are derived back through the einsums.
@@ -84,11 +95,23 @@ int main(int argc, char** argv) {
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();
-    const ProgramReference ref = run_reference(p, inputs, session.dtype(), mesh.devices(), partial_groups(plan));
-    report.checks.push_back(verify_output(mesh, prop.specs.at("y").spec, run, "y",
-                                                  session.expected(ref.values.at("y"), ref.bounds.at("y")), ref.bounds.at("y")));
-    std::vector<std::string> ran;
-    for (const auto& c : report.collectives) ran.push_back(c.op + " " + c.tensor + " over " + c.axes);
+    const ProgramReference ref =
+        run_reference(g.program, inputs, session.dtype(), mesh.devices(), partial_groups(plan));
+    for (const auto& name : g.program.outputs)
+      report.checks.push_back(verify_output(mesh, prop.specs.at(name).spec, run, name,
+                                            session.expected(ref.values.at(name), ref.bounds.at(name)),
+                                            ref.bounds.at(name)));
+    for (const auto& v : central_difference_checks(p, g, cli.common.seed)) report.checks.push_back(v);
+    // The forward ops' collectives come first in the ledger, then the backward's.
+    std::size_t forward_collectives = 0, forward_bytes = 0;
+    for (std::size_t j = 0; j < g.forward_ops; ++j)
+      for (const PlanStep* s : plan.ops[j].collectives()) {
+        ++forward_collectives;
+        forward_bytes += s->predicted_bytes;
+      }
+    std::vector<std::string> ran, ran_backward;
+    for (const auto& c : report.collectives)
+      (ran.size() < forward_collectives ? ran : ran_backward).push_back(c.op + " " + c.tensor + " over " + c.axes);
     // Lesson 08's four, less those over an axis of size 1 (they move nothing, and the search makes no step).
     std::vector<std::string> lesson08;
     for (const auto& [c, axis] : std::vector<std::pair<std::string, std::string>>{
@@ -99,31 +122,53 @@ int main(int argc, char** argv) {
     same.pass = ran == lesson08;
     if (!same.pass) same.detail = "ran " + join(ran, "; ") + ", lesson 08 makes " + join(lesson08, "; ");
     report.checks.push_back(same);
+    // The backward shardlab ffn plans by hand (harness/models/ffn.cpp), with the same layout.
+    FfnConfig by_hand;
+    by_hand.strategy = "gspmd";
+    by_hand.dims = {p.sizes.at('b'), p.sizes.at('s'), p.sizes.at('m'), p.sizes.at('h')};
+    by_hand.backward = true;
+    by_hand.dtype = session.dtype();
+    std::vector<std::string> ffn_backward;
+    const FfnPlan ffn_plan = plan_ffn(mesh, by_hand);
+    for (const PlanStep* s : ffn_plan.collectives(FfnPhase::backward))
+      ffn_backward.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
+    Verdict same_backward;
+    same_backward.name = "the same backward collectives as shardlab ffn --backward";
+    same_backward.pass = ran_backward == ffn_backward;
+    if (!same_backward.pass)
+      same_backward.detail = "ran " + join(ran_backward, "; ") + ", ffn plans " + join(ffn_backward, "; ");
+    report.checks.push_back(same_backward);
     report.numbers["annotated_tensors"] = prop.annotated;
     report.numbers["tensors"] = static_cast<double>(prop.specs.size());
 
-    out << "5. Communication, measured by the ledger, beside lesson 08's hand-written plan:\n"
+    out << "5. Communication, measured by the ledger, beside the plans written by hand (lesson 08 forward,\n"
+        << "   shardlab ffn --backward):\n"
         << collectives_table(report.collectives);
-    Table t({"#", "this lesson (propagated)", "lesson 08 (written by hand)"});
+    Table t({"#", "pass", "this lesson (propagated, derived)", "written by hand"});
     for (std::size_t i = 0; i < std::max(ran.size(), lesson08.size()); ++i)
-      t.add({std::to_string(i + 1), i < ran.size() ? ran[i] : "-", i < lesson08.size() ? lesson08[i] : "-"});
-    out << t.text() << "\n";
+      t.add({std::to_string(i + 1), "forward", i < ran.size() ? ran[i] : "-", i < lesson08.size() ? lesson08[i] : "-"});
+    for (std::size_t i = 0; i < std::max(ran_backward.size(), ffn_backward.size()); ++i)
+      t.add({std::to_string(ran.size() + i + 1), "backward", i < ran_backward.size() ? ran_backward[i] : "-",
+             i < ffn_backward.size() ? ffn_backward[i] : "-"});
+    out << t.text() << "   Backward, each forward AllGather returns as a ReduceScatter of a gradient, and the\n"
+        << "   forward ReduceScatter of y as the AllGather of dy.\n\n";
 
     out << "6. Annotate x alone and propagation derives the weights from the einsums instead:\n";
     for (const char* w : {"W_in", "W_out"})
       out << "     " << w << " = " << lone.specs.at(w).spec.text() << "  (" << lone.specs.at(w).origin << ")\n";
     out << "   which costs " << lone_plan.predicted_bytes_per_device() << " bytes per device in "
         << lone_plan.collective_lines().size() << " collectives (" << join(lone_plan.collective_lines(), "; ")
-        << ")\n   against " << plan.predicted_bytes_per_device()
+        << ")\n   against " << forward_bytes
         << " with the weights annotated: the annotations are where a user says what must stay split.\n\n";
 
     out << "7. Verdict against the unsharded program:\n";
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
-    out << "   " << prop.annotated << " of " << prop.specs.size()
-        << " tensors of the forward program were annotated; the rest were derived. (The backward program's\n"
-           "   tensors will be counted here once shardlab derives gradients.)\n"
-        << "\nTakeaway: annotate the inputs and weights; propagation lays out every other tensor and the planner\n"
-           "          derives the collectives - here exactly the four lesson 08 wrote by hand.\n"
+    out << "   " << prop.annotated << " of " << prop.specs.size() << " tensors of the forward and backward programs ("
+        << forward.specs.size() << " forward, " << prop.specs.size() - forward.specs.size()
+        << " backward) were annotated; the rest were derived.\n"
+        << "\nTakeaway: annotate the inputs and weights; propagation lays out every other tensor, the gradients\n"
+           "          follow by rule, and the planner derives the collectives - here exactly the four lesson\n"
+           "          08 wrote by hand and the seven of the hand-written backward.\n"
            "Next:     shardlab run harness/cases/gspmd_ffn.toml - the same program as a case file, for CI.\n";
     return session.finish();
   });

@@ -221,6 +221,12 @@ std::string program_plan_text(const ProgramPlan& plan) {
             std::to_string(s.predicted_bytes));
     };
     for (const auto& r : o.reshard) steps(r);
+    for (int k = 0; k < 2; ++k)
+      if (o.reuse[k]) {
+        const Spec& s = k == 0 ? o.contraction.a.spec : o.contraction.b.spec;
+        row("reuse", op.in[static_cast<std::size_t>(k)], "", s.text() + " (moved for op " + std::to_string(o.op) + ")",
+            "0");
+      }
     if (o.has_contraction) {
       for (const auto& s : o.contraction.steps)
         if (s.kind == StepKind::contract)
