@@ -49,3 +49,43 @@ TEST_CASE("ops: broadcast by dim name, binary ops, softmax and the unary kernels
   CHECK(std::isinf(unary_slope_bound("rsqrt", v, e)(1)));
   CHECK(unary_slope_bound("gelu", v, e)(0) == doctest::Approx(1.13));
 }
+
+TEST_CASE("ops: each *_grad kernel is its op's derivative (central differences), and its move bound holds") {
+  const Tensor x = Tensor({-1.7, -0.3, 0.2, 0.9, 2.5});
+  const double h = 1e-6;
+  for (const char* f : {"relu", "gelu", "tanh", "square", "rsqrt"}) {
+    CAPTURE(f);
+    const Tensor at = std::string(f) == "rsqrt" ? Tensor(xt::abs(x) + 0.5) : x;
+    const Tensor slope = unary_op(std::string(f) + "_grad", at);
+    const Tensor numeric = (unary_op(f, at + h) - unary_op(f, at - h)) / (2 * h);
+    for (std::size_t i = 0; i < at.size(); ++i) CHECK(slope(i) == doctest::Approx(numeric(i)).epsilon(1e-6));
+    // Moving x by e moves f_grad by at most the bound: sampled across the interval.
+    const Tensor e = xt::ones<double>(at.shape()) * 0.1;
+    const Tensor bound = unary_move_bound(std::string(f) + "_grad", at, e);
+    for (double t = -1; t <= 1; t += 0.125) {
+      const Tensor moved = xt::abs(unary_op(std::string(f) + "_grad", at + t * e) - slope);
+      for (std::size_t i = 0; i < at.size(); ++i) CHECK(moved(i) <= bound(i) + 1e-12);
+    }
+  }
+  // relu_grad is a step: its bound is 1 exactly where the interval reaches across 0, else 0.
+  const Tensor b = unary_move_bound("relu_grad", Tensor({-0.05, 0.05, 0.5}), Tensor({0.1, 0.1, 0.1}));
+  CHECK(b(0) == 1);
+  CHECK(b(1) == 1);
+  CHECK(b(2) == 0);
+  CHECK(unary_op("copy", x)(4) == 2.5);
+}
+
+TEST_CASE("ops: is_max marks each row's largest; its bound is 0 where the order is certain") {
+  // Rows over k: [1, 3, 2] (3 alone on top), [5, 5, 0] (a tie).
+  const Tensor x = Tensor({{1.0, 3.0, 2.0}, {5.0, 5.0, 0.0}});
+  const Tensor m = reduce_op("max", x, "bk", "k");
+  const Tensor mask = binary_op("is_max", x, "bk", m, "b", "bk");
+  CHECK(mask == Tensor({{0.0, 1.0, 0.0}, {1.0, 1.0, 0.0}}));
+  // Errors 0.4: row 0's order is certain (3 - 0.4 > 2 + 0.4); row 1's tie is not, 0 stays below.
+  const Tensor e = xt::ones<double>({2, 3}) * 0.4;
+  CHECK(is_max_bound(x, e, "bk", "k") == Tensor({{0.0, 0.0, 0.0}, {1.0, 1.0, 0.0}}));
+  // Errors 0.6: 2 and 3 may swap in row 0.
+  CHECK(is_max_bound(x, e * 1.5, "bk", "k") == Tensor({{0.0, 1.0, 1.0}, {1.0, 1.0, 0.0}}));
+  // No error at all: both runs compute the same tie.
+  CHECK(is_max_bound(x, e * 0, "bk", "k") == xt::zeros<double>({2, 3}));
+}

@@ -88,7 +88,19 @@ TEST_CASE("program: malformed programs are refused naming the op, the tensor and
       {with(op("x", "gelu", {"x"})), {"defines x, which is already defined"}},
       {with(op("y", "gelu", {"x"}), {"z"}), {"output z is not"}},
       {with(op("y", "gelu", {"x"}, "bsm->bsm")), {"only einsum takes an eq"}},
+      {with(op("y", "broadcast", {"bias"})), {"op 1 (y = broadcast, line 7) needs to"}},
+      {with(op("y", "is_max", {"x", "bias"})), {"is_max's second operand must be max(x)"}},
   };
+  // broadcast's `to`: only on broadcast, and holding every dim of its input.
+  ProgramOp to_on_gelu = op("y", "gelu", {"x"});
+  to_on_gelu.to = "bsm";
+  CHECK(refusal(with(to_on_gelu)).find("only broadcast takes to") != std::string::npos);
+  ProgramOp short_to = op("y", "broadcast", {"x"});
+  short_to.to = "bs";
+  CHECK(refusal(with(short_to)).find("x has dim 'm', which to = 'bs' lacks") != std::string::npos);
+  ProgramOp spread = op("y", "broadcast", {"bias"});
+  spread.to = "hb";
+  CHECK(refusal(with(spread)).empty());
   for (const auto& b : bad) {
     const std::string why = refusal(b.p);
     CAPTURE(why);

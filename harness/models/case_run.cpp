@@ -44,13 +44,15 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   GradientProgram g;
   try {
     prop = propagate(c.program, mesh, c.shard);
-    if (c.backward) {
-      g = gradient_program(c.program);
-      prop = gradient_propagation(g, mesh, prop);
-    }
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());
   }
+  if (c.backward) try {
+      g = gradient_program(c.program);
+      prop = gradient_propagation(g, mesh, prop);
+    } catch (const Error& e) {
+      throw Error(e.kind(), line_of(c, c.backward_line) + ": " + e.what());
+    }
   ProgramPlan plan = plan_program_ops(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype),
                                       c.plan == "article", c.backward ? g.forward_ops : SIZE_MAX);
   plan.gradient = std::move(g);
