@@ -47,8 +47,8 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CAPTURE(r.out);
   CHECK(r.status == 0);
   for (const std::string name : {"gspmd_ffn", "column_ffn", "row_ffn", "pairwise_ffn", "row_column_ffn", "data_ffn"}) {
-    CHECK_MESSAGE(r.out.find("PASS " + name + " ") != std::string::npos, name);
-    CHECK_MESSAGE(r.out.find("PASS " + name + "_backward ") != std::string::npos, name);
+    CHECK_MESSAGE(r.out.find("PASS " + name + ": ") != std::string::npos, name);
+    CHECK_MESSAGE(r.out.find("PASS " + name + "_backward: ") != std::string::npos, name);
   }
   CHECK(r.out.find("12 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;

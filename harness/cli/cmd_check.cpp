@@ -86,9 +86,12 @@ int run(const CheckOptions& o) {
       }
       if (!pass && first.empty()) first = "a collective's measured bytes differ from its prediction";
       (pass ? passed : failed) += 1;
-      line = std::string(pass ? "PASS " : "FAIL ") + c.program.name + " (" + path + "): " +
-             std::to_string(r.collectives.size()) + " collectives, " + std::to_string(r.bytes_per_device) +
-             " B/device, " + std::to_string(r.checks.size()) + " checks" + (pass ? "" : "; " + first);
+      // The file is named when its case is named otherwise, or failed (to open it next).
+      const std::string stem = std::filesystem::path(path).stem().string();
+      line = std::string(pass ? "PASS " : "FAIL ") + c.program.name +
+             (pass && stem == c.program.name ? "" : " (" + path + ")") + ": " + std::to_string(r.collectives.size()) +
+             (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(r.checks.size()) +
+             " checks" + (pass ? "" : "; " + first);
     } catch (const Error& e) {
       ++invalid;
       JunitCase k;

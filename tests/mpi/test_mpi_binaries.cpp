@@ -140,9 +140,9 @@ TEST_SUITE("mpi binaries") {
     auto r = run_binary("shardlab check harness/cases --backend mpi", kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ");
     CAPTURE(r.out);
     CHECK(r.status == 2);
-    for (const char* s : {"PASS column_ffn ", "PASS data_ffn ", "PASS pairwise_ffn ", "PASS row_column_ffn ",
-                          "PASS row_ffn ", "PASS column_ffn_backward ", "PASS data_ffn_backward ",
-                          "PASS pairwise_ffn_backward ", "PASS row_column_ffn_backward ", "PASS row_ffn_backward ",
+    for (const char* s : {"PASS column_ffn: ", "PASS data_ffn: ", "PASS pairwise_ffn: ", "PASS row_column_ffn: ",
+                          "PASS row_ffn: ", "PASS column_ffn_backward: ", "PASS data_ffn_backward: ",
+                          "PASS pairwise_ffn_backward: ", "PASS row_column_ffn_backward: ", "PASS row_ffn_backward: ",
                           "ERROR harness/cases/gspmd_ffn.toml: mesh X=2,Y=4 needs 8 processes, this run has 4",
                           "ERROR harness/cases/gspmd_ffn_backward.toml: mesh X=2,Y=4 needs 8 processes",
                           "10 passed, 0 failed, 2 invalid"})
