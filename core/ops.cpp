@@ -43,8 +43,10 @@ std::vector<std::size_t> gather_index(const std::string& from, const Shape& from
   return idx;
 }
 
-double slope(const std::string& name, double x, double e) {
+double slope(const std::string& name, double x, double e, double value) {
   const double lo = x - e, hi = x + e, big = std::max(std::abs(lo), std::abs(hi));
+  if (name == "scale") return std::abs(value);
+  if (name == "shift") return 1;
   if (name == "relu" || name == "neg" || name == "tanh" || name == "copy") return 1;
   if (name == "gelu") return 1.13;  // |gelu'(x)| <= 1.129 everywhere (its maximum, near x = 2.42)
   if (name == "exp") return std::exp(hi);
@@ -60,7 +62,9 @@ double slope(const std::string& name, double x, double e) {
 
 }  // namespace
 
-Tensor unary_op(const std::string& name, const Tensor& x) {
+Tensor unary_op(const std::string& name, const Tensor& x, double value) {
+  if (name == "scale") return x * value;
+  if (name == "shift") return x + value;
   if (name == "gelu") return gelu(x);
   if (name == "gelu_grad") return gelu_grad(x);
   Tensor y = x;
@@ -93,20 +97,20 @@ Tensor unary_op(const std::string& name, const Tensor& x) {
   return y;
 }
 
-Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e) {
+Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e, double value) {
   Tensor s = x;
-  for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = slope(name, x.data()[i], e.data()[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = slope(name, x.data()[i], e.data()[i], value);
   return s;
 }
 
-Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e) {
+Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e, double value) {
   Tensor m = x;
   for (std::size_t i = 0; i < m.size(); ++i) {
     const double v = x.data()[i], err = e.data()[i];
     if (name == "relu_grad")  // a step: it moves by 1 where the interval reaches across 0, else not at all
       m.data()[i] = err > 0 && v - err <= 0 && v + err > 0 ? 1 : 0;
     else
-      m.data()[i] = err > 0 ? slope(name, v, err) * err : 0;
+      m.data()[i] = err > 0 ? slope(name, v, err, value) * err : 0;
   }
   return m;
 }

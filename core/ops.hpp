@@ -11,13 +11,14 @@ namespace shardlab {
 // relu, gelu, exp, tanh, neg, square, rsqrt, copy (the input unchanged), elementwise, and the derivatives the gradient program
 // uses: relu_grad (1 where x > 0), gelu_grad, tanh_grad, square_grad (2x), rsqrt_grad (-x^-1.5 / 2).
 // Error(unsupported) for another name.
-Tensor unary_op(const std::string& name, const Tensor& x);
+// scale and shift take `value`: x * value, x + value.
+Tensor unary_op(const std::string& name, const Tensor& x, double value = 0);
 // The largest |f'| of unary `name` on [x - e, x + e], elementwise: how far an error e in x can
 // move f(x) (infinite where rsqrt's interval reaches 0).
-Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e);
+Tensor unary_slope_bound(const std::string& name, const Tensor& x, const Tensor& e, double value = 0);
 // How far f(x) can move when x moves by at most e, elementwise: slope bound times e, and for
 // relu_grad (a step) 1 where [x - e, x + e] reaches across 0. Zero where e is zero.
-Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e);
+Tensor unary_move_bound(const std::string& name, const Tensor& x, const Tensor& e, double value = 0);
 
 // add, sub, mul, div, eq and is_max (1 where equal, else 0) of a (dims a_dims) and b (b_dims), broadcast by dim letter into out_dims
 // (the dims of whichever operand has them all).

@@ -1,5 +1,7 @@
 #include "harness/check/case_file.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <set>
 
@@ -135,7 +137,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string where = "op " + std::to_string(i + 1);
     const toml::table& t = r.table(ops[i], where);
-    r.only(t, {"out", "op", "eq", "in", "over", "to"}, where);
+    r.only(t, {"out", "op", "eq", "in", "over", "to", "value"}, where);
     ProgramOp op;
     op.line = Reader::line_of(t);
     op.out = r.text(r.need(t, "out", where), where + "'s out");
@@ -144,6 +146,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (const auto* n = t.get("eq")) op.eq = r.text(*n, where + "'s eq");
     if (const auto* n = t.get("over")) op.over = r.text(*n, where + "'s over");
     if (const auto* n = t.get("to")) op.to = r.text(*n, where + "'s to");
+    if (const auto* n = t.get("value")) {
+      if (!n->is_number() || !std::isfinite(*n->value<double>()))
+        r.fail(Reader::line_of(*n), where + "'s value must be a finite number");
+      op.value = *n->value<double>();
+      op.has_value = true;
+    }
     p.ops.push_back(op);
   }
   p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");

@@ -10,7 +10,8 @@
 //   shard = { x = "X,_,Y", W_in = "X,Y" }                optional: annotations, on any tensor
 //   ops = [ { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] }, ... ]
 //                                                        required; reductions and softmax take
-//                                                        over = "h", broadcast takes to = "bsh"
+//                                                        over = "h", broadcast and rename take
+//                                                        to = "bsh", scale and shift value = 0.5
 //   outputs = ["y"]                                      required
 //   backward = false                                     optional
 //   plan = "search"                                      optional: "article" plans each einsum by

@@ -55,8 +55,8 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
       case OpKind::unary:
-        v = rounded(unary_op(op.name, a), dtype);
-        e = unary_move_bound(op.name, a, ea) + 2 * u * abs_of(v);
+        v = rounded(unary_op(op.name, a, op.value), dtype);
+        e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
         break;
       case OpKind::binary: {
         const std::string& ad = p.dims.at(op.in[0]);
@@ -87,6 +87,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         e = e + 2 * u * abs_of(v);
         break;
       }
+      case OpKind::rename:
+        v = a;
+        e = ea;
+        break;
       case OpKind::broadcast: {
         const std::string& in_dims = p.dims.at(op.in[0]);
         v = rounded(broadcast_to(a, in_dims, out_dims, p.shape(op.out)) * op.scale, dtype);

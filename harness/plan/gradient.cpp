@@ -156,6 +156,12 @@ class Deriver {
       case OpKind::unary:
         if (op.name == "neg" || op.name == "copy") {
           contribute(a, emit(contribution_name(a), op.name, {dz}));
+        } else if (op.name == "scale") {
+          contribute(a, emit(contribution_name(a), "scale", {dz}));
+          g_.ops.back().value = op.value;
+          g_.ops.back().has_value = true;
+        } else if (op.name == "shift") {
+          contribute(a, dz);
         } else if (op.name == "exp") {
           contribute(a, emit(contribution_name(a), "mul", {dz, z}));
         } else {
@@ -213,6 +219,9 @@ class Deriver {
       }
       case OpKind::broadcast:
         contribute_reduced(a, dz, Z, op.scale);
+        break;
+      case OpKind::rename:
+        contribute(a, emit(contribution_name(a), "rename", {dz}, "", "", A));
         break;
     }
   }

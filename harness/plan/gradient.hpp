@@ -9,7 +9,8 @@
 //   einsum   z = einsum(A,B->Z; a, b)  da = einsum(Z,B->A; dz, b)   db = einsum(A,Z->B; a, dz)
 //   unary    z = f(a)                  da = dz * f_grad(a)  (relu_grad, gelu_grad, tanh_grad,
 //                                      square_grad, rsqrt_grad); exp: dz * z; neg: -dz;
-//                                      copy: copy(dz), so da lies as a does
+//                                      copy: copy(dz), so da lies as a does; scale: dz * value;
+//                                      shift: dz
 //   binary   z = a op b, dims Z        add: dz  sub: dz, -dz  mul: dz * b, dz * a
 //                                      div: dz / b, -(dz * (z / b)); an operand broadcast into Z
 //                                      gets the sum over the dims it lacks
@@ -18,6 +19,7 @@
 //                                      share
 //   softmax  z = softmax(a over d)     da = z * (dz - sum(dz * z over d))
 //   broadcast z = broadcast(a to Z)    da = scale * sum(dz over Z's new dims)
+//   rename   z = rename(a to Z)        da = rename(dz to A)
 // A tensor read by several ops adds its contributions. Names: the gradient of t is dt (d_t, ...
 // when that name is taken), partial contributions dt_1, dt_2, and each helper names what it holds
 // (gelu_grad_h, is_max_x).

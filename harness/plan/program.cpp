@@ -17,7 +17,8 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"sum", OpKind::reduce},    {"max", OpKind::reduce},   {"mean", OpKind::reduce}, {"softmax", OpKind::softmax},
     {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
-    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}};
+    {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}, {"scale", OpKind::unary},
+    {"shift", OpKind::unary}, {"rename", OpKind::rename}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -111,8 +112,10 @@ TensorProgram make_program(TensorProgram p) {
       in_dims.push_back(p.dims.at(t));
     }
     if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
-    if ((op.kind == OpKind::broadcast) == op.to.empty())
-      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast takes to"));
+    if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename) == op.to.empty())
+      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast and rename take to"));
+    if ((op.name == "scale" || op.name == "shift") != op.has_value)
+      fail(where + (op.has_value ? ": only scale and shift take value" : " needs value = <number>"));
     if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax) == op.over.empty())
       fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions and softmax take over"));
     std::string out;
@@ -134,6 +137,18 @@ TensorProgram make_program(TensorProgram p) {
         break;
       }
       case OpKind::unary: out = in_dims[0]; break;
+      case OpKind::rename:
+        if (op.to.size() != in_dims[0].size())
+          fail(where + ": to = '" + op.to + "' names " + std::to_string(op.to.size()) + " dims, " + op.in[0] + " '" +
+               in_dims[0] + "' has " + std::to_string(in_dims[0].size()));
+        check_dims(op.to, where);
+        for (std::size_t d = 0; d < op.to.size(); ++d)
+          if (p.sizes.at(op.to[d]) != p.sizes.at(in_dims[0][d]))
+            fail(where + ": dim '" + std::string(1, op.to[d]) + "' (size " + std::to_string(p.sizes.at(op.to[d])) +
+                 ") cannot rename '" + std::string(1, in_dims[0][d]) + "' (size " +
+                 std::to_string(p.sizes.at(in_dims[0][d])) + ")");
+        out = op.to;
+        break;
       case OpKind::broadcast:
         for (char c : in_dims[0])
           if (op.to.find(c) == std::string::npos)
@@ -192,6 +207,7 @@ std::string program_text(const TensorProgram& p) {
     if (!op.over.empty()) rhs += "; over " + op.over;
     if (!op.to.empty()) rhs += "; to " + op.to;
     if (op.scale != 1) rhs += "; times " + format_number(op.scale, "%.6g");
+    if (op.has_value) rhs += "; value " + format_number(op.value, "%.6g");
     out += "  op " + std::to_string(i + 1) + "   " + op.out + "[" + p.dims.at(op.out) + "] = " + rhs + ")\n";
   }
   out += "  output " + join(p.outputs, ", ") + "\n";

@@ -5,6 +5,9 @@
 //   einsum   out = einsum(eq, a, b)        two operands; their dims must be eq's letters in order
 //   unary    relu gelu exp tanh neg square rsqrt          out has the input's dims
 //            copy: the input unchanged, laid out as out's spec says (a reshard a user can name)
+//            scale value=0.5: x * value;  shift value=1e-5: x + value
+//   rename   to="btm"                      the input's data under new letters, dim by dim (keys
+//                                          from the same x as queries need their own sequence dim)
 //   binary   add sub mul div               broadcast by dim name: one operand's dims are a subset
 //                                          of the other's, whose dims (and order) out takes
 //   reduce   sum max mean over="h"         out drops the dims named in `over`
@@ -28,7 +31,7 @@
 
 namespace shardlab {
 
-enum class OpKind { einsum, unary, binary, reduce, softmax, broadcast };
+enum class OpKind { einsum, unary, binary, reduce, softmax, broadcast, rename };
 
 struct ProgramOp {
   std::string out;              // the tensor it defines
@@ -39,6 +42,8 @@ struct ProgramOp {
   std::string over;             // reduce and softmax: the dim letters
   std::string to;               // broadcast only: the output's dims
   double scale = 1;             // broadcast only: multiplies every element (a mean's 1/n)
+  double value = 0;             // scale (x * value) and shift (x + value) only
+  bool has_value = false;
   int from_op = -1;             // a gradient einsum: the forward einsum it differentiates
   int grad_operand = -1;        // ... and which operand is that einsum's output gradient dz
   int line = 0;                 // where a case file wrote it (0: not from a file)

@@ -139,6 +139,10 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
           o.computed = out;
           break;
         }
+        case OpKind::rename:  // the same blocks under new letters: out's spec read position by position
+          o.reshard.push_back(search_reshard(mesh, operand(op.in[0], spec(op.in[0])), out, options));
+          o.computed = out;
+          break;
         case OpKind::broadcast:
           o.reshard.push_back(search_reshard(
               mesh, operand(op.in[0], spec(op.in[0])), restricted(out, out_dims, program.dims.at(op.in[0])), options));
@@ -374,7 +378,8 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           for (int k : kept_operands(plan, j)) next_kept[op.in[static_cast<std::size_t>(k)]] = std::move(moved[k]);
           break;
         }
-        case OpKind::unary: y = rounded(unary_op(op.name, args[0]), plan.dtype); break;
+        case OpKind::unary: y = rounded(unary_op(op.name, args[0], op.value), plan.dtype); break;
+        case OpKind::rename: y = args[0]; break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {
           const Shape local = local_shape(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out));

@@ -69,8 +69,9 @@ class Propagator {
       if (from.empty()) continue;
       const std::string& dims = p_.dims.at(op.out);
       std::map<char, Axes> axes;
-      for (const auto& t : from)  // the first operand that has a letter gives its axes
-        for (const auto& [c, a] : by_letter(p_.dims.at(t), spec(t)))
+      // The first operand that has a letter gives its axes (a rename's: by position).
+      for (const auto& t : from)
+        for (const auto& [c, a] : by_letter(op.kind == OpKind::rename ? op.to : p_.dims.at(t), spec(t)))
           if (!axes.count(c)) axes[c] = a;
       set_from(op.out, dims, axes, "from " + join(from, " and ") + " through " + op_label(p_, i));
     }
@@ -88,9 +89,11 @@ class Propagator {
         if (known(op.out)) from.push_back(op.out);
         if (from.empty()) continue;
         std::map<char, Axes> axes;
-        for (const auto& u : from)
-          for (const auto& [c, a] : by_letter(p_.dims.at(u), spec(u)))
+        for (const auto& u : from) {
+          const bool renamed = op.kind == OpKind::rename && u == op.out;  // by position
+          for (const auto& [c, a] : by_letter(renamed ? p_.dims.at(t) : p_.dims.at(u), spec(u)))
             if (!axes.count(c)) axes[c] = a;
+        }
         set_from(t, p_.dims.at(t), axes, "from " + join(from, " and ") + " back through " + op_label(p_, i));
       }
     }
