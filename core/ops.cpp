@@ -47,7 +47,7 @@ double slope(const std::string& name, double x, double e, double value) {
   const double lo = x - e, hi = x + e, big = std::max(std::abs(lo), std::abs(hi));
   if (name == "scale") return std::abs(value);
   if (name == "shift") return 1;
-  if (name == "relu" || name == "neg" || name == "tanh" || name == "copy") return 1;
+  if (name == "relu" || name == "neg" || name == "tanh" || name == "copy" || name == "stop_gradient") return 1;
   if (name == "gelu") return 1.13;  // |gelu'(x)| <= 1.129 everywhere (its maximum, near x = 2.42)
   if (name == "exp") return std::exp(hi);
   if (name == "square") return 2 * big;
@@ -76,7 +76,7 @@ Tensor unary_op(const std::string& name, const Tensor& x, double value) {
     for (std::size_t i = 0; i < n; ++i) p[i] = std::exp(p[i]);
   else if (name == "tanh")
     for (std::size_t i = 0; i < n; ++i) p[i] = std::tanh(p[i]);
-  else if (name == "copy")
+  else if (name == "copy" || name == "stop_gradient")
     ;
   else if (name == "neg")
     for (std::size_t i = 0; i < n; ++i) p[i] = -p[i];

@@ -8,7 +8,7 @@
 
 namespace shardlab {
 
-// relu, gelu, exp, tanh, neg, square, rsqrt, copy (the input unchanged), elementwise, and the derivatives the gradient program
+// relu, gelu, exp, tanh, neg, square, rsqrt, copy and stop_gradient (the input unchanged), elementwise, and the derivatives the gradient program
 // uses: relu_grad (1 where x > 0), gelu_grad, tanh_grad, square_grad (2x), rsqrt_grad (-x^-1.5 / 2).
 // Error(unsupported) for another name.
 // scale and shift take `value`: x * value, x + value.

@@ -24,8 +24,9 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
 }
 
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
-                               int devices, const std::vector<int>& groups) {
+                               int devices, const std::vector<int>& groups, const std::vector<bool>& on_partials) {
   ProgramReference r;
+  std::map<std::string, Tensor> parts;  // M: the parts' magnitudes, summed over devices (einsums, linear ops)
   const double u = unit_roundoff(dtype);
   for (const auto& kv : p.inputs) {
     r.values[kv.first] = rounded(inputs.at(kv.first), dtype);
@@ -52,6 +53,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         e = contract(eq, aa, eb, DType::float64) + contract(eq, ea, ab, DType::float64) +
             contract(eq, ea, eb, DType::float64) + (g.product + one.product) * contract(eq, aa, ab, DType::float64) +
             (g.result + one.result) * abs_of(v);
+        parts[op.out] = contract(eq, aa, ab, DType::float64);
         break;
       }
       case OpKind::unary:
@@ -122,6 +124,18 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
         break;
       }
+    }
+    if (i < on_partials.size() && on_partials[i]) {
+      // The parts' magnitudes: an add's are its operands' (spread to its dims), a scale's scaled.
+      auto part = [&](const std::string& t) {
+        const Tensor& m = parts.count(t) ? parts.at(t) : r.values.at(t);
+        return broadcast_to(abs_of(m), p.dims.at(t), out_dims, p.shape(op.out));
+      };
+      Tensor m = op.kind == OpKind::rename ? abs_of(parts.count(op.in[0]) ? parts.at(op.in[0]) : a) : part(op.in[0]);
+      if (op.in.size() > 1) m = m + part(op.in[1]);
+      if (op.name == "scale") m = m * std::abs(op.value);
+      e = e + double(group) * u * m;
+      parts[op.out] = m;
     }
     // inf * 0 in a bound (a divisor that may reach 0, times a zero) leaves NaN: the bound is unknown.
     r.bounds[op.out] = xt::where(xt::isnan(e), std::numeric_limits<double>::infinity(), e);

@@ -48,7 +48,12 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
 
 // Runs the program on whole tensors. groups[i]: how many devices' partial sums the sharded run adds
 // for op i (1 when it sums on one device); missing entries, or no groups, take `devices`.
+// on_partials[i]: op i runs on each device's partial sums (a linear op before their completion):
+// each device rounds its part, and their magnitudes, not the sum's, set the rounding. Its bound
+// adds G u M, M the sum over devices of the parts' magnitudes (for an einsum's product |A||B|,
+// carried through the linear ops) and G the group that later adds them.
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
-                               int devices, const std::vector<int>& groups = {});
+                               int devices, const std::vector<int>& groups = {},
+                               const std::vector<bool>& on_partials = {});
 
 }  // namespace shardlab

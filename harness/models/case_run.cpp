@@ -72,7 +72,8 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   r.bytes_per_device = report.bytes_per_device;
   for (const auto& out : run.outputs) r.peak_bytes = std::max(r.peak_bytes, static_cast<std::size_t>(out.at("peak_bytes")(0)));
 
-  const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices(), partial_groups(plan));
+  const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices(), partial_groups(plan),
+                                             on_partial_sums(plan));
   for (const auto& name : p.outputs) {
     Verdict v = verify_output(session.mesh(), plan.propagation.specs.at(name).spec, run, name,
                               session.expected(ref.values.at(name), ref.bounds.at(name)), ref.bounds.at(name));

@@ -20,17 +20,18 @@ class Deriver {
     GradientProgram out;
     out.forward_ops = f_.ops.size();
     for (const auto& y : f_.outputs) {
+      if (!needs_.count(y)) continue;
       const std::string dy = contribution_name(y);
       g_.inputs.push_back({dy, f_.dims.at(y)});
       out.seeds.push_back({y, dy});
       contribs_[y].push_back(dy);
     }
     for (std::size_t i = f_.ops.size(); i-- > 0;) {
-      if (!reaches_.count(f_.ops[i].out)) continue;
+      if (!needs_.count(f_.ops[i].out) || f_.ops[i].name == "stop_gradient") continue;
       derive(i, finish(f_.ops[i].out));
     }
     for (const auto& [x, dims] : f_.inputs) {
-      if (!reaches_.count(x))
+      if (!needs_.count(x))
         throw Error(ErrorKind::unsupported, "backward: no output depends on input " + x +
                                                 ", so its gradient is zero everywhere; use it or remove it");
       out.grads.push_back({x, finish(x)});
@@ -46,19 +47,26 @@ class Deriver {
   }
 
  private:
-  // Which tensors the loss depends on, and how many contributions each one's gradient adds.
+  // Which tensors need a gradient (the loss depends on them, and they on an input, neither through
+  // a stop_gradient), and how many contributions each one's gradient adds.
   void count_uses() {
-    for (const auto& y : f_.outputs) {
-      reaches_.insert(y);
-      ++uses_[y];
-    }
-    for (std::size_t i = f_.ops.size(); i-- > 0;) {
-      if (!reaches_.count(f_.ops[i].out)) continue;
-      for (const auto& t : f_.ops[i].in) {
-        reaches_.insert(t);
-        ++uses_[t];
-      }
-    }
+    std::set<std::string> reaches(f_.outputs.begin(), f_.outputs.end()), from_inputs;
+    for (const auto& kv : f_.inputs) from_inputs.insert(kv.first);
+    for (const auto& op : f_.ops)
+      if (op.name != "stop_gradient")
+        for (const auto& t : op.in)
+          if (from_inputs.count(t)) from_inputs.insert(op.out);
+    for (std::size_t i = f_.ops.size(); i-- > 0;)
+      if (reaches.count(f_.ops[i].out) && f_.ops[i].name != "stop_gradient")
+        for (const auto& t : f_.ops[i].in) reaches.insert(t);
+    for (const auto& t : reaches)
+      if (from_inputs.count(t)) needs_.insert(t);
+    for (const auto& y : f_.outputs)
+      if (needs_.count(y)) ++uses_[y];
+    for (const auto& op : f_.ops)
+      if (needs_.count(op.out) && op.name != "stop_gradient")
+        for (const auto& t : op.in)
+          if (needs_.count(t)) ++uses_[t];
   }
 
   std::string fresh(const std::string& base) {
@@ -135,18 +143,19 @@ class Deriver {
     const std::string& a = op.in[0];
     const std::string& A = f_.dims.at(a);
     const std::string label = op_label(f_, i);
+    if (!needs_.count(a) && (op.in.size() < 2 || !needs_.count(op.in[1]))) return;
     if (op.name == "eq" || op.name == "is_max" || op.name.find("_grad") != std::string::npos)
       throw Error(ErrorKind::unsupported, "backward: " + label + ": " + op.name + " has no gradient rule");
     switch (op.kind) {
       case OpKind::einsum: {
         const Einsum e = Einsum::parse(op.eq);
         const std::string& b = op.in[1];
-        if (reaches_.count(a)) {
+        if (needs_.count(a)) {
           contribute(a, emit(contribution_name(a), "einsum", {dz, b}, Z + "," + e.b + "->" + e.a));
           g_.ops.back().from_op = static_cast<int>(i);
           g_.ops.back().grad_operand = 0;
         }
-        if (reaches_.count(b)) {
+        if (needs_.count(b)) {
           contribute(b, emit(contribution_name(b), "einsum", {a, dz}, e.a + "," + Z + "->" + e.b));
           g_.ops.back().from_op = static_cast<int>(i);
           g_.ops.back().grad_operand = 1;
@@ -174,7 +183,7 @@ class Deriver {
         for (int k = 0; k < 2; ++k) {
           const std::string& t = op.in[static_cast<std::size_t>(k)];
           const std::string& other = op.in[static_cast<std::size_t>(1 - k)];
-          if (!reaches_.count(t)) continue;
+          if (!needs_.count(t)) continue;
           const bool whole = f_.dims.at(t) == Z;
           auto name = [&] { return whole ? contribution_name(t) : fresh(grad_name(t) + "_full"); };
           std::string full;
@@ -228,7 +237,7 @@ class Deriver {
 
   const TensorProgram& f_;
   TensorProgram g_;
-  std::set<std::string> names_, reaches_;
+  std::set<std::string> names_, needs_;
   std::map<std::string, int> uses_;
   std::map<std::string, std::vector<std::string>> contribs_;
   std::map<std::string, std::string> whole_, grad_;

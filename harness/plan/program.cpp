@@ -18,7 +18,7 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
     {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}, {"scale", OpKind::unary},
-    {"shift", OpKind::unary}, {"rename", OpKind::rename}};
+    {"shift", OpKind::unary}, {"rename", OpKind::rename}, {"stop_gradient", OpKind::unary}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 

@@ -6,6 +6,8 @@
 //   unary    relu gelu exp tanh neg square rsqrt          out has the input's dims
 //            copy: the input unchanged, laid out as out's spec says (a reshard a user can name)
 //            scale value=0.5: x * value;  shift value=1e-5: x + value
+//            stop_gradient: the input unchanged, and no gradient flows back through it (a
+//            softmax's subtracted max, which changes no output)
 //   rename   to="btm"                      the input's data under new letters, dim by dim (keys
 //                                          from the same x as queries need their own sequence dim)
 //   binary   add sub mul div               broadcast by dim name: one operand's dims are a subset

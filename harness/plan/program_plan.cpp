@@ -65,6 +65,43 @@ Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bo
   return r;
 }
 
+// Ops that commute with a sum over devices: applied to each device's partial sums they give the
+// partial sums of the result.
+bool linear_op(const ProgramOp& op) {
+  return op.name == "add" || op.name == "sub" || op.name == "neg" || op.name == "copy" || op.name == "scale" ||
+         op.name == "rename";
+}
+
+// Tensors that may be held as partial sums: made by an einsum or a linear op, not an output, and
+// read only by linear ops whose other operands may be held so too.
+std::set<std::string> deferrable_tensors(const TensorProgram& p) {
+  std::map<std::string, std::vector<std::size_t>> readers;
+  for (std::size_t i = 0; i < p.ops.size(); ++i)
+    for (const auto& t : p.ops[i].in) readers[t].push_back(i);
+  const std::set<std::string> outputs(p.outputs.begin(), p.outputs.end());
+  std::set<std::string> d;
+  for (const auto& op : p.ops)
+    if ((op.kind == OpKind::einsum || linear_op(op)) && !outputs.count(op.out) && readers.count(op.out))
+      d.insert(op.out);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = d.begin(); it != d.end();) {
+      bool ok = true;
+      for (std::size_t i : readers[*it]) {
+        ok = ok && linear_op(p.ops[i]);
+        for (const auto& u : p.ops[i].in) ok = ok && d.count(u) > 0;
+      }
+      if (ok) {
+        ++it;
+      } else {
+        it = d.erase(it);
+        changed = true;
+      }
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
@@ -75,18 +112,31 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
   pp.propagation = propagation;
   pp.dtype = dtype;
   const std::size_t eb = element_bytes(dtype);
-  auto spec = [&](const std::string& t) { return propagation.specs.at(t).spec; };
+  // Each tensor as it is held: its propagated spec, or for a deferred one its partial sums.
+  for (const auto& kv : program.inputs) pp.stored[kv.first] = propagation.specs.at(kv.first).spec;
+  auto spec = [&](const std::string& t) { return pp.stored.at(t); };
+  const std::set<std::string> deferrable = deferrable_tensors(program);
   std::map<std::string, Spec> kept;  // copies the op before moved its operands into
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp& op = program.ops[i];
     OpPlan o;
     o.op = i;
     if (i == backward_from) kept.clear();
-    const Spec out = spec(op.out);
+    const Spec out = propagation.specs.at(op.out).spec;
     const std::string& out_dims = program.dims.at(op.out);
+    // A linear op whose operands all hold the same partial sums works on them as they are.
+    bool on_partials = linear_op(op);
+    for (const auto& t : op.in)
+      on_partials = on_partials && spec(t).is_partial() && spec(t) == spec(op.in[0]) &&
+                    program.dims.at(t) == program.dims.at(op.in[0]);
     auto operand = [&](const std::string& t, const Spec& s) { return Operand{t, s, program.shape(t)}; };
     PlanOptions options{false, op.out, eb};
     try {
+      if (on_partials) {  // add, sub, neg, copy, scale, rename of partial sums: still partial sums
+        for (std::size_t k = 0; k < op.in.size(); ++k) o.reshard.push_back({});
+        o.computed = spec(op.in[0]);
+        if (!deferrable.count(op.out)) o.finish = search_reshard(mesh, operand(op.out, o.computed), out, options);
+      } else
       switch (op.kind) {
         case OpKind::einsum: {
           const Einsum eq = Einsum::parse(op.eq);
@@ -189,6 +239,18 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
     } catch (const Error& e) {
       throw Error(e.kind(), op_label(program, i) + ": " + e.what());
     }
+    pp.stored[op.out] = out;
+    if (o.has_contraction && deferrable.count(op.out) && o.contraction.product.is_partial()) {
+      // Deferred: the product's partial sums are kept, and completed by the op that needs them whole.
+      auto& steps = o.contraction.steps;
+      const auto c = std::find_if(steps.begin(), steps.end(), [](const PlanStep& s) { return s.kind == StepKind::contract; });
+      steps.erase(c + 1, steps.end());
+      o.contraction.out_spec = o.contraction.product;
+      o.computed = o.contraction.product;
+      pp.stored[op.out] = o.computed;
+    } else if (on_partials && deferrable.count(op.out)) {
+      pp.stored[op.out] = o.computed;
+    }
     kept.clear();
     if (o.has_contraction) {
       if (o.contraction.a_used != o.contraction.a.spec) kept[op.in[0]] = o.contraction.a_used;
@@ -204,6 +266,16 @@ std::vector<int> partial_groups(const ProgramPlan& plan) {
   for (const auto& o : plan.ops) {
     const Spec& s = o.has_contraction ? o.contraction.product : o.computed;
     out.push_back(plan.mesh.axes_size(s.partial));
+  }
+  return out;
+}
+
+std::vector<bool> on_partial_sums(const ProgramPlan& plan) {
+  std::vector<bool> out;
+  for (const auto& o : plan.ops) {
+    bool partial = !plan.program.ops[o.op].in.empty();
+    for (const auto& t : plan.program.ops[o.op].in) partial = partial && plan.stored.at(t).is_partial();
+    out.push_back(partial && !o.has_contraction);
   }
   return out;
 }
@@ -290,7 +362,7 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
     return element_count(local_shape(plan.mesh, s, p.shape(t))) * eb;
   };
   std::map<std::string, std::size_t> held, kept;
-  for (const auto& kv : p.inputs) held[kv.first] = bytes(kv.first, plan.propagation.specs.at(kv.first).spec);
+  for (const auto& kv : p.inputs) held[kv.first] = bytes(kv.first, plan.stored.at(kv.first));
   auto live = [&] {
     std::size_t n = 0;
     for (const auto& kv : held) n += kv.second;
@@ -311,7 +383,7 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
         if (used != (k == 0 ? o.contraction.a.spec : o.contraction.b.spec))
           extra += bytes(op.in[static_cast<std::size_t>(k)], used);
       }
-    const std::size_t out = bytes(op.out, plan.propagation.specs.at(op.out).spec);
+    const std::size_t out = bytes(op.out, plan.stored.at(op.out));
     peak = std::max(peak, live() + extra + out);
     held[op.out] = out;
     for (const auto& t : frees[o.op]) held.erase(t);
@@ -395,10 +467,10 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           for (char c : op.over) count *= double(p.sizes.at(c));
           const Tensor& x = o.reshard[0].empty() ? held.at(op.in[0]) : args[0];
           y = rounded(reduce_op(op.name, x, p.dims.at(op.in[0]), op.over, count), plan.dtype);
-          y = execute_steps(dev, o.finish, y);
           break;
         }
       }
+      y = execute_steps(dev, o.finish, y);
       peak = std::max(peak, live() + extra + y.size() * eb);
       held[op.out] = std::move(y);
       for (const auto& t : frees[o.op]) held.erase(t);

@@ -10,6 +10,10 @@
 //   max       the reduced dims gathered first (max has no partial form here), then applied locally;
 //   softmax   its input resharded to the output's spec (which holds the softmax dim whole).
 // Reshards are the search's fewest-bytes steps (harness/plan/plan_search.hpp: search_reshard).
+// Partial sums wait: an einsum whose output is read only by linear ops (add, sub, neg, copy,
+// scale, rename) over partial sums alike keeps its product's partial sums, the linear ops work on
+// them as they are, and the first op that needs them whole completes them once (a gradient's
+// contributions are added before one AllReduce, as Megatron's backward does for x).
 // A copy an einsum moved an operand into is kept for the next op when that op is an einsum whose
 // plan from the copy sends fewer bytes than from the tensor as stored (a gradient's two einsums
 // both read dz: it is gathered once, as a hand-written backward would). Nothing is kept longer, and
@@ -52,6 +56,9 @@ struct ProgramPlan {
   Propagation propagation;
   DType dtype = DType::float32;
   std::vector<OpPlan> ops;
+  // Each tensor as devices hold it: its propagated spec, or partial sums where completing them
+  // waits for an op that needs them whole (see plan_program_ops).
+  std::map<std::string, Spec> stored;
   std::vector<const PlanStep*> collectives() const;  // every op's, in run order
   std::size_t predicted_bytes_per_device() const;
   // "all_gather x over Y", one per collective in run order, as case files' expect.collectives say it.
@@ -66,6 +73,8 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
 // Per op, how many devices' partial sums the run adds (the sizes of the partial-sum axes its
 // product or reduction leaves; 1 when none): what run_reference's bounds need.
 std::vector<int> partial_groups(const ProgramPlan& plan);
+// Per op, whether it works on partial sums (a linear op whose operands are held so).
+std::vector<bool> on_partial_sums(const ProgramPlan& plan);
 
 // Every op with its steps: numbered lines, op label, the steps (collective, tensor, axes, bytes).
 std::string program_plan_text(const ProgramPlan& plan);
