@@ -50,14 +50,18 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
     CHECK_MESSAGE(r.out.find("PASS " + name + ": ") != std::string::npos, name);
     CHECK_MESSAGE(r.out.find("PASS " + name + "_backward: ") != std::string::npos, name);
   }
-  CHECK(r.out.find("12 passed, 0 failed") != std::string::npos);
+  for (const std::string name : {"attention_megatron", "attention_gspmd", "attention_sequence"})
+    CHECK_MESSAGE(r.out.find("PASS " + name + ": ") != std::string::npos, name);
+  CHECK(r.out.find("15 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 12);
+  CHECK(count(doc, "/testsuites/testsuite") == 15);
   CHECK(count(doc, "//failure") == 0);
-  // Forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against the
-  // unsharded program and each against central differences.
-  CHECK(count(doc, "//testcase") == 6 * 5 + 6 * 11);
+  // FFN forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against
+  // the unsharded program and each against central differences. Attention (backward): y and the
+  // gradients of its 5 inputs (6 with x_keys), each also against central differences, the ledger,
+  // its expectations (1 or 2) and memory.
+  CHECK(count(doc, "//testcase") == 6 * 5 + 6 * 11 + (6 + 5 + 1 + 1 + 1) * 2 + (7 + 6 + 1 + 2 + 1));
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6);
 }
 

@@ -15,6 +15,7 @@
 #include "harness/models/case_run.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/plan/gradient.hpp"
+#include "harness/plan/program_plan.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace shardlab;
@@ -159,6 +160,51 @@ outputs = ["z"]
     const auto bad = run_binary("shardlab run " + path + " --perturb-expected --quiet");
     CHECK(bad.status == 1);
     std::remove(path.c_str());
+  }
+
+  TEST_CASE("rename, scale, shift and stop_gradient: their rules agree with central differences") {
+    // A softmax over t written out, its max subtracted as a stop_gradient: the max changes no
+    // output, so the true gradient (what central differences measure) has nothing through it.
+    const TensorProgram p = program_of(R"(dims = { b = 3, s = 4, t = 4 }
+inputs = { x = "bs", w = "bt" }
+ops = [
+  { out = "xt", op = "rename", in = ["x"], to = "bt" },
+  { out = "half", op = "scale", in = ["xt"], value = 0.5 },
+  { out = "up", op = "shift", in = ["half"], value = 1 },
+  { out = "m", op = "max", in = ["up"], over = "t" },
+  { out = "top", op = "stop_gradient", in = ["m"] },
+  { out = "sh", op = "sub", in = ["up", "top"] },
+  { out = "e", op = "exp", in = ["sh"] },
+  { out = "z", op = "sum", in = ["e"], over = "t" },
+  { out = "p", op = "div", in = ["e", "z"] },
+  { out = "y", op = "mul", in = ["p", "w"] },
+]
+outputs = ["y"]
+)");
+    const GradientProgram g = gradient_program(p);
+    const std::string backward = ops_text(g.program, 10);
+    CAPTURE(backward);
+    CHECK(backward.find("is_max") == std::string::npos);  // nothing flows back into the max
+    CHECK(backward.find("dtop") == std::string::npos);
+    CHECK(backward.find("dhalf = shift") == std::string::npos);  // shift passes dz on unchanged
+    CHECK(backward.find("dxt = scale(dsh)") != std::string::npos);  // sub and shift pass dsh on
+    CHECK(backward.find("dx = rename(dxt; to bs)") != std::string::npos);
+    for (const auto& check : central_difference_checks(p, g, 5)) {
+      const std::string why = check.name + ": " + check.line();
+      CHECK_MESSAGE(check.pass, why);
+    }
+  }
+
+  TEST_CASE("Megatron attention: x's three gradient contributions wait as partial sums for one AllReduce") {
+    const CaseFile c = read_case_file("harness/cases/attention_megatron.toml");
+    const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
+    CHECK(join(plan.collective_lines(), "; ") == "all_reduce y over Y; all_reduce dx over Y");
+    // dx_1 (through q) and dx_t (through k and v, renamed back) are held as partial sums over Y.
+    CHECK(plan.stored.at("dx_1").text() == "_,_,_{Y}");
+    CHECK(plan.stored.at("dx_t").text() == "_,_,_{Y}");
+    CHECK(!plan.stored.at("dx").is_partial());
+    const auto bad = run_binary("shardlab run harness/cases/attention_megatron.toml --perturb-expected --quiet");
+    CHECK(bad.status == 1);
   }
 
   TEST_CASE("what the rules cannot differentiate is refused naming the op") {

@@ -8,7 +8,8 @@
 // where the first term estimates the truncation error (D(e) is off by about c e^2, D(2e) by 4 c e^2:
 // their difference is three times D(e)'s), and delta bounds the rounding of one evaluation of L:
 // eps * sum|y R| * (the output elements + the longest sum of the program), of which D(e) is off by
-// at most delta / e. A wrong rule is off by the size of the gradient itself.
+// at most delta / e. A wrong rule is off by the size of the gradient itself. A stop_gradient that
+// changes the loss (not a softmax's subtracted max) makes the two disagree, as it should.
 #pragma once
 #include <cstdint>
 #include <vector>
