@@ -207,6 +207,43 @@ outputs = ["y"]
     CHECK(bad.status == 1);
   }
 
+  TEST_CASE("review finds: kinks passed over, cancelling intermediates, input gradients of their own") {
+    // x[0] of seed 6 lies 4.3e-5 below relu's kink: a central difference of step 1e-4 straddles
+    // it, so that element is passed over and the check still passes.
+    const std::string kink = write_case(R"(name = "relu_kink"
+mesh = "X=2"
+seed = 6
+backward = true
+dims = { c = 4 }
+inputs = { p = "c", q = "c", x = "c" }
+ops = [ { out = "s", op = "add", in = ["p", "q"] }, { out = "y", op = "relu", in = ["x"] } ]
+outputs = ["s", "y"]
+)");
+    auto r = run_binary("shardlab run " + kink);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("passed over (a kink within the step)") != std::string::npos);
+    // add passes dz on to both operands; each input's gradient is still its own tensor.
+    CHECK(r.out.find("dp (gradient of p)") != std::string::npos);
+    CHECK(r.out.find("dq (gradient of q)") != std::string::npos);
+    // A large intermediate that cancels (w + x - w, w near 1e8) rounds L far beyond its size.
+    const std::string cancel = write_case(R"(name = "cancel"
+mesh = "X=2"
+dtype = "float64"
+backward = true
+dims = { b = 2, h = 4 }
+inputs = { x = "bh", v = "bh" }
+ops = [
+  { out = "w", op = "shift", in = ["v"], value = 1e8 },
+  { out = "s", op = "add", in = ["x", "w"] },
+  { out = "y", op = "sub", in = ["s", "w"] },
+]
+outputs = ["y"]
+)");
+    CHECK(run_binary("shardlab run " + cancel + " --quiet").status == 0);
+    std::remove(kink.c_str());
+    std::remove(cancel.c_str());
+  }
+
   TEST_CASE("what the rules cannot differentiate is refused naming the op") {
     auto refused = [](const std::string& body) {
       try {

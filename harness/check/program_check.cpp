@@ -19,7 +19,7 @@ Tensor abs_of(const Tensor& t) { return xt::abs(t); }
 std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64_t seed) {
   std::map<std::string, Tensor> out;
   std::uint64_t k = 0;
-  for (const auto& kv : p.inputs) out[kv.first] = random_integers(p.shape(kv.first), seed * 1000 + k++, -2, 2) * 0.5;
+  for (const auto& kv : p.inputs) out[kv.first] = random_integers(p.shape(kv.first), seed * 1000 + k++, -64, 64) / 64.0;
   return out;
 }
 

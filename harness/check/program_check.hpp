@@ -43,7 +43,8 @@ struct ProgramReference {
   std::map<std::string, Tensor> bounds;  // |sharded - reference| may reach this, elementwise
 };
 
-// The inputs: random multiples of 1/2 in [-1, 1] (exact in every element type), one seed per input.
+// The inputs: random multiples of 1/64 in [-1, 1] (exact in every element type; fine enough that
+// ties, where a max's gradient is uncertain, are rare), one seed per input.
 std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64_t seed);
 
 // Runs the program on whole tensors. groups[i]: how many devices' partial sums the sharded run adds

@@ -36,7 +36,8 @@ class Session {
   // verdict can fail).
   Tensor expected(const Tensor& want) const;
   // The same for a comparison with a tolerance per element: the element moves by 1 plus twice
-  // its tolerance, so that it fails whatever the bound.
+  // its tolerance, so that it fails whatever the bound (the middle one, or the next with a
+  // finite tolerance).
   Tensor expected(const Tensor& want, const Tensor& tolerance) const;
 
   Report& report() { return report_; }

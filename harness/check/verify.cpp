@@ -75,7 +75,8 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
     v.tolerance = std::max(v.tolerance, tol);
     const double ratio = err == 0 ? 0.0 : tol > 0 ? err / tol : INFINITY;
     if (ratio > v.worst_ratio || std::isnan(ratio)) v.worst_ratio = std::isnan(ratio) ? INFINITY : ratio;
-    if (!(err <= tol) && v.pass) {
+    // A NaN against a number fails whatever the tolerance (even an unknown, infinite one).
+    if ((!(err <= tol) || std::isnan(g) != std::isnan(w)) && v.pass) {
       std::ostringstream d;
       d << "first bad index " << index_text(shape_of(want), i) << ": got " << g << ", want " << w << ", tol " << tol;
       v.detail = d.str();

@@ -1,6 +1,7 @@
 #include "harness/models/case_run.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "core/layout.hpp"
 #include "core/error.hpp"
@@ -53,8 +54,13 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
     } catch (const Error& e) {
       throw Error(e.kind(), line_of(c, c.backward_line) + ": " + e.what());
     }
-  ProgramPlan plan = plan_program_ops(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype),
-                                      c.plan == "article", c.backward ? g.forward_ops : SIZE_MAX);
+  ProgramPlan plan;
+  try {
+    plan = plan_program_ops(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article",
+                            c.backward ? g.forward_ops : SIZE_MAX);
+  } catch (const Error& e) {
+    throw Error(e.kind(), c.path + ": " + e.what());
+  }
   plan.gradient = std::move(g);
   return plan;
 }
@@ -67,9 +73,12 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   const auto inputs = program_inputs(p, c.seed);
   const RunResult run = session.run(program_spmd(plan, inputs));
   if (!session.runtime().is_root()) return r;
-  const Report& report = session.report();
-  for (const auto& s : report.collectives) r.collectives.push_back(s.op + " " + s.tensor + " over " + s.axes);
-  r.bytes_per_device = report.bytes_per_device;
+  // This run's own rows (a session may have run other programs before).
+  const std::vector<CollectiveSummary> mine = summarize(run.ledger);
+  for (const auto& s : mine) r.collectives.push_back(s.op + " " + s.tensor + " over " + s.axes);
+  std::map<int, std::size_t> sent;
+  for (const auto& row : run.ledger) sent[row.device] += row.bytes_sent;
+  for (const auto& kv : sent) r.bytes_per_device = std::max(r.bytes_per_device, kv.second);
   for (const auto& out : run.outputs) r.peak_bytes = std::max(r.peak_bytes, static_cast<std::size_t>(out.at("peak_bytes")(0)));
 
   const ProgramReference ref = run_reference(p, inputs, plan.dtype, session.mesh().devices(), partial_groups(plan),
@@ -84,7 +93,7 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   }
   if (c.backward)
     for (const auto& v : central_difference_checks(c.program, plan.gradient, c.seed)) r.checks.push_back(v);
-  r.checks.push_back(ledger_check(plan, report.collectives));
+  r.checks.push_back(ledger_check(plan, mine));
   const CaseExpect& e = c.expect;
   if (e.collectives) {
     const auto& want = *e.collectives;

@@ -34,7 +34,11 @@ class Deriver {
       if (!needs_.count(x))
         throw Error(ErrorKind::unsupported, "backward: no output depends on input " + x +
                                                 ", so its gradient is zero everywhere; use it or remove it");
-      out.grads.push_back({x, finish(x)});
+      // An input's gradient is a tensor of its own, lying as the input does, even where the
+      // rules pass one on unchanged (x + w: dx and dw are both dz).
+      std::string dx = finish(x);
+      if (dx != grad_name(x)) dx = grad_[x] = emit(grad_name(x), "copy", {dx});
+      out.grads.push_back({x, dx});
     }
     g_.outputs = f_.outputs;
     for (const auto& kv : out.grads) g_.outputs.push_back(kv.second);

@@ -104,7 +104,7 @@ class Propagator {
       if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it");
   }
 
-  // Softmax (and is_max) needs its dims whole, whatever rule gave its output a spec.
+  // Softmax needs its dim whole, whatever rule gave its output a spec.
   void softmax_whole() {
     for (const auto& op : p_.ops) {
       if (op.kind != OpKind::softmax) continue;
