@@ -208,7 +208,8 @@ std::string program_text(const TensorProgram& p) {
     if (!op.to.empty()) rhs += "; to " + op.to;
     if (op.scale != 1) rhs += "; times " + format_number(op.scale, "%.6g");
     if (op.has_value) rhs += "; value " + format_number(op.value, "%.6g");
-    out += "  op " + std::to_string(i + 1) + "   " + op.out + "[" + p.dims.at(op.out) + "] = " + rhs + ")\n";
+    const std::string number = std::to_string(i + 1);
+    out += "  op " + number + std::string(number.size() < 4 ? 4 - number.size() : 1, ' ') + op.out + "[" + p.dims.at(op.out) + "] = " + rhs + ")\n";
   }
   out += "  output " + join(p.outputs, ", ") + "\n";
   return out;

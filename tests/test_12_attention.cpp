@@ -1,0 +1,44 @@
+// Lesson 12: attention sharded by heads (Megatron), in article 001's 2D layout and by keys; each
+// layout forward and backward verified; by heads exactly one AllReduce each way, whose bytes follow
+// the ring formula; a corrupted reference is caught; a mesh that is not 2-D is refused.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 12 (attention) --json: three layouts pass; by heads one AllReduce each way") {
+    auto r = run_binary("12_attention --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    // y and dx are [2, 8, 16] floats = 1024 B, all-reduced over 8 devices: 2 (n-1)/n of them each.
+    CHECK(j["megatron_bytes_per_device"] == 2 * (2 * 7 * 1024 / 8));
+    int checks = 0;
+    for (const auto& c : j["checks"]) checks += c["pass"] == true ? 1 : 0;
+    CHECK(checks == 3 * 13 + 1);
+  }
+
+  TEST_CASE("lesson 12 (attention) text: the specs, the collectives by layout, the verdict") {
+    auto r = run_binary("12_attention");
+    CHECK(r.status == 0);
+    for (const char* s : {"scores  bnst  _,(X,Y),_,_  X,Y,_,_   _,_,_,(X,Y)", "megatron forward:  all_reduce y over X,Y",
+                          "backward: all_reduce dx over X,Y", "all_reduce_max row_max over X,Y",
+                          "megatron: one AllReduce forward and one backward: PASS", "megatron: 13 of 13 checks pass",
+                          "Takeaway:", "Next:", "\nPASS 12_attention"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+    for (std::size_t at = 0, next; at < r.out.size(); at = next + 1) {
+      next = r.out.find('\n', at);
+      if (next == std::string::npos) next = r.out.size();
+      CHECK_MESSAGE(next - at <= 100, r.out.substr(at, next - at));
+    }
+    CHECK(run_binary("12_attention --perturb-expected --quiet").status == 1);
+    auto line = run_binary("12_attention --mesh Y=4");
+    CHECK(line.status == 2);
+    CHECK(count_lines(line.err) == 1);
+    CHECK(line.out.empty());
+  }
+}
