@@ -75,7 +75,9 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   } catch (const toml::parse_error& e) {
     r.fail(static_cast<int>(e.source().begin.line), "not TOML: " + std::string(e.description()));
   }
-  r.only(root, {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan"},
+  r.only(root,
+         {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
+          "measured", "plan_only"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -105,6 +107,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (c.plan != "search" && c.plan != "article")
       r.fail(Reader::line_of(*n), "plan is \"" + c.plan + "\"; use \"search\" (the fewest bytes) or \"article\" (the "
                                   "articles' rules)");
+  }
+  if (const auto* n = root.get("plan_only")) {
+    if (!n->is_boolean()) r.fail(Reader::line_of(*n), "plan_only must be true or false");
+    c.plan_only = *n->value<bool>();
   }
   if (const auto* n = root.get("backward")) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "backward must be true or false");
@@ -137,7 +143,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string where = "op " + std::to_string(i + 1);
     const toml::table& t = r.table(ops[i], where);
-    r.only(t, {"out", "op", "eq", "in", "over", "to", "value"}, where);
+    r.only(t, {"out", "op", "eq", "in", "over", "to", "value", "part"}, where);
     ProgramOp op;
     op.line = Reader::line_of(t);
     op.out = r.text(r.need(t, "out", where), where + "'s out");
@@ -146,6 +152,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (const auto* n = t.get("eq")) op.eq = r.text(*n, where + "'s eq");
     if (const auto* n = t.get("over")) op.over = r.text(*n, where + "'s over");
     if (const auto* n = t.get("to")) op.to = r.text(*n, where + "'s to");
+    if (const auto* n = t.get("part")) op.part = r.text(*n, where + "'s part");
     if (const auto* n = t.get("value")) {
       if (!n->is_number() || !std::isfinite(*n->value<double>()))
         r.fail(Reader::line_of(*n), where + "'s value must be a finite number");
@@ -155,6 +162,16 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     p.ops.push_back(op);
   }
   p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");
+  if (const auto* n = root.get("measured")) {
+    const toml::table& m = r.table(*n, "measured");
+    r.only(m, {"source", "comm_share"}, "[measured]");
+    c.measured_source = r.text(r.need(m, "source", "[measured]"), "measured.source");
+    for (const auto& [k, v] : r.table(r.need(m, "comm_share", "[measured]"), "measured.comm_share")) {
+      if (!v.is_number() || *v.value<double>() < 0 || *v.value<double>() > 1)
+        r.fail(Reader::line_of(v), "measured.comm_share." + std::string(k.str()) + " must be a share from 0 to 1");
+      c.measured_share[std::string(k.str())] = *v.value<double>();
+    }
+  }
   if (const auto* n = root.get("expect")) {
     const toml::table& e = r.table(*n, "expect");
     r.only(e, {"collectives", "max_bytes_per_device", "max_peak_memory_per_device"}, "[expect]");

@@ -16,6 +16,13 @@
 //   backward = false                                     optional
 //   plan = "search"                                      optional: "article" plans each einsum by
 //                                                        the articles' rules instead of the search
+//   plan_only = false                                    optional: true for a case too big to run
+//                                                        here; its expectations are checked against
+//                                                        the plan, and no tensor is built
+//   ops may say part = "attention": costs are summed by part (shardlab run --preset)
+//   [measured]                                           optional: what a source measured
+//   source = "article 001, trace of layer 42"
+//   comm_share = { attention = 0.29, ffn = 0.15, layer = 0.20 }
 //   [expect]                                             optional; each entry is one check
 //   collectives = ["all_gather x over Y", ...]           the exact ordered list, forward then backward
 //   max_bytes_per_device = 8192                          whole run
@@ -52,7 +59,12 @@ struct CaseFile {
   bool backward = false;
   int backward_line = 0;
   std::string plan = "search";  // or "article"
+  bool plan_only = false;       // too big to run here: checked against its plan, no tensors built
   CaseExpect expect;
+  // [measured]: a source's measured share of time spent communicating, by op part ("layer": all),
+  // printed beside the modeled one (shardlab run --preset).
+  std::string measured_source;
+  std::map<std::string, double> measured_share;
 };
 
 // Error(io) when the file cannot be read; Error(parse) "PATH:LINE: ..." when it is not a case.

@@ -67,13 +67,14 @@ int run(const CheckOptions& o) {
       common.quiet = true;
       common.json = false;
       const int needed = Mesh::parse(c.mesh).devices();
-      if (common.backend == "mpi" && launched_processes() > 0 && launched_processes() != needed)
+      if (!c.plan_only && common.backend == "mpi" && launched_processes() > 0 && launched_processes() != needed)
         throw Error(ErrorKind::world_size, path + ": mesh " + c.mesh + " needs " + std::to_string(needed) +
                                                " processes, this run has " + std::to_string(launched_processes()) +
                                                " (check it under mpiexec -n " + std::to_string(needed) + ")");
-      Session session(c.program.name, common);
+      // A plan_only case runs on no devices: its expectations are held to its plan.
+      Session session(c.program.name, common, !c.plan_only);
       const ProgramPlan plan = plan_case(c, session.mesh());
-      const CaseRun r = run_case(session, c, plan);
+      const CaseRun r = c.plan_only ? check_plan(c, plan) : run_case(session, c, plan);
       const bool pass = case_passed(r, session.report());
       std::string first;
       for (const auto& v : r.checks) {
@@ -91,7 +92,7 @@ int run(const CheckOptions& o) {
       line = std::string(pass ? "PASS " : "FAIL ") + c.program.name +
              (pass && stem == c.program.name ? "" : " (" + path + ")") + ": " + std::to_string(r.collectives.size()) +
              (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(r.checks.size()) +
-             " checks" + (pass ? "" : "; " + first);
+             " checks" + (c.plan_only ? " (planned, not run)" : "") + (pass ? "" : "; " + first);
     } catch (const Error& e) {
       ++invalid;
       JunitCase k;

@@ -10,7 +10,9 @@
 #include "core/error.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
+#include "harness/cost/cost.hpp"
 #include "harness/models/case_run.hpp"
+#include "harness/models/program_cost.hpp"
 #include "harness/plan/plan_search.hpp"
 
 namespace shardlab {
@@ -22,7 +24,55 @@ struct RunOptions {
   std::string file;
   bool explain = false;
   bool plan_only = false;
+  std::string preset;  // also print the modeled time by part on this hardware preset
 };
+
+// --preset: the modeled communication and compute by part, beside a source's measured shares.
+std::string model_text(const CaseFile& c, const ProgramPlan& plan, const Hardware& hw) {
+  std::string out = "\nModeled time by part (shardlab run --preset " + hw.name + "):\n" +
+                    program_cost_text(program_cost(plan, hw), hw, c.measured_share);
+  if (!c.measured_share.empty())
+    out += "  measured: " + c.measured_source + ".\n  A measured share also counts data formatting, and XLA "
+           "overlaps and reorders work; the model\n  counts only collectives and matmul FLOPs, one after another.\n";
+  return out;
+}
+
+nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw);
+
+// A plan_only case without --plan-only: the plan, and the file's expectations held to it, with a
+// verdict (exit 0 or 1). Nothing runs and no tensor is built.
+int run_plan_only_case(const CaseFile& c, const ProgramPlan& plan, const CommonOptions& common, const Hardware* hw) {
+  const CaseRun r = check_plan(c, plan);
+  bool pass = true;
+  for (const auto& v : r.checks) pass = pass && v.pass;
+  if (!process_is_root()) return pass ? 0 : 1;
+  if (common.json) {
+    nlohmann::ordered_json j = {{"case", c.program.name}, {"file", c.path}, {"plan_only", true}, {"pass", pass},
+                                {"expected_collectives", r.collectives},
+                                {"predicted_bytes_per_device", r.bytes_per_device},
+                                {"predicted_peak_memory_per_device", r.peak_bytes}};
+    j["checks"] = nlohmann::ordered_json::array();
+    for (const auto& v : r.checks) j["checks"].push_back({{"name", v.name}, {"pass", v.pass}, {"detail", v.detail}});
+    if (hw) j["model"] = model_json(plan, *hw);
+    std::cout << j.dump(2) << std::endl;
+    return pass ? 0 : 1;
+  }
+  if (!common.quiet) {
+    std::cout << "shardlab run: " << c.program.name << " (" << c.path << ") is plan_only: planned, not run\n\n"
+              << case_plan_text(c, plan) << (hw ? model_text(c, plan, *hw) : "") << "\nChecks (against the plan):\n";
+    for (const auto& v : r.checks) std::cout << "  " << v.name << ": " << check_text(v) << "\n";
+  }
+  std::cout << (pass ? "PASS " : "FAIL ") << c.program.name << " (planned, not run)\n";
+  return pass ? 0 : 1;
+}
+
+nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw) {
+  nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+  for (const auto& p : program_cost(plan, hw))
+    parts.push_back({{"part", p.part}, {"collectives", p.collectives}, {"comm_seconds", p.comm_seconds},
+                     {"compute_seconds", p.compute_seconds}, {"comm_share", p.share()}});
+  return {{"preset", hw.name}, {"parts", parts}};
+}
 
 // --explain: every einsum's search, the articles' plan and the rejected ones.
 std::string explanations(const ProgramPlan& plan) {
@@ -39,13 +89,25 @@ std::string explanations(const ProgramPlan& plan) {
 }
 
 int run(const RunOptions& o) {
+  const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
   const CaseFile c = read_case_file(o.file);
   const CommonOptions common = case_options(c, o.common);
-  if (o.plan_only) {
+  if (o.plan_only || c.plan_only) {
     const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
+    if (!o.plan_only) return run_plan_only_case(c, plan, common, hw);
     if (!process_is_root() || common.quiet) return 0;
+    if (common.json) {
+      nlohmann::ordered_json j = {{"case", c.program.name}, {"file", c.path}, {"mesh", plan.mesh.text()},
+                                  {"expected_collectives", plan.collective_lines()},
+                                  {"predicted_bytes_per_device", plan.predicted_bytes_per_device()},
+                                  {"predicted_peak_memory_per_device", predicted_peak_bytes(plan)}};
+      if (hw) j["model"] = model_json(plan, *hw);
+      std::cout << j.dump(2) << std::endl;
+      return 0;
+    }
     std::cout << "shardlab run --plan-only: " << c.program.name << " (" << c.path << ") on mesh " << plan.mesh.text()
-              << "\n\n" << case_plan_text(c, plan) << (o.explain ? explanations(plan) : "");
+              << "\n\n" << case_plan_text(c, plan) << (o.explain ? explanations(plan) : "")
+              << (hw ? model_text(c, plan, *hw) : "");
     return 0;
   }
   Session session(c.program.name, common);
@@ -53,7 +115,7 @@ int run(const RunOptions& o) {
   auto& out = session.out();
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
       << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan)
-      << (o.explain ? explanations(plan) : "");
+      << (o.explain ? explanations(plan) : "") << (hw ? model_text(c, plan, *hw) : "");
   const CaseRun r = run_case(session, c, plan);
   Report& report = session.report();
   report.checks.insert(report.checks.end(), r.checks.begin(), r.checks.end());
@@ -75,6 +137,7 @@ int run(const RunOptions& o) {
     j["specs"][name] = {{"spec", s.spec.text()}, {"origin", s.origin}};
   }
   j["expected_collectives"] = plan.collective_lines();
+  if (hw) j["model"] = model_json(plan, *hw);
   std::cout << j.dump(2) << std::endl;
   return session.runtime().agree(report.pass() ? 0 : 1);
 }
@@ -91,6 +154,7 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--explain", o->explain, "also each einsum's search: the articles' plan and the rejected ones");
   c->add_flag("--plan-only", o->plan_only, "print the program, the specs and the plan without running");
+  c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_flag("--perturb-expected", o->common.perturb_expected,

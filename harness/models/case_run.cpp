@@ -30,6 +30,33 @@ Verdict ledger_check(const ProgramPlan& plan, const std::vector<CollectiveSummar
   return check("ledger matches the plan", difference.empty(), difference);
 }
 
+// The file's expectations against what a run (or, for a plan-only case, the plan) showed.
+void expect_checks(const CaseFile& c, CaseRun& r) {
+  const CaseExpect& e = c.expect;
+  if (e.collectives) {
+    const auto& want = *e.collectives;
+    std::string detail;
+    for (std::size_t i = 0; i < std::max(want.size(), r.collectives.size()) && detail.empty(); ++i) {
+      const std::string w = i < want.size() ? want[i] : "(nothing)", got = i < r.collectives.size() ? r.collectives[i] : "(nothing)";
+      if (w != got)
+        detail = line_of(c, e.collectives_line) + ": collective " + std::to_string(i + 1) + " is '" + got +
+                 "', the file expects '" + w + "' (" + std::to_string(r.collectives.size()) + " ran, " +
+                 std::to_string(want.size()) + " expected)";
+    }
+    r.checks.push_back(check("expect.collectives", detail.empty(), detail));
+  }
+  if (e.max_bytes_per_device)
+    r.checks.push_back(check("expect.max_bytes_per_device", r.bytes_per_device <= *e.max_bytes_per_device,
+                             line_of(c, e.bytes_line) + ": the run sent " + std::to_string(r.bytes_per_device) +
+                                 " bytes per device (the busiest), more than the " +
+                                 std::to_string(*e.max_bytes_per_device) + " allowed"));
+  if (e.max_peak_memory_per_device)
+    r.checks.push_back(check("expect.max_peak_memory_per_device", r.peak_bytes <= *e.max_peak_memory_per_device,
+                             line_of(c, e.memory_line) + ": a device held " + std::to_string(r.peak_bytes) +
+                                 " bytes at its peak, more than the " + std::to_string(*e.max_peak_memory_per_device) +
+                                 " allowed"));
+}
+
 }  // namespace
 
 CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
@@ -94,32 +121,20 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
   if (c.backward)
     for (const auto& v : central_difference_checks(c.program, plan.gradient, c.seed)) r.checks.push_back(v);
   r.checks.push_back(ledger_check(plan, mine));
-  const CaseExpect& e = c.expect;
-  if (e.collectives) {
-    const auto& want = *e.collectives;
-    std::string detail;
-    for (std::size_t i = 0; i < std::max(want.size(), r.collectives.size()) && detail.empty(); ++i) {
-      const std::string w = i < want.size() ? want[i] : "(nothing)", got = i < r.collectives.size() ? r.collectives[i] : "(nothing)";
-      if (w != got)
-        detail = line_of(c, e.collectives_line) + ": collective " + std::to_string(i + 1) + " is '" + got +
-                 "', the file expects '" + w + "' (" + std::to_string(r.collectives.size()) + " ran, " +
-                 std::to_string(want.size()) + " expected)";
-    }
-    r.checks.push_back(check("expect.collectives", detail.empty(), detail));
-  }
-  if (e.max_bytes_per_device)
-    r.checks.push_back(check("expect.max_bytes_per_device", r.bytes_per_device <= *e.max_bytes_per_device,
-                             line_of(c, e.bytes_line) + ": the run sent " + std::to_string(r.bytes_per_device) +
-                                 " bytes per device (the busiest), more than the " +
-                                 std::to_string(*e.max_bytes_per_device) + " allowed"));
-  if (e.max_peak_memory_per_device)
-    r.checks.push_back(check("expect.max_peak_memory_per_device", r.peak_bytes <= *e.max_peak_memory_per_device,
-                             line_of(c, e.memory_line) + ": a device held " + std::to_string(r.peak_bytes) +
-                                 " bytes at its peak, more than the " + std::to_string(*e.max_peak_memory_per_device) +
-                                 " allowed"));
+  expect_checks(c, r);
   r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
                                std::to_string(r.predicted_peak_bytes)));
+  return r;
+}
+
+CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan) {
+  CaseRun r;
+  r.plan = plan;
+  r.collectives = plan.collective_lines();
+  r.bytes_per_device = plan.predicted_bytes_per_device();
+  r.peak_bytes = r.predicted_peak_bytes = predicted_peak_bytes(plan);
+  expect_checks(c, r);
   return r;
 }
 

@@ -24,6 +24,9 @@ struct CaseRun {
 // for annotations that do not fit; Error(unsupported) when an op cannot be planned.
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan);
+// A plan_only case: the file's expectations held to the plan's collectives, bytes and peak memory
+// (the same checks, nothing run and no tensor built).
+CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan);
 // The common flags of a run of this case: its mesh, dtype and seed over `base`'s backend and output.
 CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
 

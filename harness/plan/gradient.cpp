@@ -28,8 +28,10 @@ class Deriver {
     }
     for (std::size_t i = f_.ops.size(); i-- > 0;) {
       if (!needs_.count(f_.ops[i].out) || f_.ops[i].name == "stop_gradient") continue;
+      deriving_ = static_cast<int>(i);
       derive(i, finish(f_.ops[i].out));
     }
+    deriving_ = -1;
     for (const auto& [x, dims] : f_.inputs) {
       if (!needs_.count(x))
         throw Error(ErrorKind::unsupported, "backward: no output depends on input " + x +
@@ -107,6 +109,8 @@ class Deriver {
     op.over = over;
     op.to = to;
     op.scale = scale;
+    op.from_op = deriving_;
+    if (deriving_ >= 0) op.part = f_.ops[static_cast<std::size_t>(deriving_)].part;
     g_.ops.push_back(op);
     return out;
   }
@@ -156,12 +160,10 @@ class Deriver {
         const std::string& b = op.in[1];
         if (needs_.count(a)) {
           contribute(a, emit(contribution_name(a), "einsum", {dz, b}, Z + "," + e.b + "->" + e.a));
-          g_.ops.back().from_op = static_cast<int>(i);
           g_.ops.back().grad_operand = 0;
         }
         if (needs_.count(b)) {
           contribute(b, emit(contribution_name(b), "einsum", {a, dz}, e.a + "," + Z + "->" + e.b));
-          g_.ops.back().from_op = static_cast<int>(i);
           g_.ops.back().grad_operand = 1;
         }
         break;
@@ -242,6 +244,7 @@ class Deriver {
   const TensorProgram& f_;
   TensorProgram g_;
   std::set<std::string> names_, needs_;
+  int deriving_ = -1;  // the forward op whose rule is being applied (-1: the inputs' last adds)
   std::map<std::string, int> uses_;
   std::map<std::string, std::vector<std::string>> contribs_;
   std::map<std::string, std::string> whole_, grad_;

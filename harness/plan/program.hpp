@@ -46,8 +46,10 @@ struct ProgramOp {
   double scale = 1;             // broadcast only: multiplies every element (a mean's 1/n)
   double value = 0;             // scale (x * value) and shift (x + value) only
   bool has_value = false;
-  int from_op = -1;             // a gradient einsum: the forward einsum it differentiates
-  int grad_operand = -1;        // ... and which operand is that einsum's output gradient dz
+  std::string part;             // a name for costs summed by part ("attention"); backward ops
+                                // take their forward op's
+  int from_op = -1;             // a backward op: the forward op whose gradient rule made it
+  int grad_operand = -1;        // a gradient einsum: which operand is the forward output's dz
   int line = 0;                 // where a case file wrote it (0: not from a file)
 };
 

@@ -147,7 +147,7 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
           };
           o.has_contraction = true;
           o.contraction = plan_from(spec(op.in[0]), spec(op.in[1]));
-          if (article && op.from_op >= 0 && pp.ops[static_cast<std::size_t>(op.from_op)].has_contraction) {
+          if (article && op.grad_operand >= 0 && pp.ops[static_cast<std::size_t>(op.from_op)].has_contraction) {
             // The articles' backward follows the forward plan: dz starts where the forward einsum
             // computed z (its product's layout, partial sums dropped).
             const int k = op.grad_operand;
