@@ -16,7 +16,8 @@ namespace {
 const char* const kLessons[] = {"01_mesh_and_layout",     "02_reduction_allreduce", "03_dot_product_and_matmul",
                                 "04_inner_axes_match",    "05_inner_axes_mismatch", "06_outer_axes",
                                 "07_full_sharding",       "08_gspmd_ffn",           "09_column_row_pairwise",
-                                "10_pairwise_backward",   "11_propagation",         "12_attention"};
+                                "10_pairwise_backward",   "11_propagation",         "12_attention",
+                                "13_transformer_layer"};
 struct Type {
   const char* name;
   double bytes;  // per element, from the formats: IEEE single 4, double 8, bfloat16 2
@@ -154,7 +155,8 @@ TEST_SUITE("lessons") {
                                 "05_inner_axes_mismatch --mesh X=1,Y=2", "06_outer_axes --mesh X=1,Y=2",
                                 "07_full_sharding --mesh X=1,Y=2", "08_gspmd_ffn --mesh X=1,Y=2",
                                 "09_column_row_pairwise --mesh Y=2", "10_pairwise_backward --mesh Y=2",
-                                "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2"})
+                                "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2",
+                                "13_transformer_layer --mesh X=1,Y=2"})
       for (const Type& t : kTypes) {
         const std::string command = std::string(program) + " --dtype " + t.name + " --quiet";
         CAPTURE(command);

@@ -65,6 +65,14 @@ Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bo
   return r;
 }
 
+// Whether the plan's steps move operand k before the product (a spec that differs only in axes
+// of size 1 moves nothing and makes no copy).
+bool moves_operand(const Plan& p, int k) {
+  for (const auto& s : p.steps)
+    if (s.kind != StepKind::contract && s.operand == k) return true;
+  return false;
+}
+
 // Ops that commute with a sum over devices: applied to each device's partial sums they give the
 // partial sums of the result.
 bool linear_op(const ProgramOp& op) {
@@ -253,8 +261,8 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
     }
     kept.clear();
     if (o.has_contraction) {
-      if (o.contraction.a_used != o.contraction.a.spec) kept[op.in[0]] = o.contraction.a_used;
-      if (o.contraction.b_used != o.contraction.b.spec) kept[op.in[1]] = o.contraction.b_used;
+      if (moves_operand(o.contraction, 0)) kept[op.in[0]] = o.contraction.a_used;
+      if (moves_operand(o.contraction, 1)) kept[op.in[1]] = o.contraction.b_used;
     }
     pp.ops.push_back(std::move(o));
   }
@@ -342,7 +350,7 @@ std::vector<int> kept_operands(const ProgramPlan& plan, std::size_t j) {
   const ProgramOp& next_op = plan.program.ops[next.op];
   for (int k = 0; k < 2; ++k) {
     const Plan& c = plan.ops[j].contraction;
-    if ((k == 0 ? c.a_used == c.a.spec : c.b_used == c.b.spec)) continue;
+    if (!moves_operand(c, k)) continue;
     const std::string& t = op.in[static_cast<std::size_t>(k)];
     for (int n = 0; n < 2; ++n)
       if (next.reuse[n] && next_op.in[static_cast<std::size_t>(n)] == t) {
@@ -380,7 +388,7 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
     if (o.has_contraction)
       for (int k = 0; k < 2; ++k) {
         const Spec& used = k == 0 ? o.contraction.a_used : o.contraction.b_used;
-        if (used != (k == 0 ? o.contraction.a.spec : o.contraction.b.spec))
+        if (moves_operand(o.contraction, k))
           extra += bytes(op.in[static_cast<std::size_t>(k)], used);
       }
     const std::size_t out = bytes(op.out, plan.stored.at(op.out));

@@ -34,7 +34,8 @@ TEST_SUITE("mpi binaries") {
     for (const char* program : {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
                                 "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes",
                                 "07_full_sharding", "08_gspmd_ffn", "09_column_row_pairwise --mesh Y=4",
-                                "10_pairwise_backward --mesh Y=4", "11_propagation", "12_attention", "shardlab matmul --a-spec _,Y --b-spec Y,_",
+                                "10_pairwise_backward --mesh Y=4", "11_propagation", "12_attention", "13_transformer_layer",
+                                "shardlab matmul --a-spec _,Y --b-spec Y,_",
                                 "shardlab ffn", "shardlab run harness/cases/gspmd_ffn.toml"}) {
       const std::string name = program;
       CAPTURE(name);
@@ -81,7 +82,8 @@ TEST_SUITE("mpi binaries") {
                                 "04_inner_axes_match --mesh X=1,Y=2", "05_inner_axes_mismatch --mesh X=1,Y=2",
                                 "06_outer_axes --mesh X=1,Y=2", "07_full_sharding --mesh X=1,Y=2",
                                 "08_gspmd_ffn --mesh X=1,Y=2", "09_column_row_pairwise", "10_pairwise_backward",
-                                "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2"})
+                                "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2",
+                                "13_transformer_layer --mesh X=1,Y=2"})
       for (const auto& t : types) {
         const std::string command = std::string(program) + " --backend mpi --dtype " + t.name + " --quiet";
         CAPTURE(command);

@@ -1,0 +1,204 @@
+// Lesson 13 - a whole Transformer layer, sharded two ways (articles 001, 002 and 003).
+//
+// One idea: a layer is layer norm, attention, a residual add, layer norm, the FFN and another
+// residual add, and each part brings its own communication. In article 001's 2D layout the
+// activations are split along the embed dim, so each layer norm's mean and variance are partial
+// sums that must be all-reduced, and every matmul gathers its weight's blocks. In the Megatron
+// layout (article 003) the activations are whole on every device and heads and the FFN's hidden
+// dim are split: each sublayer costs one AllReduce forward and one backward, four in all.
+//
+// The layer is one program; its backward is derived by rule (harness/plan/gradient.hpp); each
+// layout is a set of annotations. Every collective is traced back to the op that needs it.
+//
+// Run:    build/bin/13_transformer_layer [--mesh X=2,Y=4] [--json]
+//         mpiexec -n 8 build/bin/13_transformer_layer --backend mpi
+// Prints: the mesh; the layer as a program; the specs of its main tensors in both layouts; where
+//         each collective comes from, by pass and sublayer, with bytes per device; the verdict
+//         of each layout against the unsharded layer and central differences.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/case_file.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/models/case_run.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+// Layer norm: mean and variance over the embed dim m, then the gain g and bias c.
+std::string layer_norm(const std::string& k, const std::string& in, const std::string& out, const std::string& part) {
+  auto op = [&](const std::string& o, const std::string& name, const std::string& args, const std::string& more = "") {
+    return "  { out = \"" + o + "\", op = \"" + name + "\", in = [" + args + "]" + more + ", part = \"" + part + "\" },\n";
+  };
+  return op("mu" + k, "mean", "\"" + in + "\"", ", over = \"m\"") + op("xc" + k, "sub", "\"" + in + "\", \"mu" + k + "\"") +
+         op("sq" + k, "square", "\"xc" + k + "\"") + op("var" + k, "mean", "\"sq" + k + "\"", ", over = \"m\"") +
+         op("ve" + k, "shift", "\"var" + k + "\"", ", value = 1e-5") + op("rs" + k, "rsqrt", "\"ve" + k + "\"") +
+         op("xn" + k, "mul", "\"xc" + k + "\", \"rs" + k + "\"") + op("xs" + k, "mul", "\"xn" + k + "\", \"g" + k + "\"") +
+         op(out, "add", "\"xs" + k + "\", \"c" + k + "\"");
+}
+
+std::string layer_text() {
+  return "dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4, h = 64 }\nbackward = true\nops = [\n" +
+         layer_norm("1", "x", "a", "attention") + R"(  { out = "a_t", op = "rename", in = ["a"], to = "btm", part = "attention" },
+  { out = "q", op = "einsum", eq = "bsm,mnd->bsnd", in = ["a", "W_q"], part = "attention" },
+  { out = "k", op = "einsum", eq = "btm,mnd->btnd", in = ["a_t", "W_k"], part = "attention" },
+  { out = "v", op = "einsum", eq = "btm,mnd->btnd", in = ["a_t", "W_v"], part = "attention" },
+  { out = "scores", op = "einsum", eq = "bsnd,btnd->bnst", in = ["q", "k"], part = "attention" },
+  { out = "scaled", op = "scale", in = ["scores"], value = 0.5, part = "attention" },
+  { out = "p", op = "softmax", in = ["scaled"], over = "t", part = "attention" },
+  { out = "o", op = "einsum", eq = "bnst,btnd->bsnd", in = ["p", "v"], part = "attention" },
+  { out = "att", op = "einsum", eq = "bsnd,ndm->bsm", in = ["o", "W_o"], part = "attention" },
+  { out = "r1", op = "add", in = ["x", "att"], part = "attention" },
+)" + layer_norm("2", "r1", "f", "ffn") +
+         R"(  { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["f", "W_in"], part = "ffn" },
+  { out = "g", op = "gelu", in = ["h"], part = "ffn" },
+  { out = "ff", op = "einsum", eq = "bsh,hm->bsm", in = ["g", "W_out"], part = "ffn" },
+  { out = "y", op = "add", in = ["r1", "ff"], part = "ffn" },
+]
+outputs = ["y"]
+[inputs]
+x = "bsm"
+g1 = "m"
+c1 = "m"
+W_q = "mnd"
+W_k = "mnd"
+W_v = "mnd"
+W_o = "ndm"
+g2 = "m"
+c2 = "m"
+W_in = "mh"
+W_out = "hm"
+)";
+}
+
+struct Layout {
+  std::string name, what, shard;  // shard lines; A and B stand for the mesh's two axes
+};
+
+const std::vector<Layout> kLayouts = {
+    {"gspmd_2d", "article 001's rules: batch->A, heads->B, embed_kernel->A, embed->B",
+     "x = \"A,_,B\"\nW_q = \"A,B,_\"\nW_k = \"A,B,_\"\nW_v = \"A,B,_\"\nW_o = \"B,_,A\"\nW_in = \"A,B\"\nW_out = \"B,A\"\n"},
+    {"megatron", "heads and hidden over all devices; x and the layer norms whole on each",
+     "x = \"_,_,_\"\nW_q = \"_,(A,B),_\"\nW_k = \"_,(A,B),_\"\nW_v = \"_,(A,B),_\"\nW_o = \"(A,B),_,_\"\n"
+     "W_in = \"_,(A,B)\"\nW_out = \"(A,B),_\"\n"},
+};
+
+std::string with_axes(const std::string& text, const std::string& a, const std::string& b) {
+  std::string out;
+  for (char c : text) out += c == 'A' ? a : c == 'B' ? b : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli("13_transformer_layer", "Lesson 13: a Transformer layer in the 2D and the Megatron layouts", "X=2,Y=4");
+  if (int status = cli.parse(argc, argv); status >= 0) return status;
+
+  return guarded([&] {
+    Session session("13_transformer_layer", cli.common);
+    const Mesh& mesh = session.mesh();
+    if (mesh.rank() != 2) throw Error(ErrorKind::parse, "lesson 13 needs a 2-axis mesh like X=2,Y=4, not " + mesh.text());
+    const std::string A = mesh.names()[0], B = mesh.names()[1];
+    auto& out = session.out();
+    out << "1. Mesh " << mesh.text() << ":\n" << mesh.picture() << "\n";
+
+    std::vector<CaseFile> cases;
+    std::vector<ProgramPlan> plans;
+    for (const auto& l : kLayouts) {
+      const std::string text = "name = \"layer_" + l.name + "\"\nmesh = \"" + mesh.text() + "\"\n" + layer_text() +
+                                "[shard]\n" + with_axes(l.shard, A, B);
+      cases.push_back(parse_case_file(text, "lesson 13 (" + l.name + ")"));
+      cases.back().seed = cli.common.seed;
+      cases.back().dtype = dtype_name(session.dtype());
+      plans.push_back(plan_case(cases.back(), mesh));
+    }
+    const TensorProgram& forward = cases[0].program;
+    const std::size_t forward_ops = forward.ops.size();
+    out << "2. The layer as a program of " << forward_ops << " ops (b batch, s queries, t keys, m embed, n heads,\n"
+        << "   d head size, h hidden); its backward, " << plans[0].program.ops.size() - forward_ops
+        << " more ops, is derived by rule:\n"
+        << program_text(forward) << "\n";
+
+    out << "3. Two layouts; propagation gives every other tensor its spec:\n";
+    Table specs({"tensor", "dims", "gspmd_2d", "megatron"});
+    for (const char* t : {"x", "mu1", "a", "W_q", "q", "scores", "att", "W_in", "h", "y"}) {
+      std::vector<std::string> row = {t, forward.dims.at(t)};
+      for (const auto& p : plans) row.push_back(p.propagation.specs.at(t).spec.text());
+      specs.add(row);
+    }
+    out << specs.text();
+    for (const auto& l : kLayouts) out << "   " << l.name << ": " << with_axes(l.what, A, B) << "\n";
+    out << "\n";
+
+    std::vector<CaseRun> runs;
+    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i]));
+    if (!session.runtime().is_root()) return session.finish();
+
+    Report& report = session.report();
+    out << "4. Where each collective comes from (the ledger's rows, in run order, by pass and sublayer):\n";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      // (pass, part) -> how many of each collective, and their bytes; first seen first.
+      std::vector<std::pair<std::string, std::map<std::string, int>>> groups;
+      std::map<std::string, std::size_t> bytes;
+      std::vector<std::string> norms;
+      for (const auto& o : plans[i].ops) {
+        const ProgramOp& op = plans[i].program.ops[o.op];
+        const std::string pass = o.op < forward_ops ? "forward" : "backward";
+        const std::string key = pass + " " + op.part;
+        for (const PlanStep* s : o.collectives()) {
+          if (groups.empty() || groups.back().first != key) groups.push_back({key, {}});
+          groups.back().second[step_kind_name(s->kind)] += 1;
+          bytes[key] += s->predicted_bytes;
+          if (op.name == "mean") norms.push_back(step_kind_name(s->kind) + " " + s->tensor);
+        }
+      }
+      Table t({"pass", "sublayer", "collectives", "bytes/device"});
+      for (const auto& [key, kinds] : groups) {
+        std::vector<std::string> counts;
+        for (const auto& [kind, n] : kinds) counts.push_back(std::to_string(n) + " " + kind);
+        const auto space = key.find(' ');
+        t.add({key.substr(0, space), key.substr(space + 1), join(counts, ", "), std::to_string(bytes[key])});
+      }
+      out << "   " << kLayouts[i].name << ": " << runs[i].collectives.size() << " collectives, "
+          << runs[i].bytes_per_device << " bytes per device, peak " << runs[i].peak_bytes << " bytes held\n"
+          << t.text();
+      if (!norms.empty())
+        out << "   the layer norms' means and variances, over m split by " << B << ": " << join(norms, ", ") << "\n";
+      report.numbers[kLayouts[i].name + "_bytes_per_device"] = static_cast<double>(runs[i].bytes_per_device);
+      report.numbers[kLayouts[i].name + "_collectives"] = static_cast<double>(runs[i].collectives.size());
+    }
+    out << "   megatron's four, one per sublayer and pass:\n     " << join(runs[1].collectives, ", ") << "\n\n";
+
+    out << "5. Verdict against the unsharded layer (y and the 11 gradients) and central differences:\n";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      int passed = 0;
+      for (auto v : runs[i].checks) {
+        passed += v.pass ? 1 : 0;
+        if (!v.pass) out << "   " << kLayouts[i].name << ": " << v.name << ": " << check_text(v) << "\n";
+        v.name = kLayouts[i].name + ": " + v.name;
+        report.checks.push_back(v);
+      }
+      out << "   " << kLayouts[i].name << ": " << passed << " of " << runs[i].checks.size() << " checks pass\n";
+    }
+    Verdict four;
+    four.name = "megatron: one AllReduce per sublayer each way";
+    const auto& ran = runs[1].collectives;
+    four.pass = ran.size() == 4;
+    for (std::size_t k = 0; k < ran.size() && four.pass; ++k) four.pass = ran[k].rfind("all_reduce ", 0) == 0;
+    if (!four.pass) four.detail = "ran " + join(ran, "; ");
+    report.checks.push_back(four);
+    out << "   " << four.name << ": " << check_text(four) << "\n"
+        << "\nTakeaway: split the embed dim and even a layer norm communicates; keep activations whole and\n"
+           "          split heads and hidden, and a layer costs four AllReduces per step.\n"
+           "Next:     build/bin/shardlab run harness/cases/esm2_layer.toml --plan-only --preset tpu-v2 - the\n"
+           "          2D layer at ESM2 15B's size, its communication share beside article 001's trace.\n";
+    return session.finish();
+  });
+}

@@ -1,0 +1,38 @@
+// Lesson 13: a Transformer layer in article 001's 2D layout (the layer norms' statistics
+// all-reduced over the split embed dim) and in the Megatron layout (four AllReduces, bytes by the
+// ring formula), forward and backward verified; a corrupted reference is caught; a mesh that is
+// not 2-D is refused.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 13 (transformer layer) --json: both layouts pass; Megatron's four AllReduces") {
+    auto r = run_binary("13_transformer_layer --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    CHECK(j["megatron_collectives"] == 4);
+    // att, ff, df, da: [2, 8, 16] floats = 1024 B each, all-reduced over 8: 2 (n-1)/n of it.
+    CHECK(j["megatron_bytes_per_device"] == 4 * (2 * 7 * 1024 / 8));
+  }
+
+  TEST_CASE("lesson 13 (transformer layer) text: where the collectives come from, the verdict") {
+    auto r = run_binary("13_transformer_layer");
+    CHECK(r.status == 0);
+    for (const char* s : {"all_reduce mu1, all_reduce var1, all_reduce mu2, all_reduce var2",
+                          "forward   attention  1 all_reduce", "backward  ffn        1 all_reduce",
+                          "megatron: one AllReduce per sublayer each way: PASS", "Takeaway:", "Next:",
+                          "\nPASS 13_transformer_layer"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+    CHECK(run_binary("13_transformer_layer --perturb-expected --quiet").status == 1);
+    auto line = run_binary("13_transformer_layer --mesh Y=4");
+    CHECK(line.status == 2);
+    CHECK(count_lines(line.err) == 1);
+    CHECK(line.out.empty());
+  }
+}
