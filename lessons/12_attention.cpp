@@ -69,12 +69,6 @@ const std::vector<Layout> kLayouts = {
      R"({ x = "_,_,_", x_t = "_,(A,B),_", W_q = "_,_,_", W_k = "_,_,_", W_v = "_,_,_" })"},
 };
 
-std::string with_axes(std::string text, const std::string& a, const std::string& b) {
-  std::string out;
-  for (char c : text) out += c == 'A' ? a : c == 'B' ? b : std::string(1, c);
-  return out;
-}
-
 // "all_gather x over Y" lines joined, wrapped to `width` columns after `indent`.
 std::string wrapped(const std::vector<std::string>& items, std::size_t indent, std::size_t width = 96) {
   std::string out, line;
@@ -105,11 +99,7 @@ int main(int argc, char** argv) {
     std::vector<CaseFile> cases;
     std::vector<ProgramPlan> plans;
     for (const auto& l : kLayouts) {
-      const std::string text = "name = \"attention_" + l.name + "\"\nmesh = \"" + mesh.text() + "\"\nshard = " +
-                                with_axes(l.shard, A, B) + "\n" + kBlock;
-      cases.push_back(parse_case_file(text, "lesson 12 (" + l.name + ")"));
-      cases.back().seed = cli.common.seed;
-      cases.back().dtype = dtype_name(session.dtype());
+      cases.push_back(layout_case(kBlock, "shard = " + l.shard, "attention_" + l.name, session, cli.common.seed));
       plans.push_back(plan_case(cases.back(), mesh));
     }
     const TensorProgram& forward = cases[0].program;
@@ -126,7 +116,7 @@ int main(int argc, char** argv) {
       specs.add(row);
     }
     out << specs.text();
-    for (const auto& l : kLayouts) out << "   " << l.name << ": " << with_axes(l.what, A, B) << "\n";
+    for (const auto& l : kLayouts) out << "   " << l.name << ": " << with_mesh_axes(l.what, mesh) << "\n";
     out << "   Article 001's ESM2 kernels: q/k/v [5120, 40, 128] as (embed_kernel, heads, None) -> "
         << A << "," << B << ",_\n   and out_proj [40, 128, 5120] as (heads, None, embed_kernel) -> " << B << ",_," << A
         << ", here at 1/320 of the embed\n   and 1/5 of the heads.\n\n";
@@ -165,13 +155,7 @@ int main(int argc, char** argv) {
 
     out << "5. Verdict against the unsharded block (outputs, gradients) and central differences:\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      int passed = 0;
-      for (auto v : runs[i].checks) {
-        passed += v.pass ? 1 : 0;
-        if (!v.pass) out << "   " << kLayouts[i].name << ": " << v.name << ": " << check_text(v) << "\n";
-        v.name = kLayouts[i].name + ": " + v.name;
-        report.checks.push_back(v);
-      }
+      const int passed = add_layout_checks(report, kLayouts[i].name, runs[i], out);
       out << "   " << kLayouts[i].name << ": " << passed << " of " << runs[i].checks.size() << " checks pass\n";
     }
     out << "   (each: y and the 5 gradients against the unsharded block, each gradient against central\n"

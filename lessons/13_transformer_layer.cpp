@@ -89,12 +89,6 @@ const std::vector<Layout> kLayouts = {
      "W_in = \"_,(A,B)\"\nW_out = \"(A,B),_\"\n"},
 };
 
-std::string with_axes(const std::string& text, const std::string& a, const std::string& b) {
-  std::string out;
-  for (char c : text) out += c == 'A' ? a : c == 'B' ? b : std::string(1, c);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,11 +106,7 @@ int main(int argc, char** argv) {
     std::vector<CaseFile> cases;
     std::vector<ProgramPlan> plans;
     for (const auto& l : kLayouts) {
-      const std::string text = "name = \"layer_" + l.name + "\"\nmesh = \"" + mesh.text() + "\"\n" + layer_text() +
-                                "[shard]\n" + with_axes(l.shard, A, B);
-      cases.push_back(parse_case_file(text, "lesson 13 (" + l.name + ")"));
-      cases.back().seed = cli.common.seed;
-      cases.back().dtype = dtype_name(session.dtype());
+      cases.push_back(layout_case(layer_text(), "[shard]\n" + l.shard, "layer_" + l.name, session, cli.common.seed));
       plans.push_back(plan_case(cases.back(), mesh));
     }
     const TensorProgram& forward = cases[0].program;
@@ -134,7 +124,7 @@ int main(int argc, char** argv) {
       specs.add(row);
     }
     out << specs.text();
-    for (const auto& l : kLayouts) out << "   " << l.name << ": " << with_axes(l.what, A, B) << "\n";
+    for (const auto& l : kLayouts) out << "   " << l.name << ": " << with_mesh_axes(l.what, mesh) << "\n";
     out << "\n";
 
     std::vector<CaseRun> runs;
@@ -178,13 +168,7 @@ int main(int argc, char** argv) {
 
     out << "5. Verdict against the unsharded layer (y and the 11 gradients) and central differences:\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      int passed = 0;
-      for (auto v : runs[i].checks) {
-        passed += v.pass ? 1 : 0;
-        if (!v.pass) out << "   " << kLayouts[i].name << ": " << v.name << ": " << check_text(v) << "\n";
-        v.name = kLayouts[i].name + ": " + v.name;
-        report.checks.push_back(v);
-      }
+      const int passed = add_layout_checks(report, kLayouts[i].name, runs[i], out);
       out << "   " << kLayouts[i].name << ": " << passed << " of " << runs[i].checks.size() << " checks pass\n";
     }
     Verdict four;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 
 #include "core/layout.hpp"
 #include "core/error.hpp"
@@ -136,6 +137,34 @@ CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan) {
   r.peak_bytes = r.predicted_peak_bytes = predicted_peak_bytes(plan);
   expect_checks(c, r);
   return r;
+}
+
+std::string with_mesh_axes(const std::string& text, const Mesh& mesh) {
+  std::string out;
+  for (char ch : text) out += ch == 'A' ? mesh.names()[0] : ch == 'B' ? mesh.names()[1] : std::string(1, ch);
+  return out;
+}
+
+CaseFile layout_case(const std::string& body, const std::string& shard, const std::string& label,
+                     const Session& session, std::uint64_t seed) {
+  const Mesh& mesh = session.mesh();
+  const std::string text = "name = \"" + label + "\"\nmesh = \"" + mesh.text() + "\"\n" + body + "\n" +
+                           with_mesh_axes(shard, mesh) + "\n";
+  CaseFile c = parse_case_file(text, label);
+  c.seed = seed;
+  c.dtype = dtype_name(session.dtype());
+  return c;
+}
+
+int add_layout_checks(Report& report, const std::string& layout, const CaseRun& run, std::ostream& out) {
+  int passed = 0;
+  for (auto v : run.checks) {
+    passed += v.pass ? 1 : 0;
+    if (!v.pass) out << "   " << layout << ": " << v.name << ": " << check_text(v) << "\n";
+    v.name = layout + ": " + v.name;
+    report.checks.push_back(v);
+  }
+  return passed;
 }
 
 std::string check_text(const Verdict& v) {

@@ -2,6 +2,8 @@
 // run the program on the session's devices, verify each output against the unsharded program with
 // the bounds of harness/check/program_check.hpp, and hold the run to the file's expectations.
 #pragma once
+#include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,17 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
 std::string check_text(const Verdict& v);
 // Every check passed and every collective moved the bytes predicted for it.
 bool case_passed(const CaseRun& r, const Report& report);
+
+// Lessons that run one program under several layouts (12, 13). `text` with A and B replaced by
+// the names of a 2-axis mesh's axes.
+std::string with_mesh_axes(const std::string& text, const Mesh& mesh);
+// The case of one layout: the program's TOML `body`, then `shard` (its specs writing A and B for
+// the mesh's axes), on the session's mesh, element type and `seed`; `label` names it in messages.
+CaseFile layout_case(const std::string& body, const std::string& shard, const std::string& label,
+                     const Session& session, std::uint64_t seed);
+// A run's checks into `report`, each named "<layout>: <check>"; the failing ones printed to `out`.
+// Returns how many passed.
+int add_layout_checks(Report& report, const std::string& layout, const CaseRun& run, std::ostream& out);
 
 // For people: the program, every tensor's spec and origin, and the plan of each op.
 std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan);
