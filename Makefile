@@ -136,6 +136,10 @@ test-mpi:
 	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 8 $(SHARDLAB) run harness/cases/gspmd_ffn_backward.toml \
 	  --backend mpi --quiet | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
 	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (the derived backward on 8 processes)"; exit 1; fi
+	@for l in 12_attention 13_transformer_layer; do \
+	  echo "== mpiexec -n 8 $(BUILD)/bin/$$l --backend mpi --quiet"; \
+	  OPENBLAS_NUM_THREADS=1 timeout 300 mpiexec -n 8 $(BUILD)/bin/$$l --backend mpi --quiet | sed 's/^/   /'; \
+	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$l on 8 processes)"; exit 1; fi; done
 	@l=$(BUILD)/bin/01_mesh_and_layout; if [ -x $$l ]; then \
 	  echo "== mpiexec -n 6 $$l --backend mpi  (mesh of 8: must exit 2 with one sentence)"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 60 mpiexec -n 6 $$l --backend mpi >$(BUILD)/mpi_misuse.out 2>$(BUILD)/mpi_misuse.err; rc=$$?; \

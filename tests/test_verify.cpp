@@ -4,6 +4,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -255,4 +256,14 @@ TEST_CASE("verify_output: a device without the named output is an error") {
     CHECK(e.kind() == ErrorKind::device);
     CHECK(has(e.what(), "no block named C"));
   }
+}
+
+TEST_CASE("compare: equal infinities agree; a NaN fails against anything, whatever the tolerance") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(compare("x", Tensor({inf, -inf, 1.0}), Tensor({inf, -inf, 1.0}), 0.0).pass);
+  CHECK(compare("x", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({0.0, 0.0})).pass);
+  CHECK(!compare("x", Tensor({inf}), Tensor({-inf}), 1e300).pass);
+  CHECK(!compare("x", Tensor({nan}), Tensor({nan}), 1.0).pass);
+  CHECK(!compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})).pass);
+  CHECK(!compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf})).pass);
 }

@@ -47,7 +47,8 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
   bool first = true;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double g = got.data()[i], w = want.data()[i];
-    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    // Equal values (infinities of one sign too) differ by 0; a NaN against a number by infinity.
+    const double err = g == w ? 0.0 : std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
     if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
     if ((err > tolerance || std::isnan(err)) && first) {
       std::ostringstream d;
@@ -70,7 +71,8 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
   v.worst_ratio = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double g = got.data()[i], w = want.data()[i], tol = tolerance.data()[i];
-    const double err = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
+    // Equal values (infinities of one sign too) differ by 0; a NaN against a number by infinity.
+    const double err = g == w ? 0.0 : std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(g - w);
     if (err > v.max_abs_error || std::isnan(err)) v.max_abs_error = err;
     v.tolerance = std::max(v.tolerance, tol);
     const double ratio = err == 0 ? 0.0 : tol > 0 ? err / tol : INFINITY;
