@@ -14,6 +14,7 @@
 #include "harness/cli/cmd_matmul.hpp"
 #include "harness/cli/cmd_run.hpp"
 #include "harness/cli/cmd_sweep.hpp"
+#include "harness/cli/cmd_zero.hpp"
 #include "harness/cli/version.hpp"
 
 int main(int argc, char** argv) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   Command sweep = add_sweep_command(app);
   Command run = add_run_command(app);
   Command check = add_check_command(app);
+  Command zero = add_zero_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
     if (*sweep.app) return sweep.run();
     if (*run.app) return run.run();
     if (*check.app) return check.run();
+    if (*zero.app) return zero.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }
