@@ -1,0 +1,25 @@
+// Lesson 14: one data-parallel step on 8 devices: only the two weight gradients are all-reduced,
+// each sending 2(N-1)/N of its bytes; y, the gradients and the updated weights (the same on every
+// device) equal the unsharded step; a corrupted reference is caught.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::run_binary;
+
+TEST_SUITE("lessons") {
+  TEST_CASE("lesson 14 (data parallel) --json: two AllReduces of 2(N-1)/N of the parameters") {
+    auto r = run_binary("14_data_parallel --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    // W_in [16, 64] and W_out [64, 16] in float32: 8192 bytes; 2 x 7/8 of them over 8 devices.
+    CHECK(j["parameter_bytes"] == 8192);
+    CHECK(j["bytes_per_device"] == 2 * 7 * 8192 / 8);
+    REQUIRE(j["collectives"].size() == 2);
+    for (const auto& c : j["collectives"]) CHECK(c["op"] == "all_reduce");
+    CHECK(run_binary("14_data_parallel --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("14_data_parallel --mesh X=1 --quiet").status == 0);  // one device: nothing moves
+  }
+}
