@@ -136,10 +136,18 @@ test-mpi:
 	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 8 $(SHARDLAB) run harness/cases/gspmd_ffn_backward.toml \
 	  --backend mpi --quiet | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
 	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (the derived backward on 8 processes)"; exit 1; fi
-	@for l in 12_attention 13_transformer_layer; do \
+	@for l in 12_attention 13_transformer_layer 14_data_parallel 17_3d_parallelism; do \
 	  echo "== mpiexec -n 8 $(BUILD)/bin/$$l --backend mpi --quiet"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 300 mpiexec -n 8 $(BUILD)/bin/$$l --backend mpi --quiet | sed 's/^/   /'; \
 	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$l on 8 processes)"; exit 1; fi; done
+	@for c in "$(BUILD)/bin/16_pipeline --backend mpi --quiet" \
+	  "$(SHARDLAB) pipeline --stages 4 --chunks 4 --schedule 1f1b --backend mpi --quiet"; do \
+	  echo "== mpiexec -n 4 $$c"; OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 4 $$c | sed 's/^/   /'; \
+	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (pipeline on 4 processes)"; exit 1; fi; done
+	@echo "== mpiexec -n 3 $(BUILD)/bin/15_zero --backend mpi --quiet --trace $(BUILD)/15_zero_trace.json"; \
+	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 3 $(BUILD)/bin/15_zero --backend mpi --quiet \
+	  --trace $(BUILD)/15_zero_trace.json | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
+	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (15_zero on 3 processes)"; exit 1; fi
 	@l=$(BUILD)/bin/01_mesh_and_layout; if [ -x $$l ]; then \
 	  echo "== mpiexec -n 6 $$l --backend mpi  (mesh of 8: must exit 2 with one sentence)"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 60 mpiexec -n 6 $$l --backend mpi >$(BUILD)/mpi_misuse.out 2>$(BUILD)/mpi_misuse.err; rc=$$?; \
@@ -174,8 +182,8 @@ plots:
 	  echo "mpiexec failed: measuring on the sim backend instead (busbw: ours only; machine: no link)"; \
 	else echo "mpiexec not found: measuring on the sim backend (busbw: ours only; machine: no link)"; fi; \
 	echo "== $$busbw --backend sim"; OPENBLAS_NUM_THREADS=1 $$busbw --backend sim
-	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory --machine $(PLOT_DIR)/machine.dat"
-	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory --machine $(PLOT_DIR)/machine.dat
+	@echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble --machine $(PLOT_DIR)/machine.dat"
+	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble --machine $(PLOT_DIR)/machine.dat
 	@if ! command -v $(GNUPLOT) >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
 	term=$(PLOT_TERM); [ $$term = dumb ] || term=pngcairo; written=""; \
 	for g in plots/*.gp; do \

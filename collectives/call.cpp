@@ -41,6 +41,22 @@ CallRecord::CallRecord(Device& dev, const Group& group, const std::string& op, c
   if (!dev.transport().checks_signatures()) check_group_agrees(dev, group, signature);
   before_ = dev.transport().stats();
   start_ = std::chrono::steady_clock::now();
+  row_.start_us = std::chrono::duration<double, std::micro>(start_.time_since_epoch()).count();
+}
+
+CallRecord::CallRecord(Device& dev, const std::string& op, int peer, const std::string& tensor, std::size_t input_bytes)
+    : dev_(dev) {
+  row_.device = dev.id();
+  row_.op = op;
+  row_.peer = peer;
+  row_.tensor = tensor;
+  row_.algorithm = "p2p";
+  row_.group_size = 2;
+  row_.element_bytes = dev.element_bytes();
+  row_.input_bytes = input_bytes;
+  before_ = dev.transport().stats();
+  start_ = std::chrono::steady_clock::now();
+  row_.start_us = std::chrono::duration<double, std::micro>(start_.time_since_epoch()).count();
 }
 
 void CallRecord::done(std::size_t output_bytes, bool modeled) {

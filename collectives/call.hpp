@@ -17,6 +17,9 @@ class CallRecord {
   // signatures around its ring.
   CallRecord(Device& dev, const Group& group, const std::string& op, const std::string& tensor,
              const std::string& algorithm, std::size_t input_bytes, const std::string& signature);
+  // A point-to-point call (op send or recv) to or from device `peer`: no group, no signatures to
+  // compare; `input_bytes` is what a send hands over (0 for a receive).
+  CallRecord(Device& dev, const std::string& op, int peer, const std::string& tensor, std::size_t input_bytes);
   // Writes the ledger row: bytes and messages from the transport's counters, or, for `modeled`
   // calls (the transport library's own collectives, whose traffic we cannot see), from the cost
   // model's prediction for this row's op, group, input and element size.

@@ -39,4 +39,12 @@ template <class T>
 xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          std::size_t split_dim, std::size_t concat_dim, const std::string& tensor);
 
+// Point-to-point between two devices, as pipeline stages pass activations forward and gradients
+// back: a ledger row on each side (op send with the bytes it sent, op recv with the bytes it took;
+// peer: the other device). The wire carries dev.dtype(). send returns without waiting for the
+// receiver; recv blocks for `from`'s next message and fails, naming both devices, if its size is
+// not `shape`'s. A send nobody receives fails the run when the devices finish.
+void send(Device& dev, const Tensor& block, int to, const std::string& tensor);
+Tensor recv(Device& dev, int from, const Shape& shape, const std::string& tensor);
+
 }  // namespace shardlab

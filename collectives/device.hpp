@@ -9,6 +9,7 @@
 #include "collectives/transport.hpp"
 #include "core/dtype.hpp"
 #include "core/mesh.hpp"
+#include "core/trace.hpp"
 
 namespace shardlab {
 
@@ -34,12 +35,15 @@ class Device {
   // Scratch space of at least `bytes`, kept for the device's next call (slot 0 or 1): collectives
   // stage through it instead of mapping fresh pages each call. Not zero-filled.
   unsigned char* scratch(int slot, std::size_t bytes);
+  // The compute spans of this device's program, when the run is traced (core/trace.hpp).
+  std::vector<Span>& spans() { return spans_; }
 
  private:
   int id_;
   const Mesh& mesh_;
   Transport& transport_;
   Ledger ledger_;
+  std::vector<Span> spans_;
   bool native_;
   DType dtype_;
   struct Scratch {

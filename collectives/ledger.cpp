@@ -1,5 +1,6 @@
 #include "collectives/ledger.hpp"
 
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -9,6 +10,36 @@ namespace shardlab {
 void Ledger::add(LedgerRow row) {
   row.call = static_cast<int>(rows_.size());
   rows_.push_back(std::move(row));
+}
+
+std::string unmatched_messages(const std::vector<LedgerRow>& rows) {
+  std::map<std::pair<int, int>, std::vector<const LedgerRow*>> sends, recvs;  // (from, to)
+  for (const auto& r : rows) {
+    if (r.op == "send") sends[{r.device, r.peer}].push_back(&r);
+    if (r.op == "recv") recvs[{r.peer, r.device}].push_back(&r);
+  }
+  for (const auto& [pair, s] : sends) {
+    const auto it = recvs.find(pair);
+    const std::size_t got = it == recvs.end() ? 0 : it->second.size();
+    const std::string from = "device " + std::to_string(pair.first), to = "device " + std::to_string(pair.second);
+    if (got < s.size())
+      return from + " sent " + s[got]->tensor + " (" + std::to_string(s[got]->bytes_sent) + " B, message " +
+             std::to_string(got + 1) + " of " + std::to_string(s.size()) + ") to " + to + ", which never received it";
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      const LedgerRow& r = *it->second[k];
+      if (r.tensor != s[k]->tensor || r.bytes_received != s[k]->bytes_sent)
+        return "messages do not match: message " + std::to_string(k + 1) + " from " + from + " to " + to + " was sent as " +
+               s[k]->tensor + " (" + std::to_string(s[k]->bytes_sent) + " B) and received as " + r.tensor + " (" +
+               std::to_string(r.bytes_received) + " B)";
+    }
+  }
+  for (const auto& [pair, r] : recvs) {
+    const auto it = sends.find(pair);
+    if (it == sends.end() || it->second.size() < r.size())
+      return "device " + std::to_string(pair.second) + " received more from device " + std::to_string(pair.first) +
+             " than it sent";
+  }
+  return "";
 }
 
 namespace {
@@ -23,7 +54,7 @@ std::string serialize(const std::vector<LedgerRow>& rows) {
   for (const auto& r : rows) {
     out << r.device << ' ' << r.call << ' ' << field(r.op) << ' ' << field(r.axes) << ' ' << field(r.tensor) << ' '
         << field(r.algorithm) << ' ' << r.group_size << ' ' << r.element_bytes << ' ' << r.input_bytes << ' ' << r.output_bytes << ' '
-        << r.messages << ' ' << r.bytes_sent << ' ' << r.bytes_received << ' ' << r.seconds << ' ' << r.modeled
+        << r.messages << ' ' << r.bytes_sent << ' ' << r.bytes_received << ' ' << r.seconds << ' ' << r.start_us << ' ' << r.peer << ' ' << r.modeled
         << '\n';
   }
   return out.str();
@@ -39,7 +70,7 @@ std::vector<LedgerRow> deserialize(const std::string& text) {
     LedgerRow r;
     std::string op, axes, tensor, algo;
     if (!(ls >> r.device >> r.call >> op >> axes >> tensor >> algo >> r.group_size >> r.element_bytes >> r.input_bytes >>
-          r.output_bytes >> r.messages >> r.bytes_sent >> r.bytes_received >> r.seconds >> r.modeled))
+          r.output_bytes >> r.messages >> r.bytes_sent >> r.bytes_received >> r.seconds >> r.start_us >> r.peer >> r.modeled))
       throw Error(ErrorKind::parse, "ledger line is malformed: " + line);
     r.op = unfield(op);
     r.axes = unfield(axes);

@@ -51,6 +51,7 @@ struct Outcome {
   std::string message;
   Outputs outputs;
   std::vector<LedgerRow> ledger;
+  std::vector<Span> spans;
   std::vector<std::uint64_t> notes;  // result: notes sent to each rank; verdict: notes for the receiver
 };
 
@@ -67,6 +68,13 @@ std::vector<char> pack(const Outcome& o) {
     w.raw(t.data(), t.size() * sizeof(double));
   }
   w.text(serialize(o.ledger));
+  w.u64(o.spans.size());
+  for (const auto& s : o.spans) {
+    w.text(s.name);
+    w.text(s.detail);
+    w.raw(&s.start_us, sizeof s.start_us);
+    w.raw(&s.dur_us, sizeof s.dur_us);
+  }
   w.u64(o.notes.size());
   for (auto n : o.notes) w.u64(n);
   return std::move(w.bytes);
@@ -87,6 +95,13 @@ Outcome unpack(const std::vector<char>& bytes) {
     o.outputs.emplace(name, std::move(t));
   }
   o.ledger = deserialize(r.text());
+  o.spans.resize(r.u64());
+  for (auto& s : o.spans) {
+    s.name = r.text();
+    s.detail = r.text();
+    r.raw(&s.start_us, sizeof s.start_us);
+    r.raw(&s.dur_us, sizeof s.dur_us);
+  }
   o.notes.resize(r.u64());
   for (auto& n : o.notes) n = r.u64();
   return o;
@@ -195,7 +210,7 @@ void check_world(const Mesh& mesh) {
                                          std::to_string(p.size()) + fix);
 }
 
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype) {
+RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace) {
   MpiProcess& p = MpiProcess::get();
   check_world(mesh);
   MpiRun run(p, p.next_epoch());
@@ -210,8 +225,10 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
       mine.message = message;
       run.abort_others();
     };
+    if (trace) set_trace_spans(&dev.spans());
     try {
       mine.outputs = program(dev);
+      transport.finish_sends();  // a send nobody takes shows as a stuck device, named
     } catch (const MpiAborted&) {
       mine.status = aborted;  // another rank failed first; its error is the one reported
     } catch (const Error& e) {
@@ -221,7 +238,9 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
     } catch (...) {
       fail(ErrorKind::device, "device " + std::to_string(p.rank()) + " failed with an unknown exception");
     }
+    set_trace_spans(nullptr);
     mine.ledger = dev.ledger().rows();
+    mine.spans = std::move(dev.spans());
   }
   run.finished();
   mine.notes = run.notes_sent();
@@ -261,6 +280,16 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
     verdict.kind = ErrorKind::mismatch;
     verdict.message = deadlock;
   }
+  if (verdict.status == ok) {
+    std::vector<LedgerRow> rows;
+    for (const auto& o : all) rows.insert(rows.end(), o.ledger.begin(), o.ledger.end());
+    const std::string unmatched = unmatched_messages(rows);
+    if (!unmatched.empty()) {
+      verdict.status = failed;
+      verdict.kind = ErrorKind::mismatch;
+      verdict.message = unmatched;
+    }
+  }
   if (verdict.status == ok)
     for (std::size_t r = 0; r < all.size(); ++r)
       if (all[r].status != ok) {
@@ -270,6 +299,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
       }
   verdict.outputs.clear();
   verdict.ledger.clear();
+  verdict.spans.clear();
   for (int r = 0; r < p.size(); ++r) {
     verdict.notes.assign(1, 0);
     for (const auto& o : all) verdict.notes[0] += o.notes.at(r);
@@ -283,6 +313,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   for (auto& o : all) {
     result.outputs.push_back(std::move(o.outputs));
     result.ledger.insert(result.ledger.end(), o.ledger.begin(), o.ledger.end());
+    if (trace) result.spans.push_back(std::move(o.spans));
   }
   return result;
 }

@@ -145,6 +145,76 @@ void MpiTransport::exchange_add(const Group& g, int to, const void* sbuf_, std::
   }
 }
 
+const MpiTransport::GroupComm& MpiTransport::all_devices() {
+  Group g;
+  g.axes = mesh_.names();
+  for (int d = 0; d < mesh_.devices(); ++d) g.members.push_back(d);  // row-major: position = device id
+  g.me = device_;
+  return comm_for(g);
+}
+
+void MpiTransport::p2p_send(int to, const void* buf, std::size_t bytes) {
+  complete_sends(false);
+  const GroupComm& gc = all_devices();
+  auto p = std::make_unique<PendingSend>();
+  p->copy.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
+  p->to = to;
+  p->activity = activity();
+  mpi_check(MPI_Isend(p->copy.data(), mpi_count(bytes, "a send"), MPI_BYTE, gc.rank_of[to],
+                      run_.group_tag(static_cast<int>(Channel::p2p)), gc.comm, &p->request),
+            "MPI_Isend");
+  pending_.push_back(std::move(p));
+}
+
+void MpiTransport::p2p_recv(int from, void* buf, std::size_t bytes) {
+  complete_sends(false);
+  const GroupComm& gc = all_devices();
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Status st;
+  try {
+    mpi_check(MPI_Irecv(buf, mpi_count(bytes, "a receive"), MPI_BYTE, gc.rank_of[from],
+                        run_.group_tag(static_cast<int>(Channel::p2p)), gc.comm, &req),
+              "MPI_Irecv");
+    run_.wait(1, &req, &st, from, activity());
+  } catch (...) {
+    MpiRun::cancel_requests(1, &req);
+    throw;
+  }
+  int got = 0;
+  MPI_Get_count(&st, MPI_BYTE, &got);
+  if (static_cast<std::size_t>(got) != bytes)
+    throw Error(ErrorKind::mismatch, "messages do not match: device " + std::to_string(device_) + " is in " +
+                                         activity() + " and expected " + std::to_string(bytes) + " bytes from device " +
+                                         std::to_string(from) + ", which sent " + std::to_string(got) + " bytes");
+}
+
+void MpiTransport::complete_sends(bool wait) {
+  for (auto& p : pending_) {
+    if (wait) {
+      try {
+        run_.wait(1, &p->request, MPI_STATUSES_IGNORE, p->to, p->activity);
+      } catch (...) {
+        for (auto& q : pending_) MpiRun::cancel_requests(1, &q->request);
+        pending_.clear();
+        throw;
+      }
+    } else {
+      int done = 0;
+      MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+      if (!done) continue;
+    }
+    p.reset();
+  }
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), nullptr), pending_.end());
+}
+
+void MpiTransport::finish_sends() { complete_sends(true); }
+
+MpiTransport::~MpiTransport() {
+  for (auto& p : pending_)
+    if (p) MpiRun::cancel_requests(1, &p->request);
+}
+
 void MpiTransport::meet(const Group& g, const GroupComm& gc) {
   if (g.size() == 1) return;
   // If a member never arrives the barrier stays pending; the run then fails and drops the comms.

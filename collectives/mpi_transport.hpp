@@ -9,6 +9,8 @@
 // that can be abandoned: a rank enters the library collective only when every member is there.
 #pragma once
 #include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/mpi_world.hpp"
@@ -28,6 +30,8 @@ class MpiTransport : public Transport {
   // `comms` from MpiProcess::comms(mesh); device = this rank.
   MpiTransport(MpiRun& run, const Mesh& mesh, const std::vector<MPI_Comm>& comms, int device)
       : run_(run), mesh_(mesh), comms_(comms), device_(device) {}
+  // Sends still in flight after a failure are cancelled before their copies go.
+  ~MpiTransport() override;
 
   bool native_all_reduce(const Group& g, DType t, void* buf, std::size_t n, Reduce op) override;
   bool native_all_gather(const Group& g, DType t, const void* in, std::size_t n, void* out) override;
@@ -41,6 +45,16 @@ class MpiTransport : public Transport {
   // segment is added as soon as it is in, while the next ones are still moving.
   void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
                     void* out, std::size_t rcount, DType t, Reduce op) override;
+  // A send copies the payload and posts MPI_Isend on the communicator of all devices; it is
+  // completed later (at a receive, or finish_sends), so two stages that send to each other at
+  // once do not wait on each other.
+  void p2p_send(int to, const void* buf, std::size_t bytes) override;
+  void p2p_recv(int from, void* buf, std::size_t bytes) override;
+
+ public:
+  void finish_sends() override;
+
+ protected:
 
  private:
   struct GroupComm {
@@ -56,6 +70,15 @@ class MpiTransport : public Transport {
   const std::vector<MPI_Comm>& comms_;
   int device_;
   std::map<std::vector<std::string>, GroupComm> cache_;
+  struct PendingSend {
+    std::vector<char> copy;
+    MPI_Request request = MPI_REQUEST_NULL;
+    int to = 0;
+    std::string activity;
+  };
+  std::vector<std::unique_ptr<PendingSend>> pending_;
+  const GroupComm& all_devices();
+  void complete_sends(bool wait);  // drops finished sends; with wait, waits for every one
 };
 
 }  // namespace shardlab

@@ -10,6 +10,8 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
                                  std::size_t element_bytes) {
   const std::size_t n = static_cast<std::size_t>(group_size);
   if (n <= 1) return 0;
+  if (op == "send") return input_bytes;  // point-to-point: the whole block, once
+  if (op == "recv") return 0;
   if (op == "all_gather") return (n - 1) * input_bytes;
   if (op == "reduce_scatter" || op == "all_to_all") return (n - 1) * input_bytes / n;
   if (op == "all_reduce" || op == "all_reduce_max") {
@@ -25,6 +27,8 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
 std::size_t predicted_messages(const std::string& op, int group_size) {
   const std::size_t n = static_cast<std::size_t>(group_size);
   if (n <= 1) return 0;
+  if (op == "send") return 1;
+  if (op == "recv") return 0;
   return op == "all_reduce" || op == "all_reduce_max" ? 2 * (n - 1) : n - 1;
 }
 

@@ -9,6 +9,7 @@
 #include "core/blas.hpp"
 #include "core/memory.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace shardlab {
 
@@ -54,7 +55,7 @@ int Runtime::agree(int status) const { return backend_ == Backend::sim ? status 
 
 namespace {
 
-RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype) {
+RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace) {
   const int n = mesh.devices();
   SimWorld world(n);
   std::vector<std::unique_ptr<SimTransport>> transports;
@@ -68,6 +69,7 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype) {
   std::vector<std::thread> threads;
   for (int d = 0; d < n; ++d) {
     threads.emplace_back([&, d] {
+      if (trace) set_trace_spans(&devices[d]->spans());
       try {
         result.outputs[d] = program(*devices[d]);
       } catch (const Aborted&) {
@@ -75,23 +77,30 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype) {
       } catch (...) {
         world.fail(d, std::current_exception());
       }
+      set_trace_spans(nullptr);
       world.finish(d);
     });
   }
   for (auto& t : threads) t.join();
   if (world.first_error()) std::rethrow_exception(world.first_error());
-  for (const auto& dev : devices)
+  for (const auto& dev : devices) {
     result.ledger.insert(result.ledger.end(), dev->ledger().rows().begin(), dev->ledger().rows().end());
+    if (trace) result.spans.push_back(std::move(dev->spans()));
+  }
+  const std::string unmatched = unmatched_messages(result.ledger);
+  if (!unmatched.empty()) throw Error(ErrorKind::mismatch, unmatched);
   return result;
 }
 
 }  // namespace
 
 RunResult Runtime::run(const Mesh& mesh, const Program& program) {
-  if (backend_ == Backend::mpi) return mpi::run(mesh, program, native_, dtype_);
-  if (native_)
+  if (native_ && backend_ == Backend::sim)
     throw Error(ErrorKind::unsupported, "--collectives native needs the mpi backend (MPICH's own collectives)");
-  return run_sim(mesh, program, dtype_);
+  RunResult r = backend_ == Backend::mpi ? mpi::run(mesh, program, native_, dtype_, tracing_)
+                                         : run_sim(mesh, program, dtype_, tracing_);
+  if (tracing_ && is_root()) trace_.push_back(TraceRun{r.ledger, r.spans});
+  return r;
 }
 
 }  // namespace shardlab

@@ -27,6 +27,13 @@ using Program = std::function<Outputs(Device&)>;
 struct RunResult {
   std::vector<Outputs> outputs;    // outputs[d] from device d (root only; empty elsewhere)
   std::vector<LedgerRow> ledger;   // every device's rows, by device then call (root only)
+  std::vector<std::vector<Span>> spans;  // spans[d]: device d's compute spans, when traced (root only)
+};
+
+// One traced run: what harness/check/trace.hpp turns into a timeline.
+struct TraceRun {
+  std::vector<LedgerRow> ledger;
+  std::vector<std::vector<Span>> spans;
 };
 
 class Runtime {
@@ -50,11 +57,18 @@ class Runtime {
   void check_mesh(const Mesh& mesh) const;
   // Exit status all processes agree on: the largest over ranks (mpi), or `status` (sim).
   int agree(int status) const;
+  // --trace: from now on every run records its devices' compute spans, and the root keeps each
+  // run's spans and ledger for a timeline (harness/check/trace.hpp).
+  void record_trace() { tracing_ = true; }
+  bool tracing() const { return tracing_; }
+  const std::vector<TraceRun>& trace() const { return trace_; }
 
  private:
   Backend backend_;
   bool native_;
   DType dtype_;
+  bool tracing_ = false;
+  std::vector<TraceRun> trace_;
 };
 
 // True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime

@@ -11,7 +11,8 @@ namespace shardlab {
 
 SimWorld::SimWorld(int devices)
     : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
-      waiting_on_(devices, -1), waiting_for_(devices, Wait::none), awaited_(devices, nullptr),
+      waiting_on_(devices, -1), waiting_for_(devices, Wait::none), waiting_channel_(devices, Channel::data),
+      awaited_(devices, nullptr),
       finished_(devices, false),
       poll_(devices <= static_cast<int>(std::thread::hardware_concurrency()) ? 2000 : 50) {
   const std::size_t boxes = static_cast<std::size_t>(devices) * devices;
@@ -83,12 +84,22 @@ void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t 
   wake_[dst].notify_one();
 }
 
+namespace {
+// Point-to-point messages queue apart from collectives' (as MPI's tags keep them apart): a send
+// may wait in the mailbox while the two devices run a collective. Within each kind, FIFO.
+bool same_kind(Channel a, Channel b) { return (a == Channel::p2p) == (b == Channel::p2p); }
+template <class Box>
+auto first_of(Box& box, Channel ch) {
+  return std::find_if(box.begin(), box.end(), [ch](const auto& m) { return same_kind(m.channel, ch); });
+}
+}  // namespace
+
 void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Delivery& to) {
   const std::size_t at = static_cast<std::size_t>(dst) * n_ + src;
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};  // a lent buffer in the box may be gone
   auto& box = box_[at];
-  if (box.empty()) {
+  if (first_of(box, ch) == box.end()) {
     const std::size_t seen = taken_[at];
     lock.unlock();
     poll_briefly(poll_, [&] { return posted_[at].load(std::memory_order_acquire) != seen; });
@@ -96,7 +107,8 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   }
   waiting_on_[dst] = src;
   waiting_for_[dst] = Wait::message;
-  while (box.empty() || aborted_) {
+  waiting_channel_[dst] = ch;
+  while (first_of(box, ch) == box.end() || aborted_) {
     if (aborted_ || abort_if_stuck_locked()) {
       waiting_on_[dst] = -1;
       waiting_for_[dst] = Wait::none;
@@ -106,8 +118,9 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   }
   waiting_on_[dst] = -1;
   waiting_for_[dst] = Wait::none;
-  Message m = std::move(box.front());
-  box.pop_front();
+  const auto it = first_of(box, ch);
+  Message m = std::move(*it);
+  box.erase(it);
   ++taken_[at];
   // Data moves only between devices in the same call: a ring of these checks (every member takes
   // from the one before it) is the signature exchange MPI does with a message of its own.
@@ -118,7 +131,7 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
     throw Aborted{};
   }
   if (m.channel != ch || m.size != bytes) {
-    std::string why = "collectives do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
+    std::string why = std::string(ch == Channel::p2p ? "messages" : "collectives") + " do not match: device " + std::to_string(dst) + " is in " + activity_[dst] +
                       " and expected " + std::to_string(bytes) + " bytes from device " + std::to_string(src) +
                       ", which is in " + m.activity + " and sent " + std::to_string(m.size) + " bytes";
     abort_locked(std::make_exception_ptr(Error(ErrorKind::mismatch, why)));
@@ -223,9 +236,11 @@ bool SimWorld::all_stuck_locked() const {
     if (finished_[d]) continue;
     switch (waiting_for_[d]) {
       case Wait::none: return false;
-      case Wait::message:
-        if (!box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]].empty()) return false;
+      case Wait::message: {
+        const auto& box = box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]];
+        if (first_of(box, waiting_channel_[d]) != box.end()) return false;
         break;
+      }
       case Wait::receipt:
         if (awaited_[d]->state.load(std::memory_order_relaxed) != 0) return false;
         break;
@@ -264,6 +279,14 @@ void SimTransport::exchange_add(const Group& g, int to, const void* sbuf, std::s
   const std::size_t eb = element_bytes(t);
   move(Channel::data, g.members[to], sbuf, scount * eb, g.members[from], rcount * eb,
        Delivery{out, base, t, true, &activity(), op});
+}
+
+void SimTransport::p2p_send(int to, const void* buf, std::size_t bytes) {
+  world_.post(device_, to, Channel::p2p, buf, bytes, activity());
+}
+
+void SimTransport::p2p_recv(int from, void* buf, std::size_t bytes) {
+  world_.take(device_, from, Channel::p2p, buf, bytes);
 }
 
 void SimTransport::move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,

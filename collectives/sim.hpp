@@ -103,6 +103,7 @@ class SimWorld {
   std::vector<std::string> activity_;
   std::vector<int> waiting_on_;                // -1, or the device a device blocks on
   std::vector<Wait> waiting_for_;
+  std::vector<Channel> waiting_channel_;       // the channel a device waits on (Wait::message)
   std::vector<const Receipt*> awaited_;        // the receipt a device waits for (Wait::receipt)
   std::vector<bool> finished_;
   bool aborted_ = false;
@@ -122,6 +123,9 @@ class SimTransport : public Transport {
   // Adds straight from the sender's buffer: no receive buffer, no second pass.
   void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from, const void* base,
                     void* out, std::size_t rcount, DType t, Reduce op) override;
+  // Eager: the payload is copied into the receiver's mailbox; the receive takes it from there.
+  void p2p_send(int to, const void* buf, std::size_t bytes) override;
+  void p2p_recv(int from, void* buf, std::size_t bytes) override;
 
  private:
   void move(Channel ch, int to, const void* sbuf, std::size_t sbytes, int from, std::size_t rbytes,

@@ -24,6 +24,18 @@ void Transport::sendrecv_add(const Group& g, int to, const void* sbuf, std::size
   stats_.bytes_received += rcount * eb;
 }
 
+void Transport::send(int to, const void* buf, std::size_t bytes) {
+  p2p_send(to, buf, bytes);
+  stats_.messages_sent += 1;
+  stats_.bytes_sent += bytes;
+}
+
+void Transport::recv(int from, void* buf, std::size_t bytes) {
+  p2p_recv(from, buf, bytes);
+  stats_.messages_received += 1;
+  stats_.bytes_received += bytes;
+}
+
 void* Transport::incoming(std::size_t bytes) {
   if (incoming_.size() * sizeof(double) < bytes) incoming_.resize((bytes + 7) / 8);
   return incoming_.data();

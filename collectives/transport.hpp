@@ -23,7 +23,7 @@ struct TransportStats {
   std::size_t messages_sent = 0, bytes_sent = 0, messages_received = 0, bytes_received = 0;
 };
 
-enum class Channel { data = 1, control = 2 };
+enum class Channel { data = 1, control = 2, p2p = 3 };
 
 class Transport {
  public:
@@ -42,6 +42,16 @@ class Transport {
   // Call signatures exchanged before a collective: not payload, not counted.
   void control_sendrecv(const Group& g, int to, const void* sbuf, std::size_t sbytes, int from, void* rbuf,
                         std::size_t rbytes);
+
+  // Point-to-point, as pipeline stages pass activations and gradients: `to` and `from` are device
+  // ids. send hands the payload over and returns without waiting for the receiver (the transport
+  // keeps a copy until it is taken); recv blocks until device `from`'s next message arrives and
+  // fails, naming both devices, when its size is not `bytes`. Payload: counted in stats().
+  void send(int to, const void* buf, std::size_t bytes);
+  void recv(int from, void* buf, std::size_t bytes);
+  // Waits until every send of this device has been taken (MPI); a send nobody takes is then a
+  // stuck device, which the run reports. Called when a device's program returns.
+  virtual void finish_sends() {}
 
   const TransportStats& stats() const { return stats_; }
 
@@ -76,6 +86,8 @@ class Transport {
   // add straight from the sender's buffer (sim does).
   virtual void exchange_add(const Group& g, int to, const void* sbuf, std::size_t scount, int from,
                             const void* base, void* out, std::size_t rcount, DType t, Reduce op);
+  virtual void p2p_send(int to, const void* buf, std::size_t bytes) = 0;
+  virtual void p2p_recv(int from, void* buf, std::size_t bytes) = 0;
   // A receive buffer of at least `bytes`, kept for the next call: a fresh one costs page faults.
   void* incoming(std::size_t bytes);
 

@@ -1,5 +1,7 @@
 #include "core/dtype.hpp"
 
+#include <limits>
+
 #include <type_traits>
 
 #include <cmath>
@@ -55,6 +57,10 @@ std::size_t element_bytes(DType t) {
 }
 
 std::string dtype_text(DType t) { return dtype_name(t) + ", " + std::to_string(element_bytes(t)) + " B per element"; }
+
+double smallest_normal(DType t) {
+  return t == DType::float64 ? std::numeric_limits<double>::min() : double(std::numeric_limits<float>::min());
+}
 
 double unit_roundoff(DType t) {
   switch (t) {

@@ -30,6 +30,8 @@ std::size_t element_bytes(DType t);          // 4, 8, 2
 std::string dtype_text(DType t);             // "float32, 4 B per element"
 // Unit roundoff u: one rounding to nearest is off by at most u times the value (2^-24, 2^-53, 2^-8).
 double unit_roundoff(DType t);
+// The smallest positive normal number of t (float32 and bfloat16 share float32's exponent).
+double smallest_normal(DType t);
 // The float32 unit roundoff for bfloat16 (its arithmetic is float32); else unit_roundoff.
 double compute_roundoff(DType t);
 double round_to(DType t, double v);  // v as the type stores it, back in double

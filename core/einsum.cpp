@@ -9,6 +9,7 @@
 #include "core/gemm.hpp"
 #include "core/named.hpp"
 #include "core/text.hpp"
+#include "core/trace.hpp"
 
 namespace shardlab {
 
@@ -197,6 +198,7 @@ GemmOperand<T> gemm_operand(const xt::xarray<T>& x, const std::string& letters, 
 
 template <class T>
 xt::xarray<T> contract(const Einsum& eq, const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  TraceSpan span("einsum", [&] { return eq.text() + " " + shape_text(shape_of(a)) + " x " + shape_text(shape_of(b)); });
   const DimSizes s = eq.sizes(shape_of(a), shape_of(b));
   const std::string bat = eq.batch(), con = eq.contracted(), fa = eq.a_free(), fb = eq.b_free();
   const std::size_t nb = product(bat, s), m = product(fa, s), k = product(con, s), n = product(fb, s);

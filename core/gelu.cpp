@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace shardlab {
 
@@ -24,12 +25,14 @@ xt::xarray<T> map(const xt::xarray<T>& x, F f) {
 
 template <class T>
 xt::xarray<T> gelu_as(const xt::xarray<T>& x) {
+  TraceSpan span("gelu", [&] { return shape_text(shape_of(x)); });
   using C = typename Compute<T>::type;
   return map(x, [](C v) { return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2))); });
 }
 
 template <class T>
 xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x) {
+  TraceSpan span("gelu_grad", [&] { return shape_text(shape_of(x)); });
   using C = typename Compute<T>::type;
   const C inv_sqrt_2pi = C(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1/sqrt(2 pi)
   return map(x, [inv_sqrt_2pi](C v) {
@@ -39,6 +42,7 @@ xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x) {
 
 template <class T>
 xt::xarray<T> multiply_as(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  TraceSpan span("mul", [&] { return shape_text(shape_of(a)); });
   using C = typename Compute<T>::type;
   if (a.shape() != b.shape())
     throw Error(ErrorKind::rank_mismatch, "elementwise product of " + shape_text(shape_of(a)) + " and " +

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/gelu.hpp"
+#include "core/trace.hpp"
 
 namespace shardlab {
 
@@ -63,10 +64,11 @@ double slope(const std::string& name, double x, double e, double value) {
 }  // namespace
 
 Tensor unary_op(const std::string& name, const Tensor& x, double value) {
+  if (name == "gelu") return gelu(x);  // their own spans (core/gelu.cpp)
+  if (name == "gelu_grad") return gelu_grad(x);
+  TraceSpan span(name, [&] { return shape_text(shape_of(x)); });
   if (name == "scale") return x * value;
   if (name == "shift") return x + value;
-  if (name == "gelu") return gelu(x);
-  if (name == "gelu_grad") return gelu_grad(x);
   Tensor y = x;
   double* p = y.data();
   const std::size_t n = y.size();
@@ -124,6 +126,7 @@ Tensor broadcast_to(const Tensor& t, const std::string& t_dims, const std::strin
 
 Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_dims, const Tensor& b,
                  const std::string& b_dims, const std::string& out_dims) {
+  TraceSpan span(name, [&] { return a_dims + "," + b_dims + "->" + out_dims + " " + shape_text(shape_of(a)); });
   const Shape out = a_dims == out_dims ? shape_of(a) : shape_of(b);
   const Tensor x = a_dims == out_dims ? a : broadcast_to(a, a_dims, out_dims, out);
   const Tensor y = b_dims == out_dims ? b : broadcast_to(b, b_dims, out_dims, out);
@@ -137,6 +140,7 @@ Tensor binary_op(const std::string& name, const Tensor& a, const std::string& a_
 
 Tensor reduce_op(const std::string& name, const Tensor& x, const std::string& dims, const std::string& over,
                  double count) {
+  TraceSpan span(name, [&] { return dims + " over " + over + " " + shape_text(shape_of(x)); });
   if (name != "sum" && name != "max" && name != "mean") throw Error(ErrorKind::unsupported, "no reduction " + name);
   const Shape in = shape_of(x);
   std::string kept;
@@ -205,6 +209,7 @@ Tensor is_max_bound(const Tensor& x, const Tensor& e, const std::string& dims, c
 }
 
 Tensor softmax_op(const Tensor& x, const std::string& dims, char over) {
+  TraceSpan span("softmax", [&] { return dims + " over " + std::string(1, over) + " " + shape_text(shape_of(x)); });
   const std::string o(1, over);
   const Tensor m = reduce_op("max", x, dims, o);
   std::string kept;

@@ -193,6 +193,9 @@ TEST_SUITE("dtype") {
     CHECK(unit_roundoff(DType::float32) == FLT_EPSILON / 2);
     CHECK(unit_roundoff(DType::float64) == DBL_EPSILON / 2);
     CHECK(unit_roundoff(DType::bfloat16) == 1.0 / 256);  // 8 significant bits
+    CHECK(smallest_normal(DType::float32) == FLT_MIN);
+    CHECK(smallest_normal(DType::bfloat16) == FLT_MIN);  // float32's exponent range
+    CHECK(smallest_normal(DType::float64) == DBL_MIN);
     CHECK(compute_roundoff(DType::bfloat16) == FLT_EPSILON / 2);
     CHECK(compute_roundoff(DType::float64) == DBL_EPSILON / 2);
     CHECK(round_to(DType::float64, 0.1) == 0.1);

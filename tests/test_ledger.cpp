@@ -33,6 +33,8 @@ void check_equal(const LedgerRow& a, const LedgerRow& b) {
   CHECK(a.bytes_sent == b.bytes_sent);
   CHECK(a.bytes_received == b.bytes_received);
   CHECK(a.seconds == b.seconds);  // bit for bit: 17 significant digits round-trip a double
+  CHECK(a.start_us == b.start_us);
+  CHECK(a.peer == b.peer);
   CHECK(a.modeled == b.modeled);
 }
 }  // namespace
@@ -67,10 +69,10 @@ TEST_CASE("ledger serialize writes one line per row") {
   r.bytes_sent = 448;
   r.bytes_received = 448;
   r.seconds = 0.5;
-  CHECK(serialize({r}) == "3 1 all_gather X,Y A ring 8 8 64 512 7 448 448 0.5 0\n");
+  CHECK(serialize({r}) == "3 1 all_gather X,Y A ring 8 8 64 512 7 448 448 0.5 0 -1 0\n");
   r.axes = "";
   r.modeled = true;
-  CHECK(serialize({r}) == "3 1 all_gather - A ring 8 8 64 512 7 448 448 0.5 1\n");
+  CHECK(serialize({r}) == "3 1 all_gather - A ring 8 8 64 512 7 448 448 0.5 0 -1 1\n");
   CHECK(serialize({}) == "");
 }
 
@@ -85,6 +87,7 @@ TEST_CASE("ledger serialize / deserialize round trip") {
   a.bytes_sent = 448;
   a.bytes_received = 448;
   a.seconds = 0.1234567890123456789;
+  a.start_us = 1234567890123.456;  // a monotonic clock's microseconds: 17 digits survive
   rows.push_back(a);
   LedgerRow b = row(7, "all_reduce", "", "partial_C");  // empty axes: a collective over no axes
   b.call = 5;
@@ -97,6 +100,7 @@ TEST_CASE("ledger serialize / deserialize round trip") {
   b.bytes_received = 0;
   b.seconds = 1e-9 / 3;
   b.modeled = true;
+  b.peer = 2;  // a send's or receive's other device
   rows.push_back(b);
   LedgerRow c;  // all defaults, every text field empty
   rows.push_back(c);

@@ -17,7 +17,8 @@ const char* const kLessons[] = {"01_mesh_and_layout",     "02_reduction_allreduc
                                 "04_inner_axes_match",    "05_inner_axes_mismatch", "06_outer_axes",
                                 "07_full_sharding",       "08_gspmd_ffn",           "09_column_row_pairwise",
                                 "10_pairwise_backward",   "11_propagation",         "12_attention",
-                                "13_transformer_layer"};
+                                "13_transformer_layer",   "14_data_parallel",       "15_zero",
+                                "16_pipeline",            "17_3d_parallelism"};
 struct Type {
   const char* name;
   double bytes;  // per element, from the formats: IEEE single 4, double 8, bfloat16 2
@@ -156,7 +157,7 @@ TEST_SUITE("lessons") {
                                 "07_full_sharding --mesh X=1,Y=2", "08_gspmd_ffn --mesh X=1,Y=2",
                                 "09_column_row_pairwise --mesh Y=2", "10_pairwise_backward --mesh Y=2",
                                 "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2",
-                                "13_transformer_layer --mesh X=1,Y=2"})
+                                "13_transformer_layer --mesh X=1,Y=2", "14_data_parallel --mesh X=2", "15_zero --mesh X=2"})
       for (const Type& t : kTypes) {
         const std::string command = std::string(program) + " --dtype " + t.name + " --quiet";
         CAPTURE(command);

@@ -218,3 +218,36 @@ TEST_CASE("report_json has the documented fields") {
   CHECK(f.at("pass") == false);
   CHECK(f.at("max_abs_error") == 2.5);
 }
+
+TEST_CASE("summarize: a collective is one entry for its group; each send or receive is its device's own") {
+  std::vector<shardlab::LedgerRow> rows;
+  auto row = [](int device, int call, const std::string& op, int peer, std::size_t sent) {
+    shardlab::LedgerRow r;
+    r.device = device;
+    r.call = call;
+    r.op = op;
+    r.peer = peer;
+    r.group_size = 2;
+    r.element_bytes = 4;
+    r.input_bytes = op == "send" ? sent : 16;
+    r.bytes_sent = sent;
+    r.tensor = "t";
+    return r;
+  };
+  rows.push_back(row(0, 0, "all_reduce", -1, 16));
+  rows.push_back(row(1, 0, "all_reduce", -1, 16));
+  rows.push_back(row(0, 1, "send", 1, 64));
+  rows.push_back(row(1, 1, "recv", 0, 0));
+  const auto s = shardlab::summarize(rows);
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].op == "all_reduce");
+  CHECK(s[0].peer == -1);
+  CHECK(s[1].op == "send");
+  CHECK(s[1].device == 0);
+  CHECK(s[1].peer == 1);
+  CHECK(s[1].bytes_per_device == 64);
+  CHECK(s[1].predicted_bytes_per_device == 64);
+  CHECK(s[2].op == "recv");
+  CHECK(s[2].device == 1);
+  CHECK(s[2].bytes_per_device == 0);
+}

@@ -140,6 +140,22 @@ TEST_CASE("share sweep: the table holds collective_seconds and compute_seconds o
   CHECK(noted);
 }
 
+TEST_CASE("zero sweep: the ZeRO paper's 7.5B on 64 devices, and plain DP flat at 16 bytes per parameter") {
+  const DatTable t = zero_sweep();
+  REQUIRE(t.blocks.size() == 1);
+  std::size_t row64 = 0;
+  for (std::size_t r = 0; r < t.blocks[0].rows.size(); ++r) {
+    if (t.number(0, r, "devices") == 64) row64 = r;
+    CHECK(t.number(0, r, "dp_GB") == 120);  // 16 bytes x 7.5e9, whatever the device count
+  }
+  // The paper's figure 1: 120, 31.4, 16.6, 1.9 GB.
+  CHECK(t.number(0, row64, "zero1_GB") == doctest::Approx(31.4).epsilon(0.005));
+  CHECK(t.number(0, row64, "zero2_GB") == doctest::Approx(16.6).epsilon(0.005));
+  CHECK(t.number(0, row64, "zero3_GB") == doctest::Approx(1.9).epsilon(0.02));
+  CHECK(t.number(0, 0, "devices") == 1);
+  CHECK(t.number(0, 0, "zero3_GB") == 120);  // one device: nothing to split
+}
+
 TEST_CASE("dat files: # header rows, numbered columns, gnuplot blocks; written whole or not at all") {
   DatTable t;
   t.name = "demo";
@@ -267,7 +283,7 @@ TEST_CASE("plots: every plots/*.gp renders a non-empty PNG and draws labelled ax
   b.max = "4K";
   b.iters = 1;
   b.warmup = 0;
-  write_dat_files(dir.string(), {bytes_sweep(), share_sweep(), memory_sweep(),
+  write_dat_files(dir.string(), {bytes_sweep(), share_sweep(), memory_sweep(), zero_sweep(), bubble_sweep(),
                                  busbw_table(run_collectives_bench(b), "test run")});
   int scripts = 0;
   for (const auto& e : fs::directory_iterator("plots")) {

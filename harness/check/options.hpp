@@ -14,6 +14,7 @@ struct CommonOptions {
   std::string dtype = "float32";     // float32 | float64 | bfloat16 (core/dtype.hpp)
   bool json = false;
   bool quiet = false;
+  std::string trace;                 // --trace FILE: write a Chrome Trace JSON timeline of every run
   bool perturb_expected = false;     // testing: corrupt the reference so the verdict must FAIL
 };
 

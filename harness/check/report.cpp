@@ -13,12 +13,16 @@
 namespace shardlab {
 
 std::vector<CollectiveSummary> summarize(const std::vector<LedgerRow>& ledger) {
-  std::map<int, CollectiveSummary> by_call;
+  // A collective's rows share their call number on every device of the group; a send or receive
+  // is one device's own (the devices of a pipeline make different calls), so it stays apart.
+  std::map<std::pair<int, int>, CollectiveSummary> by_call;
   for (const auto& r : ledger) {
-    auto [it, fresh] = by_call.try_emplace(r.call);
+    const bool p2p = r.peer >= 0;
+    auto [it, fresh] = by_call.try_emplace({r.call, p2p ? r.device : -1});
     CollectiveSummary& s = it->second;
     if (fresh) {
       s.call = r.call;
+      if (p2p) s.device = r.device, s.peer = r.peer;
       s.op = r.op;
       s.axes = r.axes;
       s.tensor = r.tensor;
@@ -120,6 +124,10 @@ std::string report_json(const Report& report) {
   // One collective: what was planned, and (after a run) what the ledger measured.
   auto collective = [](const CollectiveSummary& c, bool measured) {
     nlohmann::ordered_json r = {{"op", c.op}, {"axes", c.axes}, {"tensor", c.tensor}};
+    if (c.peer >= 0) {  // send / recv: one device's, to or from its peer
+      r["device"] = c.device;
+      r["peer"] = c.peer;
+    }
     if (measured) r["algorithm"] = c.algorithm;
     r["group_size"] = c.group_size;
     if (measured) {

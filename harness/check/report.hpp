@@ -17,6 +17,7 @@ struct CollectiveSummary {
   int call = 0;
   std::string op, axes, tensor, algorithm;
   int group_size = 1;
+  int device = -1, peer = -1;                  // send / recv: the device and its peer; -1 for collectives
   std::size_t messages = 0;                    // most payload messages sent by one device
   std::size_t bytes_per_device = 0;            // most bytes sent by one device (measured)
   std::size_t predicted_bytes_per_device = 0;  // cost model

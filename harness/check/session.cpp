@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/error.hpp"
+#include "harness/check/trace.hpp"
+#include "harness/check/write_file.hpp"
+
 namespace shardlab {
 
 namespace {
@@ -22,6 +26,20 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
   // A wrong process count is a setup error: say so before any part of a report is printed.
   if (devices) runtime_->check_mesh(mesh_);
+  if (!options.trace.empty()) {
+    if (!devices) refuse_trace_without_run(options.trace, "--plan-only");
+    // A bad path fails now, not after the run. Only the root writes it, so only the root asks;
+    // the others learn the outcome (and fail too) rather than wait for a run that will not come.
+    std::string why;
+    if (runtime_->is_root()) try {
+        check_writable(options.trace, "trace");
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    if (runtime_->agree(why.empty() ? 0 : 2) != 0)
+      throw Error(ErrorKind::io, why.empty() ? "the root process cannot write the trace" : why);
+    runtime_->record_trace();
+  }
   report_.case_name = case_name;
   report_.backend = options.backend;
   report_.dtype = dtype;
@@ -72,6 +90,11 @@ Tensor Session::expected(const Tensor& want, const Tensor& tolerance) const {
   return w;
 }
 
+int Session::keep_trace() {
+  if (options_.trace.empty() || !runtime_->is_root()) return 0;
+  return keep_trace_file(options_.trace, {TraceSource{report_.case_name, runtime_->trace()}});
+}
+
 int Session::finish() {
   int status = 0;
   if (runtime_->is_root()) {
@@ -82,6 +105,7 @@ int Session::finish() {
       if (!options_.quiet) std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
       std::cout << verdict_line(report_) << std::endl;
     }
+    status = std::max(status, keep_trace());
   }
   return runtime_->agree(status);
 }

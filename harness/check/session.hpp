@@ -41,8 +41,12 @@ class Session {
   Tensor expected(const Tensor& want, const Tensor& tolerance) const;
 
   Report& report() { return report_; }
-  // Prints the collectives table and verdict (text), or the JSON; returns 0 pass, 1 fail.
+  // Prints the collectives table and verdict (text), or the JSON, and keeps the trace; returns 0
+  // pass, 1 fail, 3 when the trace could not be written.
   int finish();
+  // --trace FILE: the root writes every run's timeline there (harness/check/trace.hpp). Returns 0,
+  // or 3 (after one sentence on stderr) when it cannot. For commands that print their own JSON.
+  int keep_trace();
 
  private:
   CommonOptions options_;

@@ -1,5 +1,7 @@
 #include "harness/check/verify.hpp"
 
+#include <algorithm>
+
 #include <cfloat>
 #include <cmath>
 #include <sstream>
@@ -33,6 +35,13 @@ std::string index_text(const Shape& shape, std::size_t flat) {
   return shape_text(Shape(idx.begin(), idx.end()));
 }
 }  // namespace
+
+void absorb(Verdict& whole, const Verdict& part, const std::string& label) {
+  whole.pass = whole.pass && part.pass;
+  whole.max_abs_error = std::max(whole.max_abs_error, part.max_abs_error);
+  whole.tolerance = std::max(whole.tolerance, part.tolerance);
+  if (!part.pass && whole.detail.empty()) whole.detail = label + ": " + part.detail;
+}
 
 Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance) {
   Verdict v;

@@ -25,6 +25,11 @@ struct Verdict {
   std::string line() const;
 };
 
+// Folds one part's check into a check of several (a model's weights, say): it passes only if every
+// part does; its error and tolerance are the largest of theirs; its detail is the first failing
+// part's, after `label` and ": ".
+void absorb(Verdict& whole, const Verdict& part, const std::string& label);
+
 Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance = 0.0);
 // Each element against its own tolerance (same shape as want): passes iff |got_i - want_i| <= tol_i
 // for every i. The first bad index names its tolerance.

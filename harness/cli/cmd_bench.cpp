@@ -33,6 +33,7 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
+  c->add_option("--trace", o->trace, "also write every timed call's timeline here (Chrome Trace JSON)");
   c->add_flag("--perturb-expected", o->perturb_expected,
               "testing: every expected value off by one; #wrong must count every element of every timed call and "
               "the exit be 1");
@@ -59,6 +60,7 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   f->add_flag("--backward", fo->backward, "also the backward pass");
   f->add_flag("--json", fo->json, "print one JSON object instead of the table");
+  f->add_option("--trace", fo->trace, "also write the run's timeline here (Chrome Trace JSON)");
   auto po = std::make_shared<PlanBenchOptions>();
   auto* pl = bench->add_subcommand(
       "plan", "time the planner's search on random contractions over 4-axis meshes (median, p95, slowest)");

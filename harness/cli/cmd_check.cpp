@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/junit.hpp"
+#include "harness/check/trace.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/write_file.hpp"
 #include "harness/models/case_run.hpp"
@@ -53,6 +54,8 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int run(const CheckOptions& o) {
   if (!o.junit.empty()) check_writable(o.junit, "the JUnit file");  // before running anything
+  if (!o.common.trace.empty()) check_writable(o.common.trace, "trace");
+  std::vector<TraceSource> traces;  // one per case file run, all in one timeline
   const bool root = process_is_root();
   std::vector<JunitSuite> suites;
   int passed = 0, failed = 0, invalid = 0;
@@ -66,6 +69,7 @@ int run(const CheckOptions& o) {
       CommonOptions common = case_options(c, o.common);
       common.quiet = true;
       common.json = false;
+      common.trace.clear();  // the sessions record; this command writes one file for all
       const int needed = Mesh::parse(c.mesh).devices();
       if (!c.plan_only && common.backend == "mpi" && launched_processes() > 0 && launched_processes() != needed)
         throw Error(ErrorKind::world_size, path + ": mesh " + c.mesh + " needs " + std::to_string(needed) +
@@ -73,8 +77,10 @@ int run(const CheckOptions& o) {
                                                " (check it under mpiexec -n " + std::to_string(needed) + ")");
       // A plan_only case runs on no devices: its expectations are held to its plan.
       Session session(c.program.name, common, !c.plan_only);
+      if (!o.common.trace.empty()) session.runtime().record_trace();
       const ProgramPlan plan = plan_case(c, session.mesh());
       const CaseRun r = c.plan_only ? check_plan(c, plan) : run_case(session, c, plan);
+      if (!c.plan_only && !o.common.trace.empty()) traces.push_back({c.program.name, session.runtime().trace()});
       const bool pass = case_passed(r, session.report());
       std::string first;
       for (const auto& v : r.checks) {
@@ -112,6 +118,7 @@ int run(const CheckOptions& o) {
     std::cout << passed << " passed, " << failed << " failed" << (invalid ? ", " + std::to_string(invalid) + " invalid" : "")
               << std::endl;
     if (!o.junit.empty()) write_junit(o.junit, suites);
+    if (!o.common.trace.empty() && keep_trace_file(o.common.trace, traces) != 0) return 3;
   }
   return invalid ? 2 : failed ? 1 : 0;
 }
@@ -125,6 +132,7 @@ Command add_check_command(CLI::App& app) {
                                "exit 0 all pass, 1 a check failed, 2 a file is invalid");
   c->add_option("paths", o->paths, "case files or directories, e.g. harness/cases")->required();
   c->add_option("--junit", o->junit, "also write JUnit XML here (one testsuite per file, one testcase per check)");
+  c->add_option("--trace", o->common.trace, "also write every case's timeline here (Chrome Trace JSON)");
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   return {c, [o] { return run(*o); }};

@@ -1,5 +1,6 @@
 #include "harness/cli/cmd_ffn.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +15,7 @@
 #include "harness/cost/machine.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/check/session.hpp"
+#include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"
 
 namespace shardlab {
@@ -148,6 +150,7 @@ int run(const FfnOptions& o) {
   const Hardware* hw = preset.empty() ? nullptr : &hardware_preset(preset, presets);
 
   if (o.plan_only) {  // no devices: the planner's predictions alone
+    refuse_trace_without_run(common.trace, "--plan-only");
     const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
     if (!process_is_root() || common.quiet) return 0;  // no run, so no verdict line to print
     if (common.json) {
@@ -202,7 +205,7 @@ int run(const FfnOptions& o) {
 
   if (!common.json) return session.finish();
   // The report's JSON plus the phase of every collective.
-  const int status = session.report().pass() ? 0 : 1;
+  int status = session.report().pass() ? 0 : 1;
   auto j = nlohmann::ordered_json::parse(report_json(session.report()));
   j["backward"] = config.backward;
   j["verify"] = r.verify;
@@ -213,7 +216,7 @@ int run(const FfnOptions& o) {
   for (std::size_t i = 0; i < j["collectives"].size(); ++i)
     j["collectives"][i]["phase"] = i < r.forward_collectives ? "forward" : "backward";
   std::cout << j.dump(2) << std::endl;
-  return session.runtime().agree(status);
+  return session.runtime().agree(std::max(status, session.keep_trace()));
 }
 
 }  // namespace
@@ -251,6 +254,7 @@ Command add_ffn_command(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
+  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   c->add_flag("--perturb-expected", o->common.perturb_expected,
               "testing: add 1 to one element of each expected result; the verdict must be FAIL");
   return {c, [o] { return run(*o); }};

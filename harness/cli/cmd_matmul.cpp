@@ -75,6 +75,7 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_flag("--plan-only", o.plan_only, "print the plan and stop");
   c->add_flag("--json", o.common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o.common.quiet, "print only the verdict line");
+  c->add_option("--trace", o.common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   c->add_flag("--perturb-expected", o.common.perturb_expected,
               "testing: add 1 to one element of the reference; the verdict must be FAIL");
 }

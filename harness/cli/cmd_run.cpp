@@ -1,5 +1,6 @@
 #include "harness/cli/cmd_run.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "core/error.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
+#include "harness/check/trace.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/program_cost.hpp"
@@ -93,6 +95,7 @@ int run(const RunOptions& o) {
   const CaseFile c = read_case_file(o.file);
   const CommonOptions common = case_options(c, o.common);
   if (o.plan_only || c.plan_only) {
+    refuse_trace_without_run(common.trace, o.plan_only ? "--plan-only" : "a plan_only case file");
     const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
     if (!o.plan_only) return run_plan_only_case(c, plan, common, hw);
     if (!process_is_root() || common.quiet) return 0;
@@ -139,7 +142,7 @@ int run(const RunOptions& o) {
   j["expected_collectives"] = plan.collective_lines();
   if (hw) j["model"] = model_json(plan, *hw);
   std::cout << j.dump(2) << std::endl;
-  return session.runtime().agree(report.pass() ? 0 : 1);
+  return session.runtime().agree(std::max(report.pass() ? 0 : 1, session.keep_trace()));
 }
 
 }  // namespace
@@ -157,6 +160,7 @@ Command add_run_command(CLI::App& app) {
   c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
+  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   c->add_flag("--perturb-expected", o->common.perturb_expected,
               "testing: add 1 to one element of each expected output; the verdict must be FAIL");
   return {c, [o] { return run(*o); }};

@@ -23,7 +23,7 @@ namespace {
 
 struct SweepOptions {
   std::string out = "build/plots";
-  std::string what = "bytes,share,memory,busbw";
+  std::string what = "bytes,share,memory,zero,bubble,busbw";
   std::string dims = "B=64,S=8,M=256,H=1024";
   std::string share_dims = "article";
   std::string dtype = "float32";  // element type of every sweep
@@ -35,7 +35,7 @@ struct SweepOptions {
   std::string machine;  // a machine.dat for the this-machine preset
 };
 
-const std::vector<std::string> kWhat = {"bytes", "share", "memory", "busbw", "machine"};
+const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "busbw", "machine"};
 
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
@@ -75,6 +75,8 @@ int run_sweep(const SweepOptions& o) {
   if (wants("bytes")) root.tables.push_back(bytes_sweep(o.dims, o.max_devices, dtype));
   if (wants("share")) root.tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
   if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices, dtype));
+  if (wants("zero")) root.tables.push_back(zero_sweep());
+  if (wants("bubble") && process_is_root()) root.tables.push_back(bubble_sweep());
   if (wants("busbw") && !o.bench_csv.empty())
     root.tables.push_back(
         busbw_table(parse_bench_csv(read_text_file(o.bench_csv, "--bench-csv"), o.bench_csv), "read from " + o.bench_csv, &machine));
@@ -155,9 +157,9 @@ Command add_sweep_command(CLI::App& app) {
       "sweep",
       "write plot-ready .dat files (# header rows name the columns and units) for plots/*.gp: bytes per device "
       "and memory per device against device count for every FFN strategy, the modeled communication share of an "
-      "FFN step per hardware preset, measured busbw ours against MPICH's (make plots draws them)");
+      "FFN step per hardware preset, ZeRO memory per device by stage, measured busbw ours against MPICH's (make plots draws them)");
   c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
-  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,busbw; machine measures "
+  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,zero,bubble,busbw; machine measures "
                                    "this machine's GEMM and reduction rates, and under mpiexec -n 2 with --backend mpi "
                                    "fits alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();

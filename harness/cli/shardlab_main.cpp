@@ -14,6 +14,7 @@
 #include "harness/cli/cmd_matmul.hpp"
 #include "harness/cli/cmd_run.hpp"
 #include "harness/cli/cmd_sweep.hpp"
+#include "harness/cli/cmd_pipeline.hpp"
 #include "harness/cli/cmd_zero.hpp"
 #include "harness/cli/version.hpp"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   Command run = add_run_command(app);
   Command check = add_check_command(app);
   Command zero = add_zero_command(app);
+  Command pipeline = add_pipeline_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
     if (*run.app) return run.run();
     if (*check.app) return check.run();
     if (*zero.app) return zero.run();
+    if (*pipeline.app) return pipeline.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

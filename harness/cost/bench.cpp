@@ -24,9 +24,12 @@
 #include "collectives/runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/mesh.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
+#include "harness/check/trace.hpp"
+#include "harness/check/write_file.hpp"
 
 namespace shardlab {
 
@@ -377,7 +380,7 @@ Outputs time_collectives(Device& dev, const Setup& u) {
       seconds(s, k, 2) = copy ? median(took[2]) : -1;
     }
   }
-  dev.ledger().clear();  // thousands of rows nobody reads
+  if (trace_spans() == nullptr) dev.ledger().clear();  // thousands of rows nobody reads (unless traced)
   Tensor sync = xt::zeros<double>({std::size_t{1}});
   sync(0) = median(syncs);
   return {{"seconds", seconds}, {"wrong", wrong}, {"first", first}, {"sync", sync}};
@@ -392,6 +395,10 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const Mesh mesh = Mesh::parse(o.mesh.empty() ? "X=" + std::to_string(backend == Backend::mpi ? mpi::world_size() : 2)
                                                : o.mesh);
   rt.check_mesh(mesh);
+  if (!o.trace.empty()) {
+    check_writable(o.trace, "trace");
+    rt.record_trace();
+  }
   const std::vector<std::string> axes = o.axes.empty() ? mesh.names() : parse_axes(mesh, o.axes);
   std::vector<std::string> ops;
   for (const auto& op : split(o.ops, ','))
@@ -471,6 +478,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   };
   const RunResult run = rt.run(mesh, program);
   if (!rt.is_root()) return result;
+  result.trace = rt.trace();
   for (const auto& out : run.outputs) result.sync_seconds = std::max(result.sync_seconds, out.at("sync")(0));
   for (std::size_t k = 0; k < ops.size(); ++k) {
     for (std::size_t s = 0; s < bytes.size(); ++s) {
@@ -616,6 +624,8 @@ int bench_collectives(const BenchOptions& options) {
       }
     }
     if (status == 0 && result.wrong() > 0) status = 1;
+    if (!options.trace.empty())
+      status = std::max(status, keep_trace_file(options.trace, {TraceSource{"bench collectives", result.trace}}));
   }
   return options.backend == "mpi" ? mpi::agree(status) : status;
 }

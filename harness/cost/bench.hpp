@@ -13,6 +13,7 @@
 // AllGather, the full input for the others), `count` its doubles; algbw = size / time and
 // busbw = algbw * 2(n-1)/n for AllReduce, (n-1)/n for the others.
 #pragma once
+#include "collectives/runtime.hpp"
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct BenchOptions {
   std::string csv;              // also write the rows here, with # header rows
   bool perturb_expected = false;  // testing: every expected value off by one; #wrong must show it
   std::string dtype = "float32";  // element type moved: float32, float64 or bfloat16
+  std::string trace;              // also write the timeline here (harness/check/trace.hpp)
 };
 
 struct BenchRow {
@@ -52,6 +54,7 @@ struct BenchResult {
   bool native = false;
   int iters = 0;              // timed calls per size and implementation
   double sync_seconds = -1;   // median untimed meeting before each timed call, slowest device
+  std::vector<TraceRun> trace;  // with BenchOptions::trace (root only)
   std::size_t wrong() const;
 };
 

@@ -17,6 +17,8 @@
 #include "core/text.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/check/table.hpp"
+#include "harness/check/trace.hpp"
+#include "harness/check/write_file.hpp"
 
 namespace shardlab {
 
@@ -65,9 +67,17 @@ int bench_ffn(const FfnBenchOptions& o) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const double rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
   Runtime runtime(Backend::sim, false, dtype);
+  if (!o.trace.empty()) {
+    check_writable(o.trace, "trace");
+    runtime.record_trace();
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const FfnResult r = run_ffn(runtime, mesh, config);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The timeline is written after the results are printed: a failure then loses only itself.
+  auto kept = [&](int status) {
+    return o.trace.empty() ? status : std::max(status, keep_trace_file(o.trace, {TraceSource{"bench ffn " + o.strategy, runtime.trace()}}));
+  };
 
   const double flops = plan.flops_per_device() * mesh.devices();
   const double floor = flops / (rate * 1e9 * cores);
@@ -102,7 +112,7 @@ int bench_ffn(const FfnBenchOptions& o) {
     j["peak_rss_bytes"] = rss;
     j["planned_bytes"] = planned;
     std::cout << j.dump(2) << std::endl;
-    return r.pass() ? 0 : 1;
+    return kept(r.pass() ? 0 : 1);
   }
   std::cout << "shardlab bench ffn: " << plan.strategy.name << " on mesh " << mesh.text() << ", "
             << ffn_dims_text(config.dims) << ", " << (config.backward ? "forward + backward" : "forward") << "\n"
@@ -123,7 +133,7 @@ int bench_ffn(const FfnBenchOptions& o) {
   for (const auto& c : r.checks) std::cout << "  " << c.name << ": " << c.line() << "\n";
   std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
             << format_number(ratio, "%.2f") << ", total " << secs(total) << std::endl;
-  return r.pass() ? 0 : 1;
+  return kept(r.pass() ? 0 : 1);
 }
 
 }  // namespace shardlab

@@ -16,6 +16,7 @@ struct FfnBenchOptions {
   std::string verify = "auto";
   bool backward = false;
   bool json = false;
+  std::string trace;  // also write the run's timeline here (harness/check/trace.hpp)
 };
 
 // GFLOP/s of one core on a square product of element type `dtype` ("float32", ...): the best of a

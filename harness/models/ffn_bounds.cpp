@@ -64,7 +64,6 @@ Tensor abs_of(const xt::xarray<T>& t) {
   return out;
 }
 
-double smallest_normal(DType t) { return t == DType::float64 ? DBL_MIN : FLT_MIN; }
 
 // The last step of 1.: p = the bracket times |B| (or 2.'s sums), in place.
 Tensor finish(Tensor p, const Tensor& abs_c, DType t, std::size_t k, std::size_t group) {

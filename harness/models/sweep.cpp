@@ -20,6 +20,8 @@
 #include "harness/cost/cost.hpp"
 #include "harness/cost/topology.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/pipeline.hpp"
+#include "harness/models/zero.hpp"
 #include "harness/cost/machine.hpp"
 #include "harness/models/step_cost.hpp"
 
@@ -169,6 +171,52 @@ DatTable bytes_sweep(const std::string& dims_text, int max_devices, DType dtype)
     block.rows.push_back(row);
   }
   skipped.notes(t.notes);
+  t.blocks.push_back(block);
+  return t;
+}
+
+DatTable bubble_sweep() {
+  DatTable t;
+  t.name = "bubble";
+  t.notes = {"shardlab sweep: pipeline bubble of GPipe runs (sim backend, 2 layers per stage), measured on the logical "
+             "clock (one tick per forward or backward) from the order each device ran, and the formula (P-1)/(m+P-1)"};
+  const std::vector<int> stages = {2, 4, 8};
+  t.columns = {"chunks"};
+  for (int p : stages) t.columns.insert(t.columns.end(), {"P" + std::to_string(p) + "_measured", "P" + std::to_string(p) + "_formula"});
+  DatBlock block;
+  Runtime rt(Backend::sim);
+  for (int m : {1, 2, 4, 8, 16, 32}) {
+    std::vector<std::string> row = {std::to_string(m)};
+    for (int p : stages) {
+      PipelineConfig c;
+      c.stages = p;
+      c.chunks = m;
+      c.layers = 2 * p;
+      const PipeInputs in = pipeline_inputs(c);
+      const RunResult run = rt.run(Mesh::parse("X=" + std::to_string(p)), pipeline_program(c, in));
+      row.push_back(format_number(bubble_fraction(logical_clock(executed_orders(run, p)), p), "%.6f"));
+      row.push_back(format_number(bubble_formula(p, m), "%.6f"));
+    }
+    block.rows.push_back(row);
+  }
+  t.blocks.push_back(block);
+  return t;
+}
+
+DatTable zero_sweep(double params, int max_devices) {
+  DatTable t;
+  t.name = "zero_memory";
+  t.notes = {"shardlab sweep: memory per device of plain data parallelism and ZeRO stages 1-3 (formulas of "
+             "harness/models/zero.hpp), " + format_number(params / 1e9, "%g") + "B parameters, mixed-precision Adam "
+             "(2 + 2 + 12 bytes per parameter); GB = 1e9 bytes",
+             "the ZeRO paper's example: 7.5B on 64 devices holds 120, 31.4, 16.6 and 1.9 GB"};
+  t.columns = {"devices", "dp_GB", "zero1_GB", "zero2_GB", "zero3_GB"};
+  DatBlock block;
+  for (int n = 1; n <= max_devices; n *= 2) {
+    std::vector<std::string> row = {std::to_string(n)};
+    for (const auto& s : zero_stages(params, n, "adam")) row.push_back(format_number(s.memory_bytes() / 1e9, "%.4f"));
+    block.rows.push_back(row);
+  }
   t.blocks.push_back(block);
   return t;
 }

@@ -56,6 +56,14 @@ DatTable bytes_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_
 DatTable memory_sweep(const std::string& dims = "B=64,S=8,M=256,H=1024", int max_devices = 64,
                       DType dtype = DType::float32);
 
+// Memory per device of plain DP and ZeRO 1-3 (harness/models/zero.hpp) for `params` parameters
+// with mixed-precision Adam, devices 1, 2, 4 ... max_devices; GB (1e9 bytes) as the ZeRO paper.
+DatTable zero_sweep(double params = 7.5e9, int max_devices = 1024);
+
+// GPipe pipelines run on the sim backend for P = 2, 4, 8 stages and m = 1 ... 32 micro-batches:
+// the bubble measured on the logical clock of the order the devices ran, beside (P-1)/(m+P-1).
+DatTable bubble_sweep();
+
 // Strategies x meshes (2 ... max_devices devices) x presets at `dims` (default the article's).
 // `presets`: hardware_presets(), or presets_with_machine's (harness/cost/machine.hpp).
 DatTable share_sweep(const std::string& dims = "article", int max_devices = 64,

@@ -5,6 +5,13 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unistd.h>
+
 #include "collectives/mpi.hpp"
 #include "tests/run_binary.hpp"
 
@@ -35,6 +42,7 @@ TEST_SUITE("mpi binaries") {
                                 "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes",
                                 "07_full_sharding", "08_gspmd_ffn", "09_column_row_pairwise --mesh Y=4",
                                 "10_pairwise_backward --mesh Y=4", "11_propagation", "12_attention", "13_transformer_layer",
+                                "14_data_parallel", "16_pipeline", "17_3d_parallelism", "shardlab pipeline",
                                 "shardlab matmul --a-spec _,Y --b-spec Y,_",
                                 "shardlab ffn", "shardlab run harness/cases/gspmd_ffn.toml"}) {
       const std::string name = program;
@@ -83,7 +91,7 @@ TEST_SUITE("mpi binaries") {
                                 "06_outer_axes --mesh X=1,Y=2", "07_full_sharding --mesh X=1,Y=2",
                                 "08_gspmd_ffn --mesh X=1,Y=2", "09_column_row_pairwise", "10_pairwise_backward",
                                 "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2",
-                                "13_transformer_layer --mesh X=1,Y=2"})
+                                "13_transformer_layer --mesh X=1,Y=2", "14_data_parallel --mesh X=2", "15_zero"})
       for (const auto& t : types) {
         const std::string command = std::string(program) + " --backend mpi --dtype " + t.name + " --quiet";
         CAPTURE(command);
@@ -112,6 +120,28 @@ TEST_SUITE("mpi binaries") {
       CHECK(j["collectives"][1]["op"] == "reduce_scatter");
       CHECK(j["collectives"][1]["bytes_per_device"].get<double>() == (2 - 1) / 2.0 * 32 * t.bytes);
     }
+  }
+
+  TEST_CASE("--trace under mpiexec -n 2: one device track per process, every ledger row once on its device") {
+    if (!runs_here()) return;
+    const std::string path = "/tmp/shardlab_mpi_trace_" + std::to_string(::getpid()) + ".json";
+    auto r = run_binary("15_zero --backend mpi --json --trace " + path, kClean + "mpiexec -n 2 ");
+    REQUIRE(r.status == 0);
+    const auto report = nlohmann::json::parse(r.out);
+    std::ifstream in(path);
+    const auto trace = nlohmann::json::parse(in);
+    std::remove(path.c_str());
+    std::set<int> devices;
+    std::map<std::tuple<int, int, int>, int> rows;  // (device, run, call) -> events
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "process_name") devices.insert(e["pid"].get<int>() - 1);  // pid = device + 1
+      if (e["ph"] == "X" && e["cat"] == "communication")
+        rows[{e["args"]["device"].get<int>(), e["args"]["run"].get<int>(), e["args"]["call"].get<int>()}] += 1;
+    }
+    CHECK(devices == std::set<int>{0, 1});
+    // Every collective of the report is one row on each of the 2 devices, each seen once.
+    CHECK(rows.size() == 2 * report["collectives"].size());
+    for (const auto& [key, count] : rows) CHECK(count == 1);
   }
 
   TEST_CASE("the collectives benchmark at 2 ranks: every size checked, #wrong 0, ours and native side by side") {

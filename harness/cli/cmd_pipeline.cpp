@@ -1,0 +1,77 @@
+#include "harness/cli/cmd_pipeline.hpp"
+
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.hpp"
+#include "harness/check/session.hpp"
+#include "harness/models/case_run.hpp"
+#include "harness/models/pipeline_run.hpp"
+
+namespace shardlab {
+
+namespace {
+
+struct PipelineOptions {
+  CommonOptions common;
+  static constexpr int kUnset = std::numeric_limits<int>::min();
+  int stages = 4, chunks = kUnset, layers = 8;  // chunks: 4, or 1 for naive, unless given
+  int width = 8, micro_batch = 2;
+  std::string schedule = "gpipe";
+};
+
+int run(PipelineOptions o) {
+  PipelineConfig c;
+  c.stages = o.stages;
+  c.schedule = parse_schedule(o.schedule);
+  c.chunks = o.chunks != PipelineOptions::kUnset ? o.chunks : c.schedule == PipeSchedule::naive ? 1 : 4;
+  c.layers = o.layers;
+  if (o.width < 1 || o.micro_batch < 1)
+    throw Error(ErrorKind::parse, "--width and --micro-batch must be positive, not " + std::to_string(o.width) + " and " +
+                                      std::to_string(o.micro_batch));
+  c.width = static_cast<std::size_t>(o.width);
+  c.micro_batch = static_cast<std::size_t>(o.micro_batch);
+  c.schedule = parse_schedule(o.schedule);
+  c.seed = o.common.seed;
+  check_pipeline(c);  // bad numbers: one sentence, before any device starts
+  o.common.mesh = "X=" + std::to_string(c.stages);
+  Session session("pipeline", o.common);
+  auto& out = session.out();
+  out << "shardlab pipeline: " << c.layers << " layers of [" << c.width << ", " << c.width << "] on " << c.stages
+      << " stages (" << c.layers / c.stages << " each),\n  " << c.chunks << " micro-batch(es) of " << c.micro_batch
+      << " rows, schedule " << schedule_name(c.schedule) << ", " << session.options().backend << " backend\n\n";
+  const PipelineRun r = run_pipeline(session, c);
+  if (!session.runtime().is_root()) return session.finish();
+  out << pipeline_text(r) << "\nChecks:\n";
+  for (const auto& v : session.report().checks) out << "  " << v.name << ": " << check_text(v) << "\n";
+  return session.finish();
+}
+
+}  // namespace
+
+Command add_pipeline_command(CLI::App& app) {
+  auto o = std::make_shared<PipelineOptions>();
+  auto* c = app.add_subcommand("pipeline", "run a pipeline of stages (article 004: naive, GPipe or 1F1B), verify its "
+                                           "gradients and measure its bubble");
+  c->add_option("--stages", o->stages, "pipeline stages, one device each")->capture_default_str();
+  c->add_option("--chunks", o->chunks, "micro-batches the batch is cut into (default 4; naive: 1)");
+  c->add_option("--schedule", o->schedule, "naive, gpipe or 1f1b")->capture_default_str();
+  c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
+  c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
+  c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
+  c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (mpiexec -n <stages>)")
+      ->capture_default_str();
+  c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();
+  c->add_option("--dtype", o->common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
+  c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
+  c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
+  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
+  c->add_flag("--perturb-expected", o->common.perturb_expected,
+              "testing: add 1 to one element of each expected gradient; the verdict must be FAIL");
+  return {c, [o] { return run(*o); }};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,143 @@
+#include "harness/models/three_d.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "collectives/collectives.hpp"
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/ops.hpp"
+#include "harness/models/training.hpp"
+
+namespace shardlab {
+
+std::string three_d_mesh(const ThreeDConfig& c) {
+  return "D=" + std::to_string(c.data) + ",P=" + std::to_string(c.pipe) + ",T=" + std::to_string(c.tensor);
+}
+
+std::string traffic_axis(const LedgerRow& row) {
+  if (row.op == "send" || row.op == "recv") return "P";
+  return row.axes;
+}
+
+namespace {
+// Adam's first step from zero state.
+void adam_first_step(Tensor& w, const Tensor& g, const ThreeDConfig& c) {
+  Adam state(shape_of(w));
+  state.step(w, g, 1, c.adam);
+}
+Tensor rows(const Tensor& t, std::size_t part, std::size_t parts) { return row_block(t, part, parts); }
+Tensor cols(const Tensor& t, std::size_t part, std::size_t parts) { return col_block(t, part, parts); }
+}  // namespace
+
+ThreeDInputs three_d_inputs(const ThreeDConfig& c) {
+  const std::size_t D = c.data, T = c.tensor;
+  if (c.hidden % T != 0 || (c.hidden / T) % D != 0 || c.width % D != 0)
+    throw Error(ErrorKind::not_divisible, "hidden " + std::to_string(c.hidden) + " and width " + std::to_string(c.width) +
+                                              " must split over T=" + std::to_string(T) + " and then D=" + std::to_string(D));
+  ThreeDInputs in;
+  for (int p = 0; p < c.pipe; ++p) {
+    in.w1.push_back(random_integers(Shape{c.width, c.hidden}, c.seed + 10 + 2 * p, -24, 24) / 64.0);
+    in.w2.push_back(random_integers(Shape{c.hidden, c.width}, c.seed + 11 + 2 * p, -16, 16) / 64.0);
+  }
+  for (int k = 0; k < c.data * c.chunks; ++k) {
+    in.x.push_back(random_integers(Shape{c.micro_batch, c.width}, c.seed + 100 + 2 * k, -64, 64) / 64.0);
+    in.r.push_back(random_integers(Shape{c.micro_batch, c.width}, c.seed + 101 + 2 * k, -64, 64) / 64.0);
+  }
+  return in;
+}
+
+ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in, DType wire) {
+  const double u = unit_roundoff(wire);
+  Tensor x = in.x[0], r = in.r[0];
+  for (std::size_t k = 1; k < in.x.size(); ++k) {
+    x = xt::concatenate(xt::xtuple(x, in.x[k]), 0);
+    r = xt::concatenate(xt::xtuple(r, in.r[k]), 0);
+  }
+  std::vector<Tensor> inputs = {x}, acts;  // each stage's input, and its hidden activation
+  for (int p = 0; p < c.pipe; ++p) {
+    acts.push_back(xt::tanh(Tensor(matmul(inputs.back(), in.w1[p]))));
+    inputs.push_back(matmul(acts.back(), in.w2[p]));
+  }
+  ThreeDReference ref;
+  ref.w1 = in.w1;
+  ref.w2 = in.w2;
+  ref.g1.resize(c.pipe);
+  ref.g2.resize(c.pipe);
+  ref.g1_tol.resize(c.pipe);
+  ref.g2_tol.resize(c.pipe);
+  ref.w1_tol.resize(c.pipe);
+  ref.w2_tol.resize(c.pipe);
+  const double bound = 32.0 * (c.pipe + 1) * u;
+  Tensor dz = r, dz_size = xt::abs(r);
+  for (int p = c.pipe - 1; p >= 0; --p) {
+    const Tensor& a = acts[p];
+    ref.g2[p] = matmul(transposed(a), dz);
+    ref.g2_tol[p] = bound * matmul(transposed(xt::abs(a)), dz_size);
+    const Tensor slope = 1.0 - a * a;
+    const Tensor dpre = matmul(dz, transposed(in.w2[p])) * slope;
+    const Tensor dpre_size = matmul(dz_size, transposed(xt::abs(in.w2[p]))) * xt::abs(slope);
+    ref.g1[p] = matmul(transposed(inputs[p]), dpre);
+    ref.g1_tol[p] = bound * matmul(transposed(xt::abs(inputs[p])), dpre_size);
+    dz = matmul(dpre, transposed(in.w1[p]));
+    dz_size = matmul(dpre_size, transposed(xt::abs(in.w1[p])));
+  }
+  // One Adam step; where a gradient element is within its rounding of 0, either sign may win.
+  auto step = [&](Tensor& w, const Tensor& g, const Tensor& gtol, Tensor& wtol) {
+    const Tensor rho = gtol / xt::maximum(xt::abs(g), 1e-300);
+    wtol = 2 * (xt::abs(w) + c.adam.lr) * u + c.adam.lr * xt::minimum(2.0, 4 * rho);
+    adam_first_step(w, g, c);
+  };
+  for (int p = 0; p < c.pipe; ++p) {
+    step(ref.w1[p], ref.g1[p], ref.g1_tol[p], ref.w1_tol[p]);
+    step(ref.w2[p], ref.g2[p], ref.g2_tol[p], ref.w2_tol[p]);
+  }
+  return ref;
+}
+
+Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
+  return [c, &in](Device& dev) -> Outputs {
+    const int d = dev.coord("D"), p = dev.coord("P"), t = dev.coord("T"), T = c.tensor, P = c.pipe;
+    const std::string stage = "_s" + std::to_string(p);
+    Tensor w1 = cols(in.w1[p], t, T), w2 = rows(in.w2[p], t, T);
+    Tensor g1 = zeros_like(w1), g2 = zeros_like(w2);
+    const Shape block{c.micro_batch, c.width};
+    std::map<int, std::pair<Tensor, Tensor>> stash;  // micro-batch -> (stage input, hidden activation)
+    for (int k = 0; k < c.chunks; ++k) {  // GPipe: every forward ...
+      const std::string tag = "_c" + std::to_string(k);
+      const Tensor x = p == 0 ? in.x[d * c.chunks + k] : recv(dev, dev.id() - T, block, "act" + tag);
+      const Tensor a = unary_op("tanh", matmul(x, w1));
+      const Tensor y = all_reduce(dev, Tensor(matmul(a, w2)), {"T"}, "y" + stage);  // W2's rows: partial sums
+      if (p < P - 1) send(dev, y, dev.id() + T, "act" + tag);
+      stash[k] = {x, a};
+    }
+    for (int k = c.chunks - 1; k >= 0; --k) {  // ... then every backward, last first
+      const std::string tag = "_c" + std::to_string(k);
+      const Tensor dy = p == P - 1 ? in.r[d * c.chunks + k] : recv(dev, dev.id() + T, block, "grad" + tag);
+      const auto& [x, a] = stash.at(k);
+      g2 += matmul(transposed(a), dy);
+      const Tensor dpre = matmul(dy, transposed(w2)) * (1.0 - a * a);
+      g1 += matmul(transposed(x), dpre);
+      if (p > 0) {  // the first stage's input needs no gradient
+        const Tensor dx = all_reduce(dev, Tensor(matmul(dpre, transposed(w1))), {"T"}, "dx" + stage);
+        send(dev, dx, dev.id() - T, "grad" + tag);
+      }
+    }
+    // ZeRO-1 over D: sum the gradient shards, step the owned rows, gather the rows back.
+    const std::size_t D = c.data, me = d;
+    const Tensor own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
+    const Tensor own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
+    Tensor own_w1 = rows(w1, me, D), own_w2 = rows(w2, me, D);
+    adam_first_step(own_w1, own_g1, c);
+    adam_first_step(own_w2, own_g2, c);
+    w1 = all_gather(dev, own_w1, {"D"}, 0, "W1" + stage);
+    w2 = all_gather(dev, own_w2, {"D"}, 0, "W2" + stage);
+    return {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}};
+  };
+}
+
+}  // namespace shardlab

@@ -1,0 +1,54 @@
+// 3D parallelism (article 004, "DP+PP+TP+ZeRO"): a mesh D x P x T. Along T, tensor parallelism
+// (Megatron): each stage is one MLP block y = tanh(x W1) W2 with W1 cut by columns and W2 by rows,
+// one AllReduce over T forward and one backward. Along P, pipeline stages: stage p's output goes to
+// stage p+1 by send/recv, micro-batch by micro-batch (GPipe). Along D, data parallelism with
+// ZeRO-1: the batch is split, and after the backward each weight shard's gradient is
+// reduce-scattered over D, Adam steps the owned rows (with the owned m and v), and the rows are
+// all-gathered back. Device (d, p, t) holds stage p's W1[:, t-th columns] and W2[t-th rows, :].
+// Loss L = sum over the whole batch of y * R.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/runtime.hpp"
+#include "core/dtype.hpp"
+#include "harness/models/training.hpp"
+
+namespace shardlab {
+
+struct ThreeDConfig {
+  int data = 2, pipe = 2, tensor = 2;  // mesh D=data, P=pipe, T=tensor
+  int chunks = 2;                      // micro-batches per replica
+  std::size_t width = 8, hidden = 16, micro_batch = 2;
+  AdamParams adam;
+  std::uint64_t seed = 0;
+};
+std::string three_d_mesh(const ThreeDConfig& c);  // "D=2,P=2,T=2"
+
+struct ThreeDInputs {
+  std::vector<Tensor> w1, w2;  // per stage: [width, hidden], [hidden, width]
+  std::vector<Tensor> x, r;    // per replica and micro-batch (index d * chunks + c): [b, width]
+};
+// Error(not_divisible) when hidden does not split over T, or a shard's rows over D.
+ThreeDInputs three_d_inputs(const ThreeDConfig& c);
+
+// The unsharded step: the whole batch through every stage, one Adam step. Weights after it,
+// step-1 gradients, and tolerances for a run that moved element type `wire` (as lesson 15's:
+// rounding of what crossed the wire, and Adam's step either way where a gradient is within its
+// rounding of 0).
+struct ThreeDReference {
+  std::vector<Tensor> w1, w2, g1, g2;
+  std::vector<Tensor> w1_tol, w2_tol, g1_tol, g2_tol;
+};
+ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in, DType wire);
+
+// Device (d, p, t)'s program. Returns "W1", "W2" (its shards after the step), "dW1", "dW2" (the
+// summed gradient rows it owns after the ReduceScatter over D).
+Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
+
+// Which mesh axis a ledger row's traffic crosses: "T", "D", or "P" for send/recv.
+std::string traffic_axis(const LedgerRow& row);
+
+}  // namespace shardlab

@@ -1,0 +1,231 @@
+#include "harness/models/zero_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "collectives/collectives.hpp"
+#include "core/einsum.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/ops.hpp"
+#include "harness/models/training.hpp"
+
+namespace shardlab {
+
+std::string zero_mode_name(ZeroMode m) {
+  switch (m) {
+    case ZeroMode::dp: return "plain DP";
+    case ZeroMode::zero1: return "ZeRO-1";
+    case ZeroMode::zero2: return "ZeRO-2";
+    case ZeroMode::zero3: return "ZeRO-3";
+  }
+  return "?";
+}
+
+std::string zero_mode_label(ZeroMode m) {
+  switch (m) {
+    case ZeroMode::dp: return "dp";
+    case ZeroMode::zero1: return "z1";
+    case ZeroMode::zero2: return "z2";
+    case ZeroMode::zero3: return "z3";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* kLayer[3] = {"a", "b", "c"};  // a layer's weight slices are a0, a1, ...
+
+// One layer's forward and backward pieces, the same on every device and in the reference.
+struct Forward {
+  Tensor h0, h1, h2, y;
+};
+Forward forward(const Tensor& x, const std::array<const Tensor*, 3>& w) {
+  Forward f;
+  f.h0 = x;
+  f.h1 = unary_op("tanh", matmul(x, *w[0]));
+  f.h2 = unary_op("tanh", matmul(f.h1, *w[1]));
+  f.y = matmul(f.h2, *w[2]);
+  return f;
+}
+// The gradient flowing into layer k's output -> (dW_k, gradient into its input).
+Tensor tanh_back(const Tensor& dh, const Tensor& h) { return dh * (1.0 - h * h); }
+
+Tensor rows(const Tensor& t, std::size_t part, std::size_t parts) { return row_block(t, part, parts); }
+
+// Current and peak elements held, by kind.
+struct Holdings {
+  std::array<std::size_t, 3> now{}, peak{};
+  void take(ZeroHeld k, std::size_t n) {
+    now[k] += n;
+    peak[k] = std::max(peak[k], now[k]);
+  }
+  void drop(ZeroHeld k, std::size_t n) { now[k] -= n; }
+  Tensor tensor() const { return Tensor{double(peak[0]), double(peak[1]), double(peak[2])}; }
+};
+
+}  // namespace
+
+ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed) {
+  if (devices < 1 || m.width % static_cast<std::size_t>(devices) != 0)
+    throw Error(ErrorKind::not_divisible, "the layers' " + std::to_string(m.width) + " rows do not split over " +
+                                              std::to_string(devices) + " devices; use a device count that divides " +
+                                              std::to_string(m.width));
+  ZeroInputs in;
+  // Weights near 1/sqrt(D) in size keep tanh away from saturation; multiples of 1/64.
+  for (int k = 0; k < 3; ++k) in.weights[k] = random_integers(Shape{m.width, m.width}, seed + 1 + k, -24, 24) / 64.0;
+  for (int d = 0; d < devices; ++d) {
+    in.x.push_back(random_integers(Shape{m.micro_batch, m.width}, seed + 100 + 2 * d, -64, 64) / 64.0);
+    in.r.push_back(random_integers(Shape{m.micro_batch, m.width}, seed + 101 + 2 * d, -64, 64) / 64.0);
+  }
+  return in;
+}
+
+ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wire) {
+  const double n = static_cast<double>(in.x.size()), u = unit_roundoff(wire);
+  Tensor x = in.x[0], r = in.r[0];
+  for (std::size_t d = 1; d < in.x.size(); ++d) {
+    x = xt::concatenate(xt::xtuple(x, in.x[d]), 0);
+    r = xt::concatenate(xt::xtuple(r, in.r[d]), 0);
+  }
+  ZeroReference ref;
+  std::array<Tensor, 3>& w = ref.weights;
+  w = in.weights;
+  std::array<Adam, 3> adam;
+  std::array<Tensor, 3> rho;  // the largest relative doubt of each gradient element so far
+  for (int k = 0; k < 3; ++k) {
+    adam[k] = Adam(shape_of(w[k]));
+    ref.tolerance[k] = zeros_like(w[k]);
+    rho[k] = zeros_like(w[k]);
+  }
+  for (int t = 1; t <= m.steps; ++t) {
+    const Forward f = forward(x, {&w[0], &w[1], &w[2]});
+    const Tensor dy = r / n;
+    const Tensor dz2 = tanh_back(matmul(dy, transposed(w[2])), f.h2);
+    const Tensor dz1 = tanh_back(matmul(dz2, transposed(w[1])), f.h1);
+    const Tensor* act[3] = {&f.h0, &f.h1, &f.h2};
+    const Tensor* dz[3] = {&dz1, &dz2, &dy};
+    for (int k = 0; k < 3; ++k) {
+      const Tensor g = matmul(transposed(*act[k]), *dz[k]);
+      // The run's gradient element may differ by its rounding: a generous multiple of u times the
+      // sum of its terms' sizes; relative to the element that is rho. Adam's update, about lr
+      // whatever the gradient's size, moves by about lr rho (through m and v, for every later
+      // step too); where rho nears 1 the sign itself is in doubt and the update may differ by up
+      // to 2 lr (3 lr allowed). The weight itself rounds by (|W| + lr) u each step.
+      const Tensor size = matmul(transposed(xt::abs(*act[k])), xt::abs(*dz[k]));
+      if (t == 1) {
+        ref.gradient[k] = g;
+        ref.gradient_tolerance[k] = 32 * u * size;
+      }
+      rho[k] = xt::maximum(rho[k], 32 * u * size / xt::maximum(xt::abs(g), 1e-300));
+      ref.tolerance[k] += 2 * (xt::abs(w[k]) + m.adam.lr) * u + m.adam.lr * xt::minimum(3.0, 4 * rho[k]);
+      adam[k].step(w[k], g, t, m.adam);
+    }
+  }
+  for (int k = 0; k < 3; ++k) ref.doubtful += static_cast<std::size_t>(xt::sum(xt::cast<double>(rho[k] >= 0.75))());
+  return ref;
+}
+
+Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
+  return [mode, m, &in](Device& dev) -> Outputs {
+    const std::vector<std::string> X = {dev.mesh().names()[0]};
+    const std::size_t n = static_cast<std::size_t>(dev.mesh().devices()), me = static_cast<std::size_t>(dev.id());
+    const std::size_t whole = m.width * m.width, slice = whole / n;
+    const std::string tag = zero_mode_label(mode) + "_";
+    Holdings held;
+    // Weights: whole, or (zero3) the own row slice.
+    std::array<Tensor, 3> w;
+    for (int k = 0; k < 3; ++k) {
+      w[k] = mode == ZeroMode::zero3 ? rows(in.weights[k], me, n) : in.weights[k];
+      held.take(held_params, w[k].size());
+    }
+    // Adam's m and v: whole for dp, the own slice otherwise.
+    std::array<Adam, 3> adam;
+    for (int k = 0; k < 3; ++k) {
+      const Tensor shape = mode == ZeroMode::dp ? in.weights[k] : rows(in.weights[k], me, n);
+      adam[k] = Adam(shape_of(shape));
+      held.take(held_states, 2 * shape.size());
+    }
+    const std::string name[3] = {"A", "B", "C"};
+    std::array<Tensor, 3> first;  // step 1's gradients, for the check
+    const double devices = static_cast<double>(n);
+    for (int t = 1; t <= m.steps; ++t) {
+      // The weights one layer uses: gathered (zero3, held only while used) or already whole.
+      Tensor gathered;
+      auto gather = [&](int k) -> const Tensor& {
+        if (mode != ZeroMode::zero3) return w[k];
+        held.take(held_params, whole);
+        gathered = all_gather(dev, w[k], X, 0, tag + kLayer[k]);
+        return gathered;
+      };
+      auto release = [&](int) {  // the gathered weights are dropped
+        if (mode == ZeroMode::zero3) held.drop(held_params, whole);
+      };
+      // Forward: La, Lb, Lc; activations kept for backward, gathered weights dropped after use.
+      std::array<Tensor, 3> act;  // the input of each layer: x, h1, h2
+      act[0] = in.x[me];
+      for (int k = 0; k < 2; ++k) {
+        const Tensor& used = gather(k);
+        act[k + 1] = unary_op("tanh", matmul(act[k], used));
+        release(k);
+      }
+      {
+        const Tensor& used = gather(2);
+        const Tensor y = matmul(act[2], used);  // the loss needs only dL/dy = R / N
+        (void)y;
+        release(2);
+      }
+      // Backward: Lc, Lb, La, each layer's weights gathered again (zero3).
+      std::array<Tensor, 3> grad;  // whole gradient (dp, zero1), or the own slice (zero2, zero3)
+      Tensor dz = in.r[me] / devices;  // the gradient at the current layer's output
+      for (int k = 2; k >= 0; --k) {
+        const Tensor& used = gather(k);
+        const Tensor g = matmul(transposed(act[k]), dz);
+        Tensor dh = matmul(dz, transposed(used));  // into the layer's input (for La: dx)
+        release(k);
+        held.take(held_grads, whole);
+        if (mode == ZeroMode::dp || mode == ZeroMode::zero1) {
+          grad[k] = g;
+        } else {
+          grad[k] = reduce_scatter(dev, g, X, 0, tag + "d" + name[k]);  // summed over devices, own rows
+          held.take(held_grads, slice);
+          held.drop(held_grads, whole);  // the whole gradient is dropped at once
+        }
+        if (k > 0) dz = tanh_back(dh, act[k]);
+      }
+      // The update.
+      for (int k = 0; k < 3; ++k) {
+        switch (mode) {
+          case ZeroMode::dp:
+            grad[k] = all_reduce(dev, grad[k], X, tag + "d" + name[k]);
+            adam[k].step(w[k], grad[k], t, m.adam);
+            break;
+          case ZeroMode::zero1: {
+            grad[k] = reduce_scatter(dev, grad[k], X, 0, tag + "d" + name[k]);
+            Tensor own = rows(w[k], me, n);
+            adam[k].step(own, grad[k], t, m.adam);
+            w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
+            break;
+          }
+          case ZeroMode::zero2: {
+            Tensor own = rows(w[k], me, n);
+            adam[k].step(own, grad[k], t, m.adam);
+            w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
+            break;
+          }
+          case ZeroMode::zero3: adam[k].step(w[k], grad[k], t, m.adam); break;
+        }
+      }
+      if (t == 1)  // the summed gradient each device stepped with: whole (dp) or its own rows
+        for (int k = 0; k < 3; ++k) first[k] = grad[k];
+      for (int k = 0; k < 3; ++k) held.drop(held_grads, mode == ZeroMode::dp || mode == ZeroMode::zero1 ? whole : slice);
+    }
+    return {{"A", w[0]}, {"B", w[1]}, {"C", w[2]}, {"dA", first[0]}, {"dB", first[1]}, {"dC", first[2]},
+            {"held", held.tensor()}};
+  };
+}
+
+}  // namespace shardlab

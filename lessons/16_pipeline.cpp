@@ -1,0 +1,100 @@
+// Lesson 16 - pipeline parallelism: layers cut into stages, the batch into micro-batches
+// (article 004, "Naive Model Parallel (Vertical) and Pipeline Parallel").
+//
+// Cutting a model's layers over devices (vertical model parallelism) fits a larger model, but
+// on its own only one device works at a time: each waits for the one before it forward, and for
+// the one after it backward. A pipeline cuts the batch into micro-batches ("chunks") so the
+// stages work on different ones at once; what stays idle - the bubble - shrinks to
+// (P-1)/(m+P-1) of the time for P stages and m micro-batches. GPipe runs every forward and then
+// every backward; 1F1B interleaves them once the pipe is full, so a stage keeps at most P-s
+// micro-batches' activations instead of all m. The gradients are summed over the micro-batches
+// (gradient accumulation) and equal the whole batch's.
+//
+// Run:    build/bin/16_pipeline [--json] [--trace FILE]
+//         mpiexec -n 4 build/bin/16_pipeline --backend mpi
+// Prints: the article's naive split (8 layers on 2 devices); GPipe and 1F1B on 4 stages with 4
+//         micro-batches, each drawn as the article's figure from the order the devices ran; the
+//         bubble against chunks; the article's batch arithmetic; the verdict.
+#include <string>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/models/case_run.hpp"
+#include "harness/models/pipeline_run.hpp"
+
+using namespace shardlab;
+
+int main(int argc, char** argv) {
+  Cli cli("16_pipeline", "Lesson 16: pipeline parallelism - naive split, GPipe and 1F1B, and the bubble", "X=4");
+  if (int status = cli.parse(argc, argv); status >= 0) return status;
+
+  return guarded([&] {
+    Session session("16_pipeline", cli.common);
+    const Mesh& mesh = session.mesh();
+    if (mesh.rank() != 1 || mesh.devices() != 4)
+      throw Error(ErrorKind::parse, "16_pipeline runs 4 stages on a line of 4 devices: --mesh X=4 (mpiexec -n 4)");
+    auto& out = session.out();
+
+    PipelineConfig naive;
+    naive.stages = 2;
+    naive.chunks = 1;
+    naive.layers = 8;
+    naive.schedule = PipeSchedule::naive;
+    naive.seed = cli.common.seed;
+    out << "1. The article's naive vertical split: 8 layers, layers 0-3 on device 0 and 4-7 on device 1,\n"
+           "   the whole batch at once (devices 2 and 3 sit this one out). Device 1 waits for device 0's\n"
+           "   forward; device 0 waits for device 1's backward:\n\n";
+    const PipelineRun n = run_pipeline(session, naive);
+    if (session.runtime().is_root()) out << pipeline_text(n) << "\n";
+
+    PipelineConfig gpipe = naive;
+    gpipe.stages = 4;
+    gpipe.chunks = 4;
+    gpipe.schedule = PipeSchedule::gpipe;
+    out << "2. GPipe: 4 stages of 2 layers, the batch cut into chunks = 4 micro-batches. F_{s,c} is stage\n"
+           "   s's forward of micro-batch c. Every forward, then every backward, last micro-batch first -\n"
+           "   the picture of the GPipe paper that the article shows:\n\n";
+    const PipelineRun g = run_pipeline(session, gpipe);
+    if (session.runtime().is_root()) out << pipeline_text(g) << "\n";
+
+    PipelineConfig ofob = gpipe;
+    ofob.schedule = PipeSchedule::one_f_one_b;
+    out << "3. 1F1B: once its pipe is full each stage alternates one forward and one backward, so a\n"
+           "   micro-batch's activations are dropped sooner. Same bubble, fewer stashed activations:\n\n";
+    const PipelineRun f = run_pipeline(session, ofob);
+    if (!session.runtime().is_root()) return session.finish();
+    out << pipeline_text(f) << "\n";
+
+    Table chunks({"chunks m", "gpipe", "1f1b", "(P-1)/(m+P-1)", "1f1b stashes (stage 0..3)"});
+    for (int m : {1, 2, 4, 8, 16, 32}) {
+      std::vector<std::vector<PipeOp>> go, fo;
+      std::string stashes;
+      for (int s = 0; s < 4; ++s) {
+        go.push_back(stage_order(PipeSchedule::gpipe, 4, m, s));
+        fo.push_back(stage_order(PipeSchedule::one_f_one_b, 4, m, s));
+        stashes += (s ? " " : "") + std::to_string(stash_formula(PipeSchedule::one_f_one_b, 4, m, s));
+      }
+      chunks.add({std::to_string(m), format_number(bubble_fraction(logical_clock(go), 4), "%.4f"),
+                  format_number(bubble_fraction(logical_clock(fo), 4), "%.4f"), format_number(bubble_formula(4, m), "%.4f"),
+                  stashes});
+    }
+    out << "4. The bubble against chunks on 4 stages (the schedules on the logical clock; GPipe stashes all m):\n"
+        << chunks.text("   ") << "   More chunks shrink the bubble, but each micro-batch gets smaller and less efficient.\n\n";
+
+    const int mbs = 8, gas = 32, dp = 4;
+    out << "5. The article's arithmetic: with data parallelism of degree " << dp << " beside the pipeline, a global\n"
+        << "   batch of " << mbs * gas * dp << " is " << dp << " replicas x " << gas << " chunks x micro-batches of "
+        << mbs << ": " << mbs << " x " << gas << " x " << dp << " = " << mbs * gas * dp << ".\n\n";
+    session.report().numbers["global_batch"] = mbs * gas * dp;
+
+    out << "6. Verdict (gradients against the whole batch on one device, bubble, stashes, bytes):\n";
+    for (const auto& v : session.report().checks) out << "   " << v.name << ": " << check_text(v) << "\n";
+    out << "\nTakeaway: a pipeline keeps P devices busy on one model by cutting the batch; the bubble\n"
+           "          (P-1)/(m+P-1) needs many micro-batches, and 1F1B keeps fewer activations for the same.\n"
+           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 16 --schedule 1f1b\n";
+    return session.finish();
+  });
+}

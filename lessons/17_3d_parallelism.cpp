@@ -1,0 +1,204 @@
+// Lesson 17 - 3D parallelism: data, pipeline and tensor parallelism at once, with ZeRO-1 on the
+// data axis (article 004, "DP+PP+TP" and "DP+PP+TP+ZeRO").
+//
+// Each kind of parallelism needs at least 2 devices along its own mesh axis, so all three need 2 x
+// 2 x 2 = 8. On the mesh D=2,P=2,T=2 a device is one data-parallel replica's share (D), of one
+// pipeline stage (P), of one tensor shard (T). Every axis moves different things: T the partial
+// sums of each layer (an AllReduce per layer, forward and backward, for every micro-batch), P one
+// activation forward and one gradient back per micro-batch, D the gradients once per step
+// (ReduceScatter, then AllGather of the updated rows: ZeRO-1). How often each axis talks decides
+// where it should sit: T talks most, so it stays inside a node on the fastest links.
+//
+// Run:    build/bin/17_3d_parallelism [--json] [--trace FILE]
+//         mpiexec -n 8 build/bin/17_3d_parallelism --backend mpi
+// Prints: each device's role; bytes per step by axis against formulas; the modeled time of those
+//         bytes with T inside a node or across nodes; article 002's nested 4x4 mesh as a plan; the
+//         verdict of one Adam step against the unsharded model.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <xtensor/xview.hpp>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
+#include "harness/check/verify.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/models/case_run.hpp"
+#include "harness/models/three_d.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+// Seconds of alpha-beta for one device's rows, each axis on the link given for it.
+double modeled_seconds(const std::vector<LedgerRow>& rows, int device, const std::map<std::string, const Hardware*>& link) {
+  double s = 0;
+  for (const auto& r : rows)
+    if (r.device == device && r.bytes_sent + r.bytes_received > 0) {
+      const Hardware& hw = *link.at(traffic_axis(r));
+      s += static_cast<double>(r.messages) * hw.alpha + static_cast<double>(r.bytes_sent) / hw.bytes_per_s;
+    }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli("17_3d_parallelism", "Lesson 17: data, pipeline and tensor parallelism on a 2x2x2 mesh, with ZeRO-1",
+          "D=2,P=2,T=2");
+  if (int status = cli.parse(argc, argv); status >= 0) return status;
+
+  return guarded([&] {
+    Session session("17_3d_parallelism", cli.common);
+    const Mesh& mesh = session.mesh();
+    if (mesh.names() != std::vector<std::string>{"D", "P", "T"})
+      throw Error(ErrorKind::parse, "17_3d_parallelism needs the axes D, P and T, e.g. --mesh D=2,P=2,T=2");
+    ThreeDConfig c;
+    c.data = mesh.axis_size("D");
+    c.pipe = mesh.axis_size("P");
+    c.tensor = mesh.axis_size("T");
+    c.seed = cli.common.seed;
+    const ThreeDInputs in = three_d_inputs(c);
+    auto& out = session.out();
+    out << "1. Mesh " << mesh.text() << ": " << mesh.devices() << " devices. " << c.pipe << " pipeline stages, each one MLP block\n"
+        << "   y = tanh(x W1) W2 with W1 [" << c.width << ", " << c.hidden << "] and W2 [" << c.hidden << ", " << c.width
+        << "]; " << c.data << " replicas, each " << c.chunks << " micro-batches of " << c.micro_batch << ".\n";
+    Table roles({"device", "D", "P", "T", "holds", "ZeRO-1 owns (Adam's m, v)"});
+    const std::size_t hc = c.hidden / c.tensor;
+    for (int id = 0; id < mesh.devices(); ++id) {
+      const auto k = mesh.coords(id);
+      const std::string cols = std::to_string(k[2] * hc) + ":" + std::to_string((k[2] + 1) * hc);
+      const std::size_t r1 = c.width / c.data, r2 = hc / c.data;
+      roles.add({std::to_string(id), std::to_string(k[0]), std::to_string(k[1]), std::to_string(k[2]),
+                 "stage " + std::to_string(k[1]) + ": W1[:, " + cols + "], W2[" + cols + ", :]",
+                 "W1 rows " + std::to_string(k[0] * r1) + ":" + std::to_string((k[0] + 1) * r1) + ", W2 rows " +
+                     std::to_string(k[0] * r2) + ":" + std::to_string((k[0] + 1) * r2) + " of those"});
+    }
+    out << roles.text("   ") << "\n";
+
+    const RunResult run = session.run(three_d_program(c, in));
+    if (!session.runtime().is_root()) return session.finish();
+    Report& report = session.report();
+    const std::size_t eb = session.element_bytes(), act = c.micro_batch * c.width * eb;
+
+    // Bytes per step by axis, each device against the formula for its place in the mesh.
+    std::map<std::string, double> most;  // axis -> largest over devices
+    Verdict by_axis;
+    by_axis.name = "bytes per step, every device and axis, equal the formulas";
+    for (int id = 0; id < mesh.devices(); ++id) {
+      const auto k = mesh.coords(id);
+      const int p = k[1];
+      std::map<std::string, double> got, want;
+      for (const auto& r : run.ledger)
+        if (r.device == id) got[traffic_axis(r)] += static_cast<double>(r.bytes_sent);
+      const double T = c.tensor, D = c.data, chunks = c.chunks;
+      // T: an AllReduce of each micro-batch's output, and (not on the first stage) of its input gradient.
+      want["T"] = chunks * (p > 0 ? 2 : 1) * 2 * (T - 1) / T * act;
+      // P: an activation forward (all but the last stage), a gradient back (all but the first).
+      want["P"] = chunks * ((p < c.pipe - 1 ? 1 : 0) + (p > 0 ? 1 : 0)) * act;
+      // D: ReduceScatter and AllGather of the device's shards of W1 and W2.
+      want["D"] = 2 * (D - 1) / D * 2.0 * c.width * hc * eb;
+      for (const char* axis : {"T", "P", "D"}) {
+        by_axis.pass = by_axis.pass && got[axis] == want[axis];
+        most[axis] = std::max(most[axis], got[axis]);
+      }
+    }
+    report.checks.push_back(by_axis);
+    std::map<std::string, std::size_t> calls;
+    for (const auto& r : run.ledger)
+      if (r.device == mesh.devices() - 1) calls[traffic_axis(r)] += 1;
+    Table axes({"axis", "parallelism", "moves", "calls", "bytes (most)"});
+    axes.add({"T", "tensor", "each block's partial sums, both ways", std::to_string(calls["T"]), format_number(most["T"], "%.0f")});
+    axes.add({"P", "pipeline", "an activation or gradient per chunk", std::to_string(calls["P"]), format_number(most["P"], "%.0f")});
+    axes.add({"D", "data + ZeRO-1", "gradient shards, then updated rows", std::to_string(calls["D"]), format_number(most["D"], "%.0f")});
+    out << "2. One training step; what each axis moved (ledger, " << dtype_text(session.dtype())
+        << ";\n   calls on the last device, bytes sent by the busiest device):\n" << axes.text("   ")
+        << "   Each matches its formula on every device (see the verdict).\n\n";
+    for (const auto& [axis, b] : most) report.numbers["bytes_" + axis] = b;
+
+    // Modeled time: T inside a node (NVLink) and the rest across nodes (Ethernet), or the reverse.
+    const Hardware& nvlink = hardware_preset("nvlink-a100");
+    const Hardware& ethernet = hardware_preset("ethernet-100g");
+    const double inside = modeled_seconds(run.ledger, mesh.devices() - 1, {{"T", &nvlink}, {"P", &ethernet}, {"D", &ethernet}});
+    const double across = modeled_seconds(run.ledger, mesh.devices() - 1, {{"T", &ethernet}, {"P", &nvlink}, {"D", &nvlink}});
+    report.numbers["modeled_us_tp_inside"] = inside * 1e6;
+    report.numbers["modeled_us_tp_across"] = across * 1e6;
+    // The same split at GPT-3's size, by formula: 96 layers (48 per stage), h = 12288, micro-batches
+    // of 8 x 2048 tokens, 32 chunks (the article's 8 x 32 x 4), 2-byte elements. Megatron's layer
+    // has 2 AllReduces forward and 2 backward over T; its 12 h^2 weights are split over T and
+    // their gradients reduce-scattered and gathered over D once a step.
+    const double tokens = 8 * 2048, h = 12288, chunks_big = 32, layers = 96.0 / c.pipe, e2 = 2, T = c.tensor, D = c.data;
+    const double act_big = tokens * h * e2;
+    const double tp_calls = chunks_big * layers * 4, tp_big = tp_calls * 2 * (T - 1) / T * act_big;
+    // A first or last stage sends one way; a middle stage (P > 2) both ways.
+    const double pp_calls = chunks_big * (c.pipe > 2 ? 2 : 1), pp_big = pp_calls * act_big;
+    const double dp_calls = 2 * 2 * layers, dp_big = 2 * (D - 1) / D * 12 * h * h * layers / T * e2;
+    auto big = [&](const Hardware& t, const Hardware& rest) {
+      return tp_calls * 2 * (T - 1) * t.alpha + tp_big / t.bytes_per_s + pp_calls * rest.alpha + pp_big / rest.bytes_per_s +
+             dp_calls * (D - 1) * rest.alpha + dp_big / rest.bytes_per_s;
+    };
+    Table model({"placement", "this run (us)", "GPT-3 size (s)"});
+    model.add({"T inside a node (NVLink), P and D across (Ethernet)", format_number(inside * 1e6, "%.1f"),
+               format_number(big(nvlink, ethernet), "%.1f")});
+    model.add({"T across nodes (Ethernet), P and D inside (NVLink)", format_number(across * 1e6, "%.1f"),
+               format_number(big(ethernet, nvlink), "%.1f")});
+    report.numbers["modeled_s_gpt3_tp_inside"] = big(nvlink, ethernet);
+    report.numbers["modeled_s_gpt3_tp_across"] = big(ethernet, nvlink);
+    out << "3. Modeled communication time of a step (alpha-beta, no overlap) for two placements: this run's\n"
+        << "   ledger (the last device), and the same 2x2x2 split of GPT-3 (96 layers, h = 12288, 32 micro-\n"
+        << "   batches of 8 x 2048 tokens; communication only: GPT-3 would not fit in 8 devices' memory),\n"
+        << "   where a step moves T " << format_number(tp_big / 1e12, "%.2f") << " TB, P "
+        << format_number(pp_big / 1e9, "%.1f") << " GB and D " << format_number(dp_big / 1e9, "%.0f") << " GB per device:\n"
+        << model.text("   ") << "   T talks in every layer of every micro-batch: on the slow link it costs most, so TP stays\n"
+        << "   inside a node and D, which talks once a step, crosses nodes.\n\n";
+    Table nested({"part of the model", "X (4 devices)", "Y (4 devices)"});
+    nested.add({"embedding", "data parallelism (batch)", "vocabulary"});
+    nested.add({"encoder (MoE layers)", "pipeline stages", "experts"});
+    nested.add({"decoder (dense FFN)", "pipeline stages", "batch"});
+    nested.add({"softmax", "data parallelism (batch)", "vocabulary"});
+    out << "4. Article 002's nested 4x4 mesh (GSPMD's Transformer example), as a plan, not run: one mesh,\n"
+           "   each axis reused by each part of the model for what suits it:\n"
+        << nested.text("   ") << "\n";
+
+    // One Adam step against the unsharded model.
+    const ThreeDReference ref = three_d_reference(c, in, session.dtype());
+    Verdict grads, weights;
+    grads.name = "owned step-1 gradient rows = whole batch's";
+    weights.name = "W1, W2 shards after one Adam step = unsharded";
+    for (int id = 0; id < mesh.devices(); ++id) {
+      const auto k = mesh.coords(id);
+      const int d = k[0], p = k[1], t = k[2];
+      auto shard = [&](const Tensor& w, bool by_cols) -> Tensor {
+        return by_cols ? Tensor(xt::view(w, xt::all(), xt::range(t * hc, (t + 1) * hc)))
+                       : Tensor(xt::view(w, xt::range(t * hc, (t + 1) * hc), xt::all()));
+      };
+      auto own = [&](const Tensor& s) -> Tensor {
+        const std::size_t n = s.shape()[0] / c.data;
+        return xt::view(s, xt::range(d * n, (d + 1) * n), xt::all());
+      };
+      const Outputs& o = run.outputs[id];
+      const std::vector<std::pair<Verdict, Verdict*>> vs = {
+          {compare("dW1", o.at("dW1"), session.expected(own(shard(ref.g1[p], true)), own(shard(ref.g1_tol[p], true))),
+                   own(shard(ref.g1_tol[p], true))), &grads},
+          {compare("dW2", o.at("dW2"), session.expected(own(shard(ref.g2[p], false)), own(shard(ref.g2_tol[p], false))),
+                   own(shard(ref.g2_tol[p], false))), &grads},
+          {compare("W1", o.at("W1"), session.expected(shard(ref.w1[p], true), shard(ref.w1_tol[p], true)),
+                   shard(ref.w1_tol[p], true)), &weights},
+          {compare("W2", o.at("W2"), session.expected(shard(ref.w2[p], false), shard(ref.w2_tol[p], false)),
+                   shard(ref.w2_tol[p], false)), &weights}};
+      for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
+    }
+    report.checks.push_back(grads);
+    report.checks.push_back(weights);
+    out << "5. Verdict against the unsharded model (the whole batch, both stages, whole weights, one Adam step):\n";
+    for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
+    out << "\nTakeaway: 3D parallelism gives each axis one job: T splits layers (chatty: keep it on NVLink),\n"
+           "          P splits the depth (an activation per micro-batch), D splits the batch (once a step).\n"
+           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 8 --schedule 1f1b\n";
+    return session.finish();
+  });
+}

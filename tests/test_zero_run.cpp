@@ -1,0 +1,132 @@
+// harness/models/zero_run.cpp: article 004's three-layer model under plain DP and ZeRO 1-3.
+// Independent sources: the ring formulas for bytes, the calls each stage must make, Adam's first
+// step (lr times the gradient's sign), and the gradient's sign from central differences of a loss
+// written here apart.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "collectives/runtime.hpp"
+#include "core/error.hpp"
+#include "harness/models/zero_run.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+// L = (1/N) sum over devices of sum(y_d * R_d), y = tanh(tanh(x A) B) C, written out directly.
+double loss(const ZeroInputs& in, const std::array<Tensor, 3>& w) {
+  double total = 0;
+  const std::size_t n = in.x.size();
+  for (std::size_t d = 0; d < n; ++d) {
+    const auto& x = in.x[d];
+    const std::size_t b = x.shape()[0], D = x.shape()[1];
+    for (std::size_t i = 0; i < b; ++i) {
+      std::vector<double> h(D), g(D);
+      for (std::size_t j = 0; j < D; ++j) {
+        double s = 0;
+        for (std::size_t k = 0; k < D; ++k) s += x(i, k) * w[0](k, j);
+        h[j] = std::tanh(s);
+      }
+      for (std::size_t j = 0; j < D; ++j) {
+        double s = 0;
+        for (std::size_t k = 0; k < D; ++k) s += h[k] * w[1](k, j);
+        g[j] = std::tanh(s);
+      }
+      for (std::size_t j = 0; j < D; ++j) {
+        double y = 0;
+        for (std::size_t k = 0; k < D; ++k) y += g[k] * w[2](k, j);
+        total += y * in.r[d](i, j);
+      }
+    }
+  }
+  return total / static_cast<double>(n);
+}
+
+}  // namespace
+
+TEST_SUITE("zero_run") {
+
+TEST_CASE("zero_run: the layers must split over the devices") {
+  ZeroModel m;
+  CHECK_NOTHROW(zero_inputs(m, 3, 0));
+  CHECK_NOTHROW(zero_inputs(m, 4, 0));
+  try {
+    zero_inputs(m, 5, 0);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::not_divisible);
+    CHECK(std::string(e.what()).find("12 rows do not split over 5 devices") != std::string::npos);
+  }
+}
+
+TEST_CASE("zero_run: Adam's first step moves every weight by lr against its gradient's sign") {
+  ZeroModel m;
+  m.steps = 1;
+  const ZeroInputs in = zero_inputs(m, 3, 7);
+  const ZeroReference ref = zero_reference(m, in, DType::float64);
+  int checked = 0;
+  for (int k = 0; k < 3; ++k)
+    for (std::size_t e = 0; e < in.weights[k].size(); e += 7) {
+      auto plus = in.weights, minus = in.weights;
+      const double h = 1e-6;
+      plus[k].data()[e] += h;
+      minus[k].data()[e] -= h;
+      const double fd = (loss(in, plus) - loss(in, minus)) / (2 * h);
+      const double moved = ref.weights[k].data()[e] - in.weights[k].data()[e];
+      if (std::abs(fd) < 1e-6) continue;  // too near 0 to know its sign from differences
+      CAPTURE(k);
+      CAPTURE(e);
+      CHECK(moved == doctest::Approx(fd > 0 ? -m.adam.lr : m.adam.lr).epsilon(1e-4));
+      ++checked;
+    }
+  CHECK(checked > 50);
+}
+
+TEST_CASE("zero_run: every stage's calls, bytes by the ring formulas, and weights equal to the reference") {
+  ZeroModel m;
+  m.steps = 2;
+  const int n = 3;
+  const ZeroInputs in = zero_inputs(m, n, 3);
+  const ZeroReference ref = zero_reference(m, in, DType::float64);
+  const double p = 3.0 * 144, eb = 8;
+  // Calls per step on each device: op -> count.
+  const std::map<ZeroMode, std::map<std::string, int>> calls = {
+      {ZeroMode::dp, {{"all_reduce", 3}}},
+      {ZeroMode::zero1, {{"reduce_scatter", 3}, {"all_gather", 3}}},
+      {ZeroMode::zero2, {{"reduce_scatter", 3}, {"all_gather", 3}}},
+      {ZeroMode::zero3, {{"reduce_scatter", 3}, {"all_gather", 6}}}};
+  Runtime rt(Backend::sim, false, DType::float64);
+  for (const auto& [mode, want] : calls) {
+    CAPTURE(zero_mode_name(mode));
+    const RunResult r = rt.run(Mesh::parse("X=3"), zero_program(mode, m, in));
+    std::map<std::string, int> got;
+    double sent = 0;
+    for (const auto& row : r.ledger)
+      if (row.device == 0) {
+        got[row.op] += 1;
+        sent += static_cast<double>(row.bytes_sent);
+        CHECK(row.tensor.rfind(zero_mode_label(mode) + "_", 0) == 0);
+      }
+    for (auto& [op, count] : got) count /= m.steps;
+    CHECK(got == want);
+    const double ring = (n - 1.0) / n * p * eb;  // one ReduceScatter or AllGather of every weight
+    CHECK(sent / m.steps == (mode == ZeroMode::zero3 ? 3 : 2) * ring);
+    for (int d = 0; d < n; ++d)
+      for (int k = 0; k < 3; ++k) {
+        const Tensor& got_w = r.outputs[d].at(std::string(1, "ABC"[k]));
+        const Tensor want_w = mode == ZeroMode::zero3
+                                  ? Tensor(xt::view(ref.weights[k], xt::range(4 * d, 4 * d + 4), xt::all()))
+                                  : ref.weights[k];
+        REQUIRE(got_w.shape() == want_w.shape());
+        CHECK(xt::amax(xt::abs(got_w - want_w))() <= 1e-12);
+      }
+  }
+}
+
+}  // TEST_SUITE
