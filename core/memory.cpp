@@ -2,6 +2,11 @@
 
 #include <malloc.h>
 
+#include <fstream>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
 namespace shardlab {
 
 void keep_freed_memory(bool keep) {
@@ -17,6 +22,25 @@ void keep_freed_memory(bool keep) {
       mallopt(M_MMAP_THRESHOLD, keep ? 32 << 20 : 128 << 10) != 1)
     return;
   mallopt(M_TRIM_THRESHOLD, keep ? 1 << 30 : 128 << 10);
+}
+
+std::uint64_t available_memory_bytes() {
+  std::ifstream info("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (info >> key >> kib) {
+    std::getline(info, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint) {
+  const double available = static_cast<double>(available_memory_bytes());
+  if (available <= 0 || predicted_bytes <= available) return;
+  const auto gib = [](double b) { return format_number(b / (1024.0 * 1024 * 1024), "%.1f") + " GiB"; };
+  throw Error(ErrorKind::unsupported, what + " needs about " + gib(predicted_bytes) + ", more than the " + gib(available) +
+                                          " this machine has available; " + hint);
 }
 
 }  // namespace shardlab

@@ -5,6 +5,8 @@
 // at B=64,S=8,M=512,H=2048, best of 5): gspmd on 2x4 0.92-1.08 s before, 0.41 s with memory kept
 // (and the operand copies dropped from core/einsum.cpp's contract); pairwise and data alike.
 #pragma once
+#include <cstdint>
+#include <string>
 
 namespace shardlab {
 
@@ -13,5 +15,14 @@ namespace shardlab {
 // 128 KiB thresholds, but fixed (any mallopt turns off glibc's sliding threshold), for measuring
 // the difference. Process-wide; call it before devices start.
 void keep_freed_memory(bool keep = true);
+
+// The bytes this machine can still give (MemAvailable in /proc/meminfo, which counts reclaimable
+// cache), or 0 when it cannot be read.
+std::uint64_t available_memory_bytes();
+
+// Refuses (Error(unsupported), one sentence) a run whose predicted memory exceeds what the machine
+// has available, before anything is allocated: "<what> needs about 12.5 GiB, more than the 3.1 GiB
+// this machine has available; <hint>". Returns silently when the estimate fits or is unknown.
+void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint);
 
 }  // namespace shardlab

@@ -15,6 +15,8 @@ Mesh::Mesh(std::vector<std::string> names, std::vector<int> sizes)
   for (std::size_t i = 0; i < names_.size(); ++i) {
     if (!is_identifier(names_[i]))
       throw Error(ErrorKind::parse, "mesh axis name '" + names_[i] + "' is not a plain name (letters, digits, _)");
+    if (names_[i] == "_")
+      throw Error(ErrorKind::parse, "mesh axis name '_' is taken: in a spec, _ means a replicated dim; name the axis X, Y, data or similar");
     if (sizes_[i] < 1) throw Error(ErrorKind::parse, "mesh axis " + names_[i] + " has size " + std::to_string(sizes_[i]) + ", expected at least 1");
     for (std::size_t j = 0; j < i; ++j)
       if (names_[j] == names_[i]) throw Error(ErrorKind::duplicate_axis, "mesh axis " + names_[i] + " appears twice");

@@ -1,5 +1,10 @@
 #include "core/text.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -77,7 +82,26 @@ std::string format_number(double v, const char* printf_format) {
   return buf;
 }
 
+std::uint64_t input_file_size(const std::string& path, const std::string& what, std::uint64_t max_bytes) {
+  const std::string name = what + " " + (path.empty() ? "''" : path);
+  if (path.empty()) throw Error(ErrorKind::io, what + " is an empty file name; give the path of a file");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(ErrorKind::io, "cannot read " + name + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorKind::io, "cannot read " + name + ": it is a directory, not a file");
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::io, "cannot read " + name + ": it is " +
+                                   (S_ISFIFO(st.st_mode) ? "a pipe" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other special file") +
+                                   ", not a regular file; save the input to a file first");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes)
+    throw Error(ErrorKind::io, "cannot read " + name + ": it has " + std::to_string(size) + " bytes, more than the " +
+                                   std::to_string(max_bytes) + " this input may have");
+  return size;
+}
+
 std::string read_text_file(const std::string& path, const std::string& what) {
+  input_file_size(path, what, std::uint64_t{16} << 20);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(ErrorKind::io, "cannot read " + what + " " + path);
   std::ostringstream s;

@@ -1,5 +1,6 @@
 // Tiny text helpers for the parsers in core/.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,11 @@ std::string trim(const std::string& text);
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
 // One double through a printf format for a double: format_number(0.5, "%.2f") == "0.50".
 std::string format_number(double v, const char* printf_format);
-// The whole file; Error(io) "cannot read <what> <path>" when it cannot be opened.
+// The size in bytes of an input file that is safe to read whole: it must exist and be a regular
+// file (a FIFO would block forever, /dev/zero never ends, a directory has no bytes) of at most
+// max_bytes. Otherwise Error(io), one sentence naming <what> and the path.
+std::uint64_t input_file_size(const std::string& path, const std::string& what, std::uint64_t max_bytes);
+// The whole file (a regular file of at most 16 MiB); Error(io) naming <what> <path> otherwise.
 std::string read_text_file(const std::string& path, const std::string& what);
 // A whole positive integer; otherwise Error(parse): "<what> has 'x', expected a positive integer".
 long parse_positive(const std::string& text, const std::string& what);

@@ -2,6 +2,7 @@
 #include "harness/check/write_file.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -12,6 +13,8 @@
 #include <xtensor/xnpy.hpp>
 
 #include "core/error.hpp"
+#include "core/memory.hpp"
+#include "core/text.hpp"
 
 namespace shardlab {
 
@@ -83,16 +86,75 @@ double from_half(std::uint16_t bits) {
   return bits & 0x8000 ? -mag : mag;
 }
 
-NpyArray load_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io(path, "cannot open the file for reading");
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  const std::size_t total = bytes.str().size();
-  const std::string descr = descr_of(bytes.str());
+namespace {
+// Reads only the header (at most 1 MiB of the file) and checks its shape against the file's size
+// before anything the shape asks for is allocated: a zero dim, a shape whose byte count overflows,
+// or data shorter or longer than the shape is refused here.
+void check_header(const std::string& path, std::ifstream& in, std::uint64_t size) {
+  std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  const std::string descr = descr_of(head);
   if (!descr.empty() && !readable_descr(descr))
     throw io(path, "holds dtype '" + descr + "'; shardlab reads little-endian float16 (<f2), float32 (<f4) or float64 (<f8); " +
                        kNoBfloat16 + ", so save bfloat16 data as float32");
+  std::istringstream hs(head);
+  std::vector<std::size_t> shape;
+  std::string typestr;
+  bool fortran = false;
+  std::uint64_t data_start = 0;
+  try {
+    unsigned char major = 0, minor = 0;
+    xt::detail::read_magic(hs, &major, &minor);
+    if (major != 1 && major != 2) throw std::runtime_error("unsupported file format version");
+    const std::string header = major == 1 ? xt::detail::read_header_1_0(hs) : xt::detail::read_header_2_0(hs);
+    if (!hs) throw std::runtime_error("the header is cut short");
+    data_start = static_cast<std::uint64_t>(hs.tellg());
+    xt::detail::parse_header(header, typestr, &fortran, shape);
+  } catch (const std::exception& e) {
+    throw io(path, std::string("not a readable .npy file (") + e.what() + ")");
+  }
+  std::string dims;
+  for (std::size_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  dims = "(" + dims + (shape.size() == 1 ? ",)" : ")");
+  for (std::size_t d : shape)
+    if (d == 0) throw io(path, "has shape " + dims + " with a dim of size 0; shardlab needs every dim at least 1");
+  const std::uint64_t item = typestr == "<f2" ? 2 : typestr == "<f4" ? 4 : 8;
+  std::uint64_t bytes = item;
+  for (std::size_t d : shape)
+    if (d > (std::uint64_t{1} << 62) / bytes) throw io(path, "has shape " + dims + ", more bytes than any file holds; the header is corrupt");
+    else bytes *= d;
+  if (data_start + bytes > size)
+    throw io(path, "is shorter than its header says (shape " + dims + " needs " + std::to_string(bytes) + " bytes of data, the file has " +
+                       std::to_string(size - data_start) + "); the file is truncated");
+  if (data_start + bytes < size) throw io(path, "has bytes after the array's data");
+}
+
+// The first element that is NaN or infinite, refused with its index.
+void refuse_non_finite(const std::string& path, const Tensor& t) {
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const double v = t.data()[i];
+    if (std::isfinite(v)) continue;
+    std::string index;
+    std::size_t rest = i;
+    for (std::size_t d = t.dimension(); d-- > 0;) {
+      index = std::to_string(rest % t.shape()[d]) + (index.empty() ? "" : ", ") + index;
+      rest /= t.shape()[d];
+    }
+    throw io(path, "holds " + std::string(std::isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf") + " at index [" + index +
+                       "]; shardlab checks finite numbers only, so replace it");
+  }
+}
+}  // namespace
+
+NpyArray load_npy(const std::string& path) {
+  const std::uint64_t total = input_file_size(path, "the .npy file", std::numeric_limits<std::uint64_t>::max());
+  refuse_if_over_memory(2.0 * static_cast<double>(total), "reading " + path, "give a smaller input");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw io(path, "cannot open the file for reading");
+  check_header(path, in, total);
+  in.seekg(0);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
   // xnpy reads the header, then as many bytes as the header's shape asks for.
   xt::detail::npy_file file = [&] {
     try {
@@ -123,6 +185,7 @@ NpyArray load_npy(const std::string& path) {
   } else {
     throw io(path, "holds dtype '" + file.m_typestring + "'; shardlab reads float16 (<f2), float32 (<f4) or float64 (<f8)");
   }
+  refuse_non_finite(path, out.data);
   return out;
 }
 

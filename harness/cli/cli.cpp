@@ -1,5 +1,8 @@
 #include "harness/cli/cli.hpp"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -61,6 +64,7 @@ int Cli::parse(int argc, char** argv) {
     if (process_is_root()) std::cerr << impl_->app.get_name() << ": " << e.what() << " (see --help)\n";
     return 2;
   }
+  if (const int status = refuse_bad_values(impl_->app, impl_->app.get_name()); status >= 0) return status;
   if (!impl_->line_axis.empty() && impl_->app.count("--mesh") == 0 && line_devices(common, 0) > 0)
     common.mesh = impl_->line_axis + "=" + std::to_string(line_devices(common, 0));
   if (common.collectives != "ring" && common.collectives != "native") {
@@ -70,6 +74,59 @@ int Cli::parse(int argc, char** argv) {
     return 2;
   }
   return -1;
+}
+
+namespace {
+// What a typed value must look like, by CLI11's type name for the option: CLI11 2.1 reads integers
+// with strtoull/strtoll in base 0, so "-1" wraps to 2^64-1, "1e30" stops short, "010" is octal and
+// an overflow saturates; and it takes an empty string as a value. Returns the reason, or "".
+std::string bad_value(const std::string& type, const std::string& v) {
+  if (v.find_first_not_of(" \t") == std::string::npos) return "is empty; give a value";
+  const bool uint = type.rfind("UINT", 0) == 0, sint = !uint && type.rfind("INT", 0) == 0;
+  if (uint || sint) {
+    const std::size_t digits = v[0] == '-' && sint ? 1 : 0;
+    if (v[0] == '-' && uint) return "is '" + v + "'; it cannot be negative";
+    if (v.size() == digits || v.find_first_not_of("0123456789", digits) != std::string::npos)
+      return "is '" + v + "'; expected a whole number in decimal";
+    if (v.size() > digits + 1 && v[digits] == '0') return "is '" + v + "'; write it without leading zeros";
+    errno = 0;
+    if (uint) std::strtoull(v.c_str(), nullptr, 10);
+    else std::strtoll(v.c_str(), nullptr, 10);
+    if (errno == ERANGE) return "is '" + v + "'; it does not fit in " + (uint ? "64 bits" : "a signed 64-bit integer");
+  }
+  if (type.rfind("FLOAT", 0) == 0) {
+    char* end = nullptr;
+    errno = 0;
+    const double d = std::strtod(v.c_str(), &end);
+    if (*end != '\0' || errno == ERANGE || !std::isfinite(d)) return "is '" + v + "'; expected a finite number";
+  }
+  return "";
+}
+}  // namespace
+
+int refuse_bad_values(const CLI::App& app, const std::string& program) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0 || opt->get_type_size() == 0) continue;  // not given, or a flag
+    for (const std::string& v : opt->results()) {
+      const std::string why = bad_value(opt->get_type_name(), v);
+      if (why.empty()) continue;
+      if (process_is_root()) std::cerr << program << ": " << opt->get_name() << " " << why << " (see --help)\n";
+      return 2;
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands())  // the chosen ones
+    if (const int status = refuse_bad_values(*sub, program); status >= 0) return status;
+  return -1;
+}
+
+void at_least(CLI::Option* option, long lo) {
+  option->check(CLI::Validator(
+      [lo](std::string& v) {
+        char* end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        return *end == '\0' && n >= lo ? std::string() : "is '" + v + "'; give at least " + std::to_string(lo);
+      },
+      ">=" + std::to_string(lo)));
 }
 
 int line_devices(const CommonOptions& common, int fallback) {

@@ -8,7 +8,20 @@
 
 #include "harness/check/options.hpp"
 
+namespace CLI {
+class App;
+class Option;
+}
+
 namespace shardlab {
+
+// After CLI11 has parsed: refuses, with one sentence on stderr (root only) and status 2, any option
+// given an empty value, a negative or overflowing or non-decimal whole number, or a non-finite
+// number, in `app` and its chosen subcommands. Returns -1 when every value is well formed.
+int refuse_bad_values(const CLI::App& app, const std::string& program);
+
+// For an integer option: a CLI11 check that refuses a value below `lo` with "is 0; give at least 1".
+void at_least(CLI::Option* option, long lo);
 
 class Cli {
  public:

@@ -8,6 +8,7 @@
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/bench_memory.hpp"
 #include "harness/cli/bench_plan.hpp"
+#include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
 
 namespace shardlab {
@@ -29,8 +30,8 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--min", o->min, "smallest message in bytes (K, M, G suffixes)")->capture_default_str();
   c->add_option("--max", o->max, "largest message in bytes")->capture_default_str();
   c->add_option("--factor", o->factor, "each size is the previous times this")->capture_default_str();
-  c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)");
-  c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)");
+  at_least(c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)"), 1);
+  at_least(c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)"), 0);
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_option("--trace", o->trace, "also write every timed call's timeline here (Chrome Trace JSON)");
@@ -45,7 +46,7 @@ Command add_bench_command(CLI::App& app) {
   m->add_option("--dims", mo->dims, "FFN sizes B=..,S=..,M=..,H=..")->capture_default_str();
   m->add_option("--strategies", mo->strategies, "FFN strategies, comma separated (each on shardlab ffn's default mesh)")
       ->capture_default_str();
-  m->add_option("--iters", mo->iters, "timed steps per strategy and mode")->capture_default_str();
+  at_least(m->add_option("--iters", mo->iters, "timed steps per strategy and mode")->capture_default_str(), 1);
   m->add_flag("--json", mo->json, "print one JSON object instead of the table");
   auto fo = std::make_shared<FfnBenchOptions>();
   auto* f = bench->add_subcommand(

@@ -9,6 +9,7 @@
 #include <xtensor/xsort.hpp>
 
 #include "core/error.hpp"
+#include "core/memory.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
@@ -82,7 +83,8 @@ void add_common(CLI::App* c, ContractionOptions& o) {
 
 // A and B: from .npy files (checked against --shape / --dims when given) or random integers.
 struct Inputs {
-  Tensor a, b;
+  Tensor a, b;         // empty until fill_random() for random inputs
+  Shape shape_a, shape_b;
   std::string source;
   NpyType type = NpyType::float64;
 };
@@ -99,6 +101,10 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
     asked = {{'i', mkn[0]}, {'k', mkn[1]}, {'j', mkn[2]}};
   }
   if (o.einsum) asked = parse_dim_sizes(o.dims);
+  for (const auto& kv : asked)
+    if (eq.a.find(kv.first) == std::string::npos && eq.b.find(kv.first) == std::string::npos)
+      throw Error(ErrorKind::parse, "--dims gives " + std::string(1, kv.first) + "=" + std::to_string(kv.second) +
+                                        ", but " + eq.text() + " has no dim " + std::string(1, kv.first));
   if (!o.a_in.empty()) {
     NpyArray a = load_npy(o.a_in), b = load_npy(o.b_in);
     const DimSizes got = eq.sizes(shape_of(a.data), shape_of(b.data));
@@ -109,6 +115,8 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
                                                   std::to_string(size));
     in.a = std::move(a.data);
     in.b = std::move(b.data);
+    in.shape_a = shape_of(in.a);
+    in.shape_b = shape_of(in.b);
     in.type = std::max(a.type, b.type);  // the wider of the two (NpyType lists them narrowest first)
     in.source = o.a_in + ", " + o.b_in;
     return in;
@@ -117,10 +125,32 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
     if (o.einsum) throw Error(ErrorKind::parse, "give --dims (like b=8,s=4,m=16,h=32) or --a-in and --b-in");
     asked = {{'i', 4}, {'k', 16}, {'j', 4}};
   }
-  in.a = random_integers(shape_for(eq.a, asked), o.common.seed, -4, 4);
-  in.b = random_integers(shape_for(eq.b, asked), o.common.seed + 1, -4, 4);
+  in.shape_a = shape_for(eq.a, asked);
+  in.shape_b = shape_for(eq.b, asked);
   in.source = "random integers in [-4, 4], seed " + std::to_string(o.common.seed);
   return in;
+}
+
+// Random inputs are made only once the run is known to fit: --plan-only never allocates them.
+void fill_random(Inputs& in, std::uint64_t seed) {
+  if (in.a.dimension() > 0 || in.source.rfind("random", 0) != 0) return;  // a default xarray is a 0-d scalar
+  in.a = random_integers(in.shape_a, seed, -4, 4);
+  in.b = random_integers(in.shape_b, seed + 1, -4, 4);
+}
+
+double elements(const Shape& s) {
+  double n = 1;
+  for (std::size_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// What a run holds at once, in bytes: the inputs (float64, and their rounded copies), on the root
+// the reference and the assembled result (and the broadcast reference's table of products), and
+// every device in this process its blocks as stored and as multiplied.
+double predicted_run_bytes(const Plan& plan, const Inputs& in, double terms, bool broadcast, int devices_here) {
+  const double out = elements(plan.out_shape);
+  return 8 * 2 * (elements(in.shape_a) + elements(in.shape_b)) + 8 * 2 * out + (broadcast ? 8 * terms : 0) +
+         devices_here * static_cast<double>(plan.stored_bytes() + plan.working_bytes());
 }
 
 int run_contraction(const ContractionOptions& o) {
@@ -136,9 +166,6 @@ int run_contraction(const ContractionOptions& o) {
   std::optional<Spec> so;
   if (!o.out_spec.empty()) so = Spec::parse(o.out_spec);
   Inputs in = read_inputs(o, eq);
-  // Held as the element type holds them: the reference then starts from the same numbers.
-  in.a = rounded(in.a, session.dtype());
-  in.b = rounded(in.b, session.dtype());
   // The written file's type: --out-dtype; else the inputs' type when they came from .npy files;
   // else --dtype's, with float32 for bfloat16 (numpy has none, and float32 holds every bfloat16
   // value exactly).
@@ -155,7 +182,7 @@ int run_contraction(const ContractionOptions& o) {
   const std::string result = trim(names[2]);
   if (o.plan != "search" && o.plan != "article")
     throw Error(ErrorKind::parse, "--plan is '" + o.plan + "'; use search (the fewest bytes) or article (the articles' rules)");
-  const Operand op_a{trim(names[0]), sa, shape_of(in.a)}, op_b{trim(names[1]), sb, shape_of(in.b)};
+  const Operand op_a{trim(names[0]), sa, in.shape_a}, op_b{trim(names[1]), sb, in.shape_b};
   if (o.objective != "bytes" && o.objective != "time")
     throw Error(ErrorKind::parse, "--objective is '" + o.objective + "'; use bytes or time (with --preset)");
   if (o.objective == "time" && o.preset.empty())
@@ -169,9 +196,15 @@ int run_contraction(const ContractionOptions& o) {
   popts.time_on = hw;
   const SearchResult found = o.plan == "search" ? search_contraction(eq, mesh, op_a, op_b, so, popts) : SearchResult{};
   const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, op_a, op_b, so, popts);
+  double terms = 1;
+  for (const auto& kv : eq.sizes(in.shape_a, in.shape_b)) terms *= static_cast<double>(kv.second);
+  const bool broadcast = terms <= kBroadcastLimit;
+  if (!o.plan_only)  // before any output
+    refuse_if_over_memory(predicted_run_bytes(plan, in, terms, broadcast, o.common.backend == "mpi" ? 1 : mesh.devices()),
+                          "this run", "see its plan with --plan-only, or give smaller sizes");
   auto& out = session.out();
   out << "shardlab " << (o.einsum ? "einsum " : "matmul ") << eq.text() << ": " << plan.a.name << " "
-      << shape_text(shape_of(in.a)) << ", " << plan.b.name << " " << shape_text(shape_of(in.b)) << " (" << in.source << ") on mesh " << mesh.text() << ", "
+      << shape_text(in.shape_a) << ", " << plan.b.name << " " << shape_text(in.shape_b) << " (" << in.source << ") on mesh " << mesh.text() << ", "
       << o.common.backend << " backend\n\n"
       << plan_text(plan) << "\n";
   auto& rep = session.report();
@@ -224,16 +257,21 @@ int run_contraction(const ContractionOptions& o) {
     return 0;
   }
 
+  // Reference: the broadcast-and-sum einsum, independent of BLAS, when its table of products fits.
+  fill_random(in, o.common.seed);
+  // Held as the element type holds them: the reference then starts from the same numbers.
+  in.a = rounded(in.a, session.dtype());
+  in.b = rounded(in.b, session.dtype());
+  for (const Tensor* t : {&in.a, &in.b})
+    if (!xt::all(xt::isfinite(*t)))
+      throw Error(ErrorKind::parse, "an input value in " + in.source + " is too large for " + o.common.dtype +
+                                        " (it rounds to inf); use --dtype float64 or smaller inputs");
   RunResult run = session.run(plan_program(plan, in.a, in.b));
   int io_status = 0;  // a failed write is bad setup (2) on every rank, not a failed verdict
   if (session.runtime().is_root()) {
     std::vector<Tensor> blocks;
     for (auto& d : run.outputs) blocks.push_back(d.at(result));
     const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, result);
-    // Reference: the broadcast-and-sum einsum, independent of BLAS, when its table of products fits.
-    double terms = 1;
-    for (const auto& kv : eq.sizes(shape_of(in.a), shape_of(in.b))) terms *= static_cast<double>(kv.second);
-    const bool broadcast = terms <= kBroadcastLimit;
     const Tensor want = session.expected(broadcast ? reference_einsum(eq, in.a, in.b) : contract(eq, in.a, in.b));
     // Each element of C sums the same products in both computations, in different orders.
     std::size_t summed = 1;
@@ -244,6 +282,12 @@ int run_contraction(const ContractionOptions& o) {
     const double tol = integers ? integer_sum_tolerance(summed, term, session.dtype(), mesh.devices())
                                 : reduction_tolerance(summed, term, session.dtype(), mesh.devices());
     Verdict v = compare(result, got.tensor, want, tol);
+    if (!xt::all(xt::isfinite(want))) {  // the inputs are finite: the sums overflowed the type
+      v.pass = false;
+      v.detail = "the unsharded " + result + " overflows " + o.common.dtype +
+                 " (it holds inf or NaN), so nothing is checked; use smaller inputs" +
+                 (session.dtype() == DType::float64 ? "" : " or --dtype float64");
+    }
     if (!got.replicas_agree) {
       v.pass = false;
       v.detail = got.disagreement + (v.detail.empty() ? "" : "; " + v.detail);

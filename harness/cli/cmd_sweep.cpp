@@ -1,6 +1,7 @@
 #include "harness/cli/cmd_sweep.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "collectives/mpi.hpp"
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/cost/bench.hpp"
 #include "harness/cost/cost.hpp"
@@ -68,6 +70,14 @@ int run_sweep(const SweepOptions& o) {
     what.push_back(trim(w));
   }
   auto wants = [&](const std::string& w) { return std::find(what.begin(), what.end(), w) != what.end(); };
+  const int processes = launched_processes(), cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (backend == Backend::mpi && processes == 0)
+    throw Error(ErrorKind::world_size, "--backend mpi measures processes started by mpiexec; run mpiexec -n 2 "
+                                       "build/bin/shardlab sweep --what " + o.what + " --backend mpi");
+  if (backend == Backend::mpi && wants("machine") && processes > cores)
+    throw Error(ErrorKind::world_size, "--what machine under " + std::to_string(processes) + " processes on " +
+                                           std::to_string(cores) + " cores would fit waiting, not the link; run it with mpiexec -n " +
+                                           std::to_string(std::min(cores, 2)));
   // Everything that can fail on bad input runs before anything is written.
   const std::vector<Hardware> presets = presets_with_machine(o.machine);
   const Hardware& machine = hardware_preset("this-machine", presets);
@@ -175,7 +185,7 @@ Command add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--min", o->min, "busbw: smallest message (K, M, G suffixes)")->capture_default_str();
   c->add_option("--max", o->max, "busbw: largest message")->capture_default_str();
-  c->add_option("--iters", o->iters, "busbw: timed calls per size (default as bench collectives)");
+  at_least(c->add_option("--iters", o->iters, "busbw: timed calls per size (default as bench collectives)"), 1);
   c->add_option("--machine", o->machine,
                 "share and busbw: the this-machine preset's figures from this machine.dat (written by --what machine)");
   c->add_option("--bench-csv", o->bench_csv, "busbw: read this `shardlab bench collectives --csv` file instead of running");

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     if (process_is_root()) std::cerr << "shardlab: " << e.what() << " (see shardlab --help)\n";
     return 2;
   }
+  if (const int status = refuse_bad_values(app, "shardlab"); status >= 0) return status;
   return guarded([&] {
     if (*bench.app) return bench.run();
     if (*cost.app) return cost.run();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "collectives/runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
+#include "core/memory.hpp"
 #include "core/trace.hpp"
 #include "core/mesh.hpp"
 #include "core/text.hpp"
@@ -272,8 +274,10 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
                             : unit == "M" || unit == "MiB" ? 1024 * 1024
                             : unit == "G" || unit == "GiB" ? std::size_t{1} << 30
                                                            : 0;
-  if (!used || !scale || text[0] == '-')
+  if (!used || !scale || text[0] == '-' || !std::isdigit(static_cast<unsigned char>(text[0])))
     throw Error(ErrorKind::parse, what + " is '" + text + "'; give bytes such as 4096, 64K, 16M or 1G");
+  if (v > (std::size_t{1} << 50) / scale)
+    throw Error(ErrorKind::parse, what + " is '" + text + "', more than 1 PiB; give bytes such as 4096, 64K, 16M or 1G");
   return v * scale;
 }
 
@@ -391,6 +395,9 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const Backend backend = parse_backend(o.backend);
   const DType dtype = parse_dtype(o.dtype);
   const std::size_t eb = element_bytes(dtype);
+  if (backend == Backend::mpi && launched_processes() == 0)  // else a "group" of one process is timed
+    throw Error(ErrorKind::world_size, "--backend mpi times processes started by mpiexec; run it as mpiexec -n 2 "
+                                       "build/bin/shardlab ... --backend mpi");
   Runtime rt(backend, false, dtype);
   const Mesh mesh = Mesh::parse(o.mesh.empty() ? "X=" + std::to_string(backend == Backend::mpi ? mpi::world_size() : 2)
                                                : o.mesh);
@@ -407,6 +414,9 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const std::vector<std::size_t> bytes = sizes(o);
   const int n = mesh.axes_size(axes), here = local_devices(rt, mesh);
   const bool crowded = here > cores();
+  // Each device here holds its input, its output, the expected values and a ring buffer: about 4x.
+  refuse_if_over_memory(4.0 * static_cast<double>(bytes.back()) * here, "bench collectives up to --max " + o.max,
+                        "give a smaller --max");
   const int iters = o.iters >= 1 ? o.iters : crowded ? 2 : 20, warmup = o.warmup >= 0 ? o.warmup : crowded ? 1 : 5;
   const bool native = backend == Backend::mpi;
   if (dtype == DType::bfloat16 && n > 15)
@@ -610,17 +620,18 @@ std::string bench_csv(const BenchResult& result) {
 }
 
 int bench_collectives(const BenchOptions& options) {
+  if (!options.csv.empty()) check_writable(options.csv, "--csv");  // every rank: all refuse alike
   const BenchResult result = run_collectives_bench(options);
   const bool root = process_is_root();
   int status = 0;
   if (root) {
     std::cout << bench_table(result) << std::flush;
     if (!options.csv.empty()) {
-      std::ofstream f(options.csv);
-      f << bench_csv(result);
-      if (!f) {
-        std::cerr << "error: cannot write " << options.csv << "\n";
-        status = 2;
+      try {  // whole or not at all: a full disk leaves the old file (or none), never a partial one
+        write_file_whole(options.csv, "--csv", [&](std::ostream& f) { f << bench_csv(result); });
+      } catch (const Error& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        status = 3;
       }
     }
     if (status == 0 && result.wrong() > 0) status = 1;

@@ -15,6 +15,7 @@
 #include "core/memory.hpp"
 #include "core/einsum.hpp"
 #include "core/error.hpp"
+#include "harness/check/write_file.hpp"
 #include "core/text.hpp"
 #include "harness/cost/bench.hpp"
 #include "harness/cost/cost.hpp"
@@ -535,6 +536,8 @@ std::vector<std::string> write_dat_files(const std::string& dir, const std::vect
   auto drop_temps = [&] {
     for (const auto& t : temps) fs::remove(t, ec);
   };
+  for (const auto& t : tables)  // first: never rename over a device node or a directory
+    check_writable((fs::path(dir) / (t.name + ".dat")).string(), "sweep table");
   for (const auto& t : tables) {
     const std::string final_path = (fs::path(dir) / (t.name + ".dat")).string();
     const std::string temp = (fs::path(dir) / ("." + t.name + ".dat.tmp." + std::to_string(::getpid()))).string();
