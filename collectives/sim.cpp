@@ -10,15 +10,13 @@
 namespace shardlab {
 
 SimWorld::SimWorld(int devices)
-    : n_(devices), wake_(devices), box_(static_cast<std::size_t>(devices) * devices), activity_(devices, "startup"),
+    : n_(devices), wake_(devices), box_(devices), activity_(devices, "startup"),
       waiting_on_(devices, -1), waiting_for_(devices, Wait::none), waiting_channel_(devices, Channel::data),
       awaited_(devices, nullptr),
       finished_(devices, false),
       poll_(devices <= static_cast<int>(std::thread::hardware_concurrency()) ? 2000 : 50) {
-  const std::size_t boxes = static_cast<std::size_t>(devices) * devices;
-  posted_.reset(new std::atomic<std::size_t>[boxes]);
-  for (std::size_t i = 0; i < boxes; ++i) posted_[i].store(0);
-  taken_.assign(boxes, 0);
+  posted_.reset(new std::atomic<std::size_t>[devices]);
+  for (int i = 0; i < devices; ++i) posted_[i].store(0);
 }
 
 SimWorld::Buffer SimWorld::buffer_locked(std::size_t bytes) {
@@ -79,8 +77,8 @@ void SimWorld::post(int src, int dst, Channel ch, const void* data, std::size_t 
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};
-  box_[static_cast<std::size_t>(dst) * n_ + src].push_back(std::move(m));
-  posted_[static_cast<std::size_t>(dst) * n_ + src].fetch_add(1, std::memory_order_release);
+  box_[dst][src].push_back(std::move(m));
+  posted_[dst].fetch_add(1, std::memory_order_release);
   wake_[dst].notify_one();
 }
 
@@ -95,14 +93,13 @@ auto first_of(Box& box, Channel ch) {
 }  // namespace
 
 void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Delivery& to) {
-  const std::size_t at = static_cast<std::size_t>(dst) * n_ + src;
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};  // a lent buffer in the box may be gone
-  auto& box = box_[at];
+  auto& box = box_[dst][src];     // a reference into an unordered_map stays valid as it grows
   if (first_of(box, ch) == box.end()) {
-    const std::size_t seen = taken_[at];
+    const std::size_t seen = posted_[dst].load(std::memory_order_relaxed);
     lock.unlock();
-    poll_briefly(poll_, [&] { return posted_[at].load(std::memory_order_acquire) != seen; });
+    poll_briefly(poll_, [&] { return posted_[dst].load(std::memory_order_acquire) != seen; });
     lock.lock();
   }
   waiting_on_[dst] = src;
@@ -121,7 +118,6 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   const auto it = first_of(box, ch);
   Message m = std::move(*it);
   box.erase(it);
-  ++taken_[at];
   // Data moves only between devices in the same call: a ring of these checks (every member takes
   // from the one before it) is the signature exchange MPI does with a message of its own.
   if (to.activity && m.channel == ch && m.activity != *to.activity) {
@@ -178,7 +174,7 @@ void SimWorld::settle(int src, int dst, Receipt& r) {
   std::unique_lock<std::mutex> lock(mu_);
   while (r.state.load(std::memory_order_relaxed) == 1) wake_[src].wait(lock);
   // Never read: take it back, so nobody finds a pointer into a frame that is unwinding.
-  auto& box = box_[static_cast<std::size_t>(dst) * n_ + src];
+  auto& box = box_[dst][src];
   box.erase(std::remove_if(box.begin(), box.end(), [&](const Message& m) { return m.receipt == &r; }), box.end());
 }
 
@@ -237,8 +233,8 @@ bool SimWorld::all_stuck_locked() const {
     switch (waiting_for_[d]) {
       case Wait::none: return false;
       case Wait::message: {
-        const auto& box = box_[static_cast<std::size_t>(d) * n_ + waiting_on_[d]];
-        if (first_of(box, waiting_channel_[d]) != box.end()) return false;
+        const auto box = box_[d].find(waiting_on_[d]);
+        if (box != box_[d].end() && first_of(box->second, waiting_channel_[d]) != box->second.end()) return false;
         break;
       }
       case Wait::receipt:

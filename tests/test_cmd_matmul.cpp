@@ -227,7 +227,7 @@ TEST_SUITE("cmd_matmul") {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"matmul --a-spec _,Q --b-spec Y,_", "no such axis"},
         {"matmul --a-spec _,Y --b-spec Y,_ --shape 4,6,4", "not divisible"},
-        {"matmul --a-spec _,Y --b-spec Y,_ --a-in /nonexistent/a.npy --b-in " + b_in, "cannot open"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --a-in /nonexistent/a.npy --b-in " + b_in, "No such file"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in, "size 16 in A but 12 in B"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in, "give both --a-in and --b-in"},
         {"matmul --a-spec _,Y --b-spec Y,_ --out /nonexistent_dir/c.npy", "directory /nonexistent_dir does not exist"},

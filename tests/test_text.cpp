@@ -102,6 +102,6 @@ TEST_CASE("read_text_file: the whole file, or an io error naming what and where"
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::io);
-    CHECK(std::string(e.what()) == "cannot read --bench-csv /nonexistent/f.csv");
+    CHECK(std::string(e.what()) == "cannot read --bench-csv /nonexistent/f.csv: No such file or directory");
   }
 }

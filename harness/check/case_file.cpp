@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <toml++/toml.h>
@@ -117,11 +118,13 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     c.backward = *n->value<bool>();
     c.backward_line = Reader::line_of(*n);
   }
+  std::map<char, int> dim_lines;
   for (const auto& [k, v] : r.table(r.need(root, "dims", "a case file"), "dims")) {
     const std::string letter(k.str());
     if (letter.size() != 1 || !std::islower(static_cast<unsigned char>(letter[0])))
       r.fail(Reader::line_of(v), "dims names '" + letter + "': a dim is one lower-case letter");
     p.sizes[letter[0]] = static_cast<std::size_t>(r.integer(v, "dim " + letter, 1));
+    dim_lines[letter[0]] = Reader::line_of(v);
   }
   // toml++ keeps a table's keys sorted; the program lists inputs in the order the file writes them.
   std::vector<std::pair<toml::source_position, std::string>> order;
@@ -161,6 +164,13 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     }
     p.ops.push_back(op);
   }
+  // A size for a dim nothing uses is a typo or a leftover: say so rather than ignore it.
+  std::string used;
+  for (const auto& input : p.inputs) used += input.second;
+  for (const auto& op : p.ops) used += op.eq + op.to;
+  for (const auto& [letter, line] : dim_lines)
+    if (used.find(letter) == std::string::npos)
+      r.fail(line, "dims gives " + std::string(1, letter) + ", but no input or op uses a dim " + std::string(1, letter));
   p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");
   if (const auto* n = root.get("measured")) {
     const toml::table& m = r.table(*n, "measured");

@@ -29,6 +29,8 @@ struct NpyArray {
 };
 
 NpyArray load_npy(const std::string& path);
+// Refuses an input holding NaN or an infinity: Error(io) naming the file and the first such index.
+void refuse_non_finite(const std::string& path, const Tensor& t);
 // Checks, before any work, that save_npy could write `path`: its directory exists and is
 // writable, and `path` is not a directory or any other file that is not a regular one (renaming
 // over /dev/full would replace the device). Error(io) otherwise; nothing is created.

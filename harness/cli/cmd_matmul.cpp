@@ -107,6 +107,8 @@ Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
                                         ", but " + eq.text() + " has no dim " + std::string(1, kv.first));
   if (!o.a_in.empty()) {
     NpyArray a = load_npy(o.a_in), b = load_npy(o.b_in);
+    refuse_non_finite(o.a_in, a.data);
+    refuse_non_finite(o.b_in, b.data);
     const DimSizes got = eq.sizes(shape_of(a.data), shape_of(b.data));
     for (const auto& [letter, size] : asked)
       if (got.count(letter) && got.at(letter) != size)
@@ -202,6 +204,16 @@ int run_contraction(const ContractionOptions& o) {
   if (!o.plan_only)  // before any output
     refuse_if_over_memory(predicted_run_bytes(plan, in, terms, broadcast, o.common.backend == "mpi" ? 1 : mesh.devices()),
                           "this run", "see its plan with --plan-only, or give smaller sizes");
+  if (!o.plan_only) {
+    fill_random(in, o.common.seed);
+    // Held as the element type holds them: the reference then starts from the same numbers.
+    in.a = rounded(in.a, session.dtype());
+    in.b = rounded(in.b, session.dtype());
+    for (const Tensor* t : {&in.a, &in.b})
+      if (!xt::all(xt::isfinite(*t)))
+        throw Error(ErrorKind::parse, "an input value in " + in.source + " is too large for " + o.common.dtype +
+                                          " (it rounds to inf); use --dtype float64 or smaller inputs");
+  }
   auto& out = session.out();
   out << "shardlab " << (o.einsum ? "einsum " : "matmul ") << eq.text() << ": " << plan.a.name << " "
       << shape_text(in.shape_a) << ", " << plan.b.name << " " << shape_text(in.shape_b) << " (" << in.source << ") on mesh " << mesh.text() << ", "
@@ -258,14 +270,6 @@ int run_contraction(const ContractionOptions& o) {
   }
 
   // Reference: the broadcast-and-sum einsum, independent of BLAS, when its table of products fits.
-  fill_random(in, o.common.seed);
-  // Held as the element type holds them: the reference then starts from the same numbers.
-  in.a = rounded(in.a, session.dtype());
-  in.b = rounded(in.b, session.dtype());
-  for (const Tensor* t : {&in.a, &in.b})
-    if (!xt::all(xt::isfinite(*t)))
-      throw Error(ErrorKind::parse, "an input value in " + in.source + " is too large for " + o.common.dtype +
-                                        " (it rounds to inf); use --dtype float64 or smaller inputs");
   RunResult run = session.run(plan_program(plan, in.a, in.b));
   int io_status = 0;  // a failed write is bad setup (2) on every rank, not a failed verdict
   if (session.runtime().is_root()) {

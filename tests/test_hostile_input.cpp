@@ -1,0 +1,326 @@
+// The hostile-input suite: hundreds of bad command lines, generated over meshes, specs, dims,
+// .npy headers and data, option values and case files, run against the built binaries. Each must
+// be refused the same way: exit 2, exactly one line on stderr, nothing on stdout, and no file
+// left where an output was asked for (the scratch directory stays empty).
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+namespace {
+
+std::string scratch() {
+  static const std::string dir = [] {
+    const std::string d = "/tmp/shardlab_hostile_" + std::to_string(::getpid());
+    ::mkdir(d.c_str(), 0755);
+    ::mkdir((d + "/in").c_str(), 0755);
+    ::mkdir((d + "/out").c_str(), 0755);
+    return d;
+  }();
+  return dir;
+}
+
+// Removes the scratch directory when the test binary exits.
+struct RemoveScratch {
+  ~RemoveScratch() {
+    const std::string d = "/tmp/shardlab_hostile_" + std::to_string(::getpid());
+    if (::access(d.c_str(), F_OK) == 0) std::system(("rm -rf " + d).c_str());
+  }
+} remove_scratch;
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A .npy file: magic, version 1, the header padded to 64 bytes, then `data`.
+std::string npy(const std::string& header, const std::string& data, const std::string& version = std::string("\x01\x00", 2)) {
+  std::string h = header;
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::string out = "\x93NUMPY" + version;
+  out += static_cast<char>(h.size() & 0xff);
+  out += static_cast<char>(h.size() >> 8);
+  return out + h + data;
+}
+
+std::string doubles(std::initializer_list<double> v) {
+  std::string s;
+  for (double d : v) s.append(reinterpret_cast<const char*>(&d), sizeof d);
+  return s;
+}
+
+std::string ones(std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += doubles({1.0});
+  return s;
+}
+
+std::string f8(const std::string& shape) { return "{'descr': '<f8', 'fortran_order': False, 'shape': " + shape + ", }"; }
+
+// Runs every case; reports each failure with its command line.
+void refuse_all(const std::vector<std::string>& commands) {
+  const std::string out_dir = scratch() + "/out";
+  int failed = 0;
+  for (const auto& c : commands) {
+    const auto r = run_binary(c);
+    const bool ok = r.status == 2 && count_lines(r.err) == 1 && r.out.empty() && entries(out_dir).empty();
+    if (!ok && ++failed <= 20) {
+      CAPTURE(c);
+      CAPTURE(r.status);
+      CAPTURE(r.err);
+      CAPTURE(r.out.substr(0, 300));
+      CHECK(ok);
+    }
+    for (const auto& e : entries(out_dir)) std::remove((out_dir + "/" + e).c_str());
+  }
+  MESSAGE(commands.size() << " bad inputs, " << failed << " not refused as they should be");
+  CHECK(failed == 0);
+}
+
+const char* const kLessons[] = {"01_mesh_and_layout", "03_dot_product_and_matmul", "07_full_sharding",
+                                "08_gspmd_ffn",       "10_pairwise_backward",      "12_attention",
+                                "14_data_parallel",   "16_pipeline",               "17_3d_parallelism"};
+
+}  // namespace
+
+TEST_SUITE("hostile input") {
+  TEST_CASE("meshes: every malformed --mesh is one sentence and exit 2, on lessons and shardlab") {
+    const std::vector<std::string> meshes = {
+        "''",         "' '",        "X",           "X=",          "=2",         "X=0",          "X=-1",
+        "X=2,X=2",    "_=2",        "X=2,Y=",      "2x",          "x2",         "X=99999999999", "X=1e3",
+        "X=2\\;Y=4",  "X=4096,Y=2", "X=2,,Y=2",    "X=abc",       "0x4",        "64x65x2",      "X=2.5",
+        "'X Y=2'",    "X=+2",       "X=0x10",      "1-2=2",       "X=2,Y=4,",   "',X=2'",       "X==2"};
+    std::vector<std::string> commands;
+    for (const auto& m : meshes) {
+      for (const char* lesson : kLessons) commands.push_back(std::string(lesson) + " --mesh " + m);
+      commands.push_back("shardlab matmul --a-spec _,_ --b-spec _,_ --mesh " + m + " --out " + scratch() + "/out/c.npy");
+      commands.push_back("shardlab ffn --mesh " + m);
+    }
+    refuse_all(commands);
+  }
+
+  TEST_CASE("specs and mappings: malformed or unfitting specs are refused") {
+    const std::vector<std::string> specs = {"''",      "X",       "X,Y,Z",  "Q,_",     "X,X",     "_,_{",     "{U_X}",
+                                            "X+Y,_",   "'(X,_'",  "'_,Y)'",   "x,_",     "X,_{U_X}", "_,_{U_Q}", "',_'",
+                                            "_,,",     "X Y",     "_,_{U}", "'(X,X),_'", "1,_",     "_,-"};
+    std::vector<std::string> commands;
+    const std::string out = " --mesh X=2,Y=2 --out " + scratch() + "/out/c.npy";
+    for (const auto& s : specs) {
+      commands.push_back("shardlab matmul --a-spec " + s + " --b-spec _,_" + out);
+      commands.push_back("shardlab matmul --a-spec _,_ --b-spec " + s + out);
+      commands.push_back("shardlab matmul --a-spec _,_ --b-spec _,_ --out-spec " + s + out);
+      commands.push_back("shardlab einsum ij,jk-\\>ik --specs " + s + " _,_ --dims i=4,j=4,k=4" + out);
+    }
+    for (const std::string m : {"''", "x", "x:", ":X", "input_rows:Q", "input_rows:X,input_rows:X", "nonsense:X"})
+      commands.push_back("02_reduction_allreduce --mapping " + m);
+    refuse_all(commands);
+  }
+
+  TEST_CASE("dims and shapes: zero, negative, huge, unused or malformed sizes are refused") {
+    const std::vector<std::string> dims = {"''",         "i=0",         "i=-1",      "i=1e3",     "z=3",      "i",
+                                           "=3",         "i=2,i=3",     "i=4,j=4",   "i=99999999999999999999", "'i=4;j=4'",
+                                           "i=4,j=4,k=4,q=2", "i=x",    "I=4",       "i=4,,j=4",  "i=100000,j=100000,k=100000"};
+    std::vector<std::string> commands;
+    for (const auto& d : dims)
+      commands.push_back("shardlab einsum ij,jk-\\>ik --specs _,_ _,_ --dims " + d + " --out " + scratch() + "/out/c.npy");
+    for (const std::string s : {"''", "0,4,4", "4,0,4", "4,4,0", "-1,4,4", "4,4", "4,4,4,4", "a,b,c", "1e3,4,4",
+                                "100000,100000,100000", "99999999999999999999,4,4"})
+      commands.push_back("shardlab matmul --a-spec _,_ --b-spec _,_ --shape " + s + " --out " + scratch() + "/out/c.npy");
+    for (const std::string d : {"''", "B=0,S=4,M=16,H=64", "B=-8,S=4,M=16,H=64", "Q=2",
+                                "B=100000,S=100000,M=1000,H=1000", "B=8,S=4,M=16,H=64,Z=2"})
+      commands.push_back("shardlab ffn --dims " + d);
+    refuse_all(commands);
+  }
+
+  TEST_CASE(".npy inputs: bad headers and data, special files, non-finite values") {
+    const std::string in = scratch() + "/in/";
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"empty", ""},
+        {"magic", "hello, not numpy at all, not even close, really not"},
+        {"version3", npy(f8("(4, 4)"), ones(16), std::string("\x03\x00", 2))},
+        {"i4", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (4, 4), }", std::string(64, '\0'))},
+        {"big_endian", npy("{'descr': '>f8', 'fortran_order': False, 'shape': (4, 4), }", ones(16))},
+        {"fortran", npy("{'descr': '<f8', 'fortran_order': True, 'shape': (4, 4), }", ones(16))},
+        {"zero_rows", npy(f8("(0, 4)"), "")},
+        {"zero_cols", npy(f8("(4, 0)"), "")},
+        {"overflow", npy(f8("(4294967296, 4294967296)"), ones(4))},
+        {"overflow3", npy(f8("(2097152, 2097152, 2097152)"), ones(4))},
+        {"truncated", npy(f8("(4, 4)"), ones(10))},
+        {"trailing", npy(f8("(4, 4)"), ones(16) + "xx")},
+        {"nan", npy(f8("(4, 4)"), ones(5) + doubles({0.0 / 0.0}) + ones(10))},
+        {"inf", npy(f8("(4, 4)"), doubles({1.0 / 0.0}) + ones(15))},
+        {"neg_inf", npy(f8("(4, 4)"), ones(15) + doubles({-1.0 / 0.0}))},
+        {"huge_for_f32", npy(f8("(4, 4)"), doubles({1e39}) + ones(15))},
+        {"rank3", npy(f8("(2, 2, 4)"), ones(16))},
+        {"no_shape", npy("{'descr': '<f8', 'fortran_order': False, }", ones(16))},
+        {"bad_shape", npy(f8("(4, x)"), ones(16))},
+        {"negative_dim", npy(f8("(-4, 4)"), ones(16))},
+        {"header_cut", std::string("\x93NUMPY\x01\x00\xff\x00{'descr'", 18)},
+    };
+    const std::string ok = in + "ok.npy";
+    write(ok, npy(f8("(4, 4)"), ones(16)));
+    const std::string fifo = in + "fifo.npy";
+    ::mkfifo(fifo.c_str(), 0644);
+    std::vector<std::string> paths = {fifo, "/dev/zero", "/dev/null", in, in + "missing.npy", "''"};
+    for (const auto& [name, bytes] : files) {
+      write(in + name + ".npy", bytes);
+      paths.push_back(in + name + ".npy");
+    }
+    std::vector<std::string> commands;
+    const std::string tail = " --mesh X=2 --dtype float32 --out " + scratch() + "/out/c.npy";
+    for (const auto& p : paths) {
+      commands.push_back("shardlab matmul --a-spec X,_ --b-spec _,_ --a-in " + p + " --b-in " + ok + tail);
+      commands.push_back("shardlab matmul --a-spec X,_ --b-spec _,_ --a-in " + ok + " --b-in " + p + tail);
+    }
+    commands.push_back("shardlab matmul --a-spec X,_ --b-spec _,_ --a-in " + ok + tail);
+    refuse_all(commands);
+  }
+
+  TEST_CASE("option values: empty, negative, wrapped, out of range or unknown") {
+    const std::string out = scratch() + "/out/";
+    const std::vector<std::string> commands = {
+        "01_mesh_and_layout --seed -1",
+        "01_mesh_and_layout --seed 99999999999999999999999",
+        "01_mesh_and_layout --seed 0x10",
+        "01_mesh_and_layout --seed 010",
+        "01_mesh_and_layout --seed ''",
+        "01_mesh_and_layout --seed 1.5",
+        "01_mesh_and_layout --dtype float8",
+        "01_mesh_and_layout --dtype ''",
+        "01_mesh_and_layout --backend gpu",
+        "01_mesh_and_layout --backend ''",
+        "01_mesh_and_layout --collectives fast",
+        "01_mesh_and_layout --trace ''",
+        "01_mesh_and_layout --trace /dev/full",
+        "01_mesh_and_layout --trace /nonexistent_dir/t.json",
+        "01_mesh_and_layout --trace " + out,
+        "01_mesh_and_layout --no-such-flag",
+        "08_gspmd_ffn --seed -5",
+        "14_data_parallel --dtype int8",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --seed -1",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out ''",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out /dev/full",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out " + out,
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out /nonexistent_dir/c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out-dtype bfloat16 --out " + out + "c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out-dtype i4 --out " + out + "c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --names a,b --out " + out + "c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --names a,a,c --out " + out + "c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --trace " + out + "t.json --plan-only",
+        "shardlab bench collectives --iters 0",
+        "shardlab bench collectives --iters -1",
+        "shardlab bench collectives --warmup -1",
+        "shardlab bench collectives --max 1000G",
+        "shardlab bench collectives --max 99999999999999999999G",
+        "shardlab bench collectives --min 0",
+        "shardlab bench collectives --min 8K --max 4K",
+        "shardlab bench collectives --factor 1",
+        "shardlab bench collectives --ops all_shuffle",
+        "shardlab bench collectives --backend mpi --csv " + out + "b.csv",
+        "shardlab bench collectives --csv /dev/full",
+        "shardlab bench collectives --csv " + out,
+        "shardlab bench collectives --max 4K --csv /nonexistent_dir/b.csv",
+        "shardlab sweep --what busbw --backend mpi --out " + out,
+        "shardlab sweep --what nonsense --out " + out,
+        "shardlab sweep --max-devices 0 --out " + out,
+        "shardlab sweep --machine /dev/zero --out " + out,
+        "shardlab cost --bytes 99999999999G",
+        "shardlab cost --bytes -4",
+        "shardlab cost --bytes ''",
+        "shardlab cost --devices 0",
+        "shardlab zero --params 0 --devices 4",
+        "shardlab zero --params nan --devices 4",
+        "shardlab zero --params 7.5e9 --devices 0",
+        "shardlab zero --params 7.5e9 --devices 4 --optimizer sgdm",
+        "shardlab pipeline --stages 0",
+        "shardlab pipeline --chunks -1",
+        "shardlab pipeline --schedule zigzag",
+        "shardlab pipeline --layers 99",
+        "shardlab ffn --strategy nonsense",
+        "shardlab ffn --machine /dev/zero",
+        "shardlab ffn --preset tpu-v9",
+        "shardlab nonsense",
+        "shardlab --nonsense",
+    };
+    refuse_all(commands);
+  }
+
+  TEST_CASE("case files: invalid TOML, unknown keys, wrong types and sizes are one sentence each") {
+    const std::string in = scratch() + "/in/";
+    const std::string good =
+        "name = \"c\"\nmesh = \"Y=4\"\ndims = { b = 8, s = 4, m = 16, h = 64 }\n"
+        "inputs = { x = \"bsm\", W_in = \"mh\", W_out = \"hm\" }\n"
+        "shard = { x = \"_,_,_\", W_in = \"_,Y\", W_out = \"_,Y\" }\n"
+        "ops = [\n  { out = \"h\", op = \"einsum\", eq = \"bsm,mh->bsh\", in = [\"x\", \"W_in\"] },\n"
+        "  { out = \"y\", op = \"einsum\", eq = \"bsh,hm->bsm\", in = [\"h\", \"W_out\"] },\n]\n"
+        "outputs = [\"y\"]\n";
+    const auto with = [&](const std::string& from, const std::string& to) {
+      std::string s = good;
+      const auto at = s.find(from);
+      REQUIRE(at != std::string::npos);
+      return s.replace(at, from.size(), to);
+    };
+    const std::vector<std::string> bodies = {
+        "",
+        "this is not toml",
+        "name = ",
+        with("mesh = \"Y=4\"", "mesh = \"\""),
+        with("mesh = \"Y=4\"", "mesh = \"_=4\""),
+        with("mesh = \"Y=4\"", "mesh = 4"),
+        with("mesh = \"Y=4\"", "mesh = \"Y=0\""),
+        with("b = 8", "b = 0"),
+        with("b = 8", "b = -8"),
+        with("b = 8", "b = 99999999999999999999"),
+        with("b = 8", "b = 8.5"),
+        with("b = 8", "b = \"8\""),
+        with("h = 64", "h = 62"),
+        with("h = 64", "h = 64, z = 3"),
+        with("x = \"bsm\"", "x = \"\""),
+        with("x = \"bsm\"", "x = \"bsq\""),
+        with("W_in = \"_,Y\"", "W_in = \"_,Q\""),
+        with("W_in = \"_,Y\"", "W_in = \"_\""),
+        with("op = \"einsum\", eq = \"bsm,mh->bsh\"", "op = \"einsum\", eq = \"\""),
+        with("op = \"einsum\", eq = \"bsm,mh->bsh\"", "op = \"gelo\", eq = \"bsm,mh->bsh\""),
+        with("in = [\"x\", \"W_in\"]", "in = [\"x\", \"nothing\"]"),
+        with("outputs = [\"y\"]", "outputs = []"),
+        with("outputs = [\"y\"]", "outputs = [\"q\"]"),
+        good + "unknown_key = 1\n",
+        good + "[expect]\nmax_bytes_per_device = -1\n",
+        good + "[expect]\ncollectives = [\"all_shuffle h over Y\"]\nnot_a_key = 2\n",
+    };
+    std::vector<std::string> commands;
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      const std::string path = in + "case" + std::to_string(i) + ".toml";
+      write(path, bodies[i]);
+      commands.push_back("shardlab run " + path + " --trace " + scratch() + "/out/t.json");
+    }
+    commands.push_back("shardlab run " + in + "missing.toml");
+    commands.push_back("shardlab run /dev/zero");
+    commands.push_back("shardlab run " + in);
+    refuse_all(commands);
+  }
+}
