@@ -4,6 +4,7 @@
 #   make run     deps + build + every lesson in order on the simulated mesh
 #   make test    deps + build + every test (doctest suites, lessons, MPI suites)
 #   make sanitize  the suite under ThreadSanitizer and under ASan+UBSan
+#   make soak    random verified cases for SOAK_MINUTES (5) on sim and MPI, memory watched
 #   make plots   sweeps + gnuplot pictures into build/plots/
 
 SHELL := /bin/bash
@@ -44,7 +45,7 @@ SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
-.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help
+.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -156,6 +157,16 @@ test-mpi:
 	    echo "   exit 2, one sentence, nothing on stdout"; \
 	  else echo "   FAIL: exit $$rc, $$(wc -l <$(BUILD)/mpi_misuse.err) lines on stderr, $$(wc -l <$(BUILD)/mpi_misuse.out) on stdout"; exit 1; fi; \
 	else echo "== $$l not built: skipping its MPI check"; fi
+
+# Soak (not in make test): random valid matmul cases for SOAK_MINUTES on sim, then as long under
+# mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang.
+SOAK_MINUTES ?= 5
+soak: all
+	@echo "== $(SHARDLAB) soak --minutes $(SOAK_MINUTES)"
+	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) $(SHARDLAB) soak --minutes $(SOAK_MINUTES)
+	@echo "== mpiexec -n 2 $(SHARDLAB) soak --backend mpi --minutes $(SOAK_MINUTES)"
+	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) mpiexec -n 2 $(SHARDLAB) soak --backend mpi \
+	  --minutes $(SOAK_MINUTES)
 
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it

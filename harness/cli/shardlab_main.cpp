@@ -16,6 +16,7 @@
 #include "harness/cli/cmd_sweep.hpp"
 #include "harness/cli/cmd_pipeline.hpp"
 #include "harness/cli/cmd_zero.hpp"
+#include "harness/cli/cmd_soak.hpp"
 #include "harness/cli/version.hpp"
 
 int main(int argc, char** argv) {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   Command check = add_check_command(app);
   Command zero = add_zero_command(app);
   Command pipeline = add_pipeline_command(app);
+  Command soak = add_soak_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     if (*check.app) return check.run();
     if (*zero.app) return zero.run();
     if (*pipeline.app) return pipeline.run();
+    if (*soak.app) return soak.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

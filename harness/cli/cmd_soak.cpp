@@ -1,0 +1,157 @@
+#include "harness/cli/cmd_soak.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "collectives/mpi.hpp"
+#include "collectives/runtime.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/report.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/models/matmul_case.hpp"
+
+namespace shardlab {
+namespace {
+
+struct SoakOptions {
+  double minutes = 1;
+  int cases = 0;  // 0: until the minutes are up
+  std::uint64_t seed = 0;
+  std::string backend = "sim";
+  bool json = false;
+};
+
+double resident_mib() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// Meshes of two axes (the matmul cases' X and Y): any on sim; under MPI those with one device per
+// process.
+std::vector<std::string> meshes(Backend backend) {
+  if (backend == Backend::sim) return {"X=2,Y=2", "X=2,Y=4", "X=4,Y=2", "X=1,Y=4", "X=3,Y=2", "X=4,Y=4"};
+  const int n = mpi::world_size();
+  std::vector<std::string> out = {"X=1,Y=" + std::to_string(n), "X=" + std::to_string(n) + ",Y=1"};
+  if (n % 2 == 0 && n > 2) out.push_back("X=2,Y=" + std::to_string(n / 2));
+  return out;
+}
+
+const char* const kSpecs[] = {"_,_", "X,_", "_,X", "Y,_", "_,Y", "X,Y", "Y,X"};
+const std::size_t kSizes[] = {4, 8, 12, 16, 24, 32};
+const DType kTypes[] = {DType::float32, DType::float64, DType::bfloat16};
+
+struct Tally {
+  int run = 0, passed = 0, skipped = 0;
+  double rss_warm = 0, rss_end = 0;
+  std::string first_failure;
+};
+
+int soak(const SoakOptions& o) {
+  const Backend backend = parse_backend(o.backend);
+  if (!(o.minutes > 0) || o.minutes > 24 * 60)
+    throw Error(ErrorKind::parse, "--minutes is " + format_number(o.minutes, "%g") + "; give more than 0 and at most 1440");
+  if (backend == Backend::mpi && launched_processes() == 0)
+    throw Error(ErrorKind::world_size, "--backend mpi soaks processes started by mpiexec; run mpiexec -n 2 "
+                                       "build/bin/shardlab soak --backend mpi");
+  Runtime probe(backend);  // starts MPI once for the whole soak
+  const std::vector<std::string> mesh_list = meshes(backend);
+  std::mt19937_64 rng(o.seed);
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const auto start = std::chrono::steady_clock::now();
+  const double budget = o.minutes * 60;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  Tally t;
+  bool warm = false;
+  for (int i = 0;; ++i) {
+    // Every rank draws the same case; whether to go on is agreed, since clocks differ.
+    const bool more = o.cases > 0 ? i < o.cases : elapsed() < budget;
+    if ((backend == Backend::mpi ? mpi::agree(more ? 0 : 1) : (more ? 0 : 1)) != 0) break;
+    const bool past_warmup = o.cases > 0 ? i >= o.cases / 5 : elapsed() >= budget / 5;
+    if (past_warmup && !warm) {
+      t.rss_warm = resident_mib();
+      warm = true;
+    }
+    const Mesh mesh = Mesh::parse(mesh_list[pick(mesh_list.size())]);
+    const std::string shape = std::to_string(kSizes[pick(6)]) + "," + std::to_string(kSizes[pick(6)]) + "," +
+                              std::to_string(kSizes[pick(6)]);
+    const std::string sa = kSpecs[pick(7)], sb = kSpecs[pick(7)];
+    const DType dtype = kTypes[pick(3)];
+    const std::uint64_t seed = rng();
+    MatmulCase c;
+    try {
+      c = matmul_case(mesh, shape, sa, sb, seed, element_bytes(dtype));
+    } catch (const Error&) {  // specs that do not divide the shape: not a case
+      ++t.skipped;
+      continue;
+    }
+    Runtime rt(backend, false, dtype);
+    const RunResult run = rt.run(mesh, plan_program(c.plan, c.a, c.b));
+    ++t.run;
+    if (!rt.is_root()) continue;
+    const Verdict v = verify_output(mesh, c.plan.out_spec, run, "C", c.want,
+                                    integer_sum_tolerance(c.k, 16, dtype, mesh.devices()));
+    const Verdict bytes = planner_agrees(c.plan, summarize(run.ledger));
+    if (v.pass && bytes.pass) {
+      ++t.passed;
+    } else if (t.first_failure.empty()) {
+      t.first_failure = "mesh " + mesh.text() + ", A " + sa + ", B " + sb + ", shape " + shape + ", " +
+                        dtype_name(dtype) + ": " + (v.pass ? bytes.detail : v.detail);
+    }
+  }
+  t.rss_end = resident_mib();
+  if (!warm) t.rss_warm = t.rss_end;
+  const double growth = t.rss_warm > 0 ? (t.rss_end - t.rss_warm) / t.rss_warm : 0;
+  // Only the root verifies; every rank watches its own memory.
+  const bool pass = (!process_is_root() || (t.passed == t.run && t.run > 0)) && growth < 0.05;
+  int status = pass ? 0 : 1;
+  if (process_is_root()) {
+    const std::string verdict =
+        std::string(pass ? "PASS" : "FAIL") + " soak: " + std::to_string(t.passed) + " of " + std::to_string(t.run) +
+        " cases verified in " + format_number(elapsed(), "%.1f") + " s (" + o.backend + "), resident memory " +
+        format_number(t.rss_warm, "%.1f") + " -> " + format_number(t.rss_end, "%.1f") + " MiB after warm-up (" +
+        format_number(100 * growth, "%+.1f") + "%, limit +5%)";
+    if (o.json) {
+      nlohmann::ordered_json j = {{"pass", pass},          {"backend", o.backend},    {"cases_run", t.run},
+                                  {"cases_passed", t.passed}, {"cases_skipped", t.skipped}, {"seconds", elapsed()},
+                                  {"rss_warm_mib", t.rss_warm}, {"rss_end_mib", t.rss_end}, {"rss_growth", growth},
+                                  {"first_failure", t.first_failure}};
+      std::cout << j.dump(2) << std::endl;
+    } else {
+      std::cout << "shardlab soak: random matmul cases (meshes, specs A and B, shapes, float32/float64/bfloat16), "
+                   "seed "
+                << o.seed << "\n  each checked against the unsharded product and the planner's bytes; "
+                << t.skipped << " draws skipped (specs that do not divide the shape)\n";
+      if (!t.first_failure.empty()) std::cout << "  first failure: " << t.first_failure << "\n";
+      std::cout << verdict << "\n";
+    }
+  }
+  return backend == Backend::mpi ? mpi::agree(status) : status;
+}
+
+}  // namespace
+
+Command add_soak_command(CLI::App& app) {
+  auto o = std::make_shared<SoakOptions>();
+  auto* c = app.add_subcommand("soak", "run random valid matmul cases for a while, each verified, watching that "
+                                       "resident memory stays flat (make soak)");
+  c->add_option("--minutes", o->minutes, "how long to run")->capture_default_str();
+  at_least(c->add_option("--cases", o->cases, "stop after this many cases instead (0: run for --minutes)"), 0);
+  c->add_option("--seed", o->seed, "seed of the random cases")->capture_default_str();
+  c->add_option("--backend", o->backend, "sim (threads) or mpi (mpiexec -n 2 ... --backend mpi)")->capture_default_str();
+  c->add_flag("--json", o->json, "print one JSON object instead of the text");
+  return {c, [o] { return soak(*o); }};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,33 @@
+// shardlab soak: random cases, each verified; memory watched; bad values refused.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::count_lines;
+using shardlab::testing::run_binary;
+
+TEST_CASE("shardlab soak --cases: every random case verified, the count as asked, memory flat") {
+  const auto r = run_binary("shardlab soak --cases 60 --seed 3 --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["pass"] == true);
+  CHECK(j["cases_run"].get<int>() + j["cases_skipped"].get<int>() == 60);
+  CHECK(j["cases_passed"] == j["cases_run"]);
+  CHECK(j["cases_run"].get<int>() > 40);  // most draws divide their shapes
+  CHECK(j["rss_growth"].get<double>() < 0.05);
+  const auto text = run_binary("shardlab soak --cases 30");
+  CHECK(text.out.find("PASS soak: ") != std::string::npos);
+}
+
+TEST_CASE("shardlab soak: bad values are one sentence and exit 2") {
+  for (const std::string args : {"--minutes 0", "--minutes -1", "--minutes nan", "--cases -1", "--backend mpi",
+                                 "--backend gpu", "--seed -1"}) {
+    CAPTURE(args);
+    const auto r = run_binary("shardlab soak " + args);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+}
