@@ -293,6 +293,7 @@ TEST_SUITE("hostile input") {
         with("mesh = \"Y=4\"", "mesh = 4"),
         with("mesh = \"Y=4\"", "mesh = \"Y=0\""),
         with("b = 8", "b = 0"),
+        with("b = 8, s = 4, m = 16", "b = 64, s = 4096, m = 8192"),  // 2^31 elements fit a tensor, not memory
         with("b = 8", "b = -8"),
         with("b = 8", "b = 99999999999999999999"),
         with("b = 8", "b = 8.5"),

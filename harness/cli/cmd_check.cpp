@@ -79,6 +79,7 @@ int run(const CheckOptions& o) {
       Session session(c.program.name, common, !c.plan_only);
       if (!o.common.trace.empty()) session.runtime().record_trace();
       const ProgramPlan plan = plan_case(c, session.mesh());
+      if (!c.plan_only) refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices());
       const CaseRun r = c.plan_only ? check_plan(c, plan) : run_case(session, c, plan);
       if (!c.plan_only && !o.common.trace.empty()) traces.push_back({c.program.name, session.runtime().trace()});
       const bool pass = case_passed(r, session.report());

@@ -115,6 +115,7 @@ int run(const RunOptions& o) {
   }
   Session session(c.program.name, common);
   const ProgramPlan plan = plan_case(c, session.mesh());  // bad annotations fail here, before any output
+  refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices());
   auto& out = session.out();
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
       << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan)

@@ -6,6 +6,7 @@
 
 #include "core/layout.hpp"
 #include "core/error.hpp"
+#include "core/memory.hpp"
 #include "core/text.hpp"
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
@@ -91,6 +92,17 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   }
   plan.gradient = std::move(g);
   return plan;
+}
+
+void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int devices_here) {
+  double unsharded = 0;
+  for (const auto& t : plan.program.tensors()) {
+    double n = 8;
+    for (std::size_t d : plan.program.shape(t)) n *= static_cast<double>(d);
+    unsharded += n;
+  }
+  refuse_if_over_memory(2 * unsharded + devices_here * static_cast<double>(predicted_peak_bytes(plan)),
+                        c.path + " (" + c.program.name + ")", "check its plan with --plan-only, or give smaller dims");
 }
 
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {

@@ -26,6 +26,11 @@ struct CaseRun {
 // for annotations that do not fit; Error(unsupported) when an op cannot be planned.
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan);
+// Before anything is allocated: refuses (one sentence with the estimate) a case whose unsharded
+// tensors (held in float64 for the reference, once for the inputs and once as computed) plus every
+// device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed what the
+// machine has available.
+void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int devices_here);
 // A plan_only case: the file's expectations held to the plan's collectives, bytes and peak memory
 // (the same checks, nothing run and no tensor built).
 CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan);
