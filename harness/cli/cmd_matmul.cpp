@@ -271,7 +271,9 @@ int run_contraction(const ContractionOptions& o) {
 
   // Reference: the broadcast-and-sum einsum, independent of BLAS, when its table of products fits.
   RunResult run = session.run(plan_program(plan, in.a, in.b));
-  int io_status = 0;  // a failed write is bad setup (2) on every rank, not a failed verdict
+  // The path was checked up front, so a write that fails now (a full disk) is a runtime fault: 3 on
+  // every rank, not a failed verdict.
+  int io_status = 0;
   if (session.runtime().is_root()) {
     std::vector<Tensor> blocks;
     for (auto& d : run.outputs) blocks.push_back(d.at(result));
@@ -321,13 +323,13 @@ int run_contraction(const ContractionOptions& o) {
         rep.strings["out"] = o.out;
       } catch (const Error& e) {
         std::cerr << "error: " << e.what() << "\n";
-        io_status = 2;
+        io_status = 3;
       }
     } else if (!o.out.empty()) {
       std::cerr << "shardlab: not writing " << o.out << ": the result did not verify\n";
     }
   }
-  if (session.runtime().agree(io_status) != 0) return 2;
+  if (const int status = session.runtime().agree(io_status); status != 0) return status;
   return session.finish();
 }
 

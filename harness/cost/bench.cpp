@@ -395,7 +395,9 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   const Backend backend = parse_backend(o.backend);
   const DType dtype = parse_dtype(o.dtype);
   const std::size_t eb = element_bytes(dtype);
-  if (backend == Backend::mpi && launched_processes() == 0)  // else a "group" of one process is timed
+  // Without --mesh the group is one device per process: outside mpiexec, a "group" of one. (With
+  // --mesh, check_mesh says how many processes it needs.)
+  if (backend == Backend::mpi && o.mesh.empty() && launched_processes() == 0)
     throw Error(ErrorKind::world_size, "--backend mpi times processes started by mpiexec; run it as mpiexec -n 2 "
                                        "build/bin/shardlab ... --backend mpi");
   Runtime rt(backend, false, dtype);
