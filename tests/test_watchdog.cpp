@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <stdexcept>
 #include <utility>
 #include <chrono>
 #include <string>
@@ -16,6 +17,7 @@
 #include "collectives/runtime.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
+#include "harness/cli/cli.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace shardlab;
@@ -83,6 +85,7 @@ TEST_CASE("watchdog: a device that arrives late at an all_reduce stops the run a
     return Outputs{{"o", all_reduce(dev, ones({8}), {"X"}, "h")}};
   });
   const double took = seconds_since(start);
+  MESSAGE(msg);
   CHECK(has(msg, "collective timeout (--collective-timeout 0.3 s)"));
   CHECK(has(msg, "device 2 has not arrived (it is in startup)"));
   CHECK(has(msg, " in all_reduce"));  // what the waiting device was doing
@@ -97,13 +100,16 @@ TEST_CASE("watchdog: a device stuck for good is left behind; the run returns the
   const auto start = std::chrono::steady_clock::now();
   const std::string msg = fault("X=2", [](Device& dev) {
     Tensor x = all_reduce(dev, ones({4}), {"X"}, "a");
+    // Device 1 never arrives (within 20 s: without a watchdog this test fails instead of hanging).
+    const auto stuck = std::chrono::steady_clock::now();
     if (dev.id() == 1)
-      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // never arrives
+      while (!release && seconds_since(stuck) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return Outputs{{"o", all_gather(dev, x, {"X"}, 0, "b")}};
   });
   const double took = seconds_since(start);
   release = true;  // let the detached device thread end
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  MESSAGE(msg);
   CHECK(has(msg, "device 0 waited"));
   CHECK(has(msg, "in all_gather"));
   CHECK(has(msg, "device 1 has not arrived (it is in local work after all_reduce of a)"));
@@ -130,6 +136,14 @@ TEST_CASE("watchdog: a run that finishes in time is untouched by a short timeout
     return Outputs{{"o", all_reduce(dev, ones({4}), {"X", "Y"}, "h")}};
   });
   CHECK(r.outputs.at(3).at("o")(0) == 4);
+}
+
+TEST_CASE("watchdog: guarded() turns a fault into exit 3 and leaves the other kinds at 2") {
+  CHECK(guarded([]() -> int { throw Error(ErrorKind::fault, "a device did not arrive"); }) == 3);
+  CHECK(guarded([]() -> int { throw Error(ErrorKind::parse, "bad flag"); }) == 2);
+  CHECK(guarded([]() -> int { throw Error(ErrorKind::mismatch, "collectives do not match"); }) == 2);
+  CHECK(guarded([]() -> int { throw std::runtime_error("boom"); }) == 2);
+  CHECK(guarded([] { return 1; }) == 1);
 }
 
 TEST_CASE("watchdog: --collective-timeout that is not a positive number: exit 2, one sentence") {
