@@ -120,6 +120,8 @@ test-cases:
 
 # The MPI suite at 2 and 8 ranks, then lessons on processes: lesson 02 must give the sim run's
 # verdict and bytes; lesson 01 on the wrong process count must say so in one sentence, print nothing else, exit 2.
+# Last, faults (tests/mpi/fault_test.sh, ~30 s): a rank killed, a rank stopped past
+# --collective-timeout (exit 3), SIGINT/SIGTERM (130/143); no process may be left behind.
 MPI_SAME := "(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_bytes_per_device)"
 test-mpi:
 	@if [ -n "$(MPI_TESTS)" ]; then for n in 2 8; do \
@@ -157,6 +159,7 @@ test-mpi:
 	    echo "   exit 2, one sentence, nothing on stdout"; \
 	  else echo "   FAIL: exit $$rc, $$(wc -l <$(BUILD)/mpi_misuse.err) lines on stderr, $$(wc -l <$(BUILD)/mpi_misuse.out) on stdout"; exit 1; fi; \
 	else echo "== $$l not built: skipping its MPI check"; fi
+	@tests/mpi/fault_test.sh $(BUILD)/bin
 
 # Soak (not in make test): random valid matmul cases for SOAK_MINUTES on sim, then as long under
 # mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang.

@@ -18,6 +18,7 @@
 
 #include "collectives/mpi_transport.hpp"
 #include "collectives/mpi_world.hpp"
+#include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace shardlab::mpi {
@@ -108,9 +109,11 @@ Outcome unpack(const std::vector<char>& bytes) {
 }
 
 // Receives one message of any length from `source` (or any) with `tag`, yielding while waiting.
-// `idle` runs between polls (rank 0's deadlock watch).
-std::vector<char> receive(int source, int tag, MPI_Comm comm, int* from = nullptr,
+// `idle` runs between polls (rank 0's deadlock watch). `what` says what is awaited, for the
+// sentence of a wait past the collective timeout.
+std::vector<char> receive(int source, int tag, MPI_Comm comm, const std::string& what, int* from = nullptr,
                           const std::function<void()>& idle = nullptr) {
+  const Deadline deadline;
   for (int spin = 0;; ++spin) {
     int flag = 0;
     MPI_Status st;
@@ -124,6 +127,7 @@ std::vector<char> receive(int source, int tag, MPI_Comm comm, int* from = nullpt
       return buf;
     }
     if (idle) idle();
+    if (spin % 64 == 63 && deadline.passed()) mpi_harness_timeout(MpiProcess::get().rank(), deadline.waited(), what);
     if (spin > 64) sched_yield();
   }
 }
@@ -147,19 +151,22 @@ void enter(MpiProcess& p, const MpiRun& run) {
   const int enter_tag = p.run_tag(run.epoch(), MpiProcess::enter), go_tag = p.run_tag(run.epoch(), MpiProcess::go);
   if (p.rank() != 0) {
     send({}, 0, enter_tag, p.harness());
-    const auto why = receive(0, go_tag, p.harness());
+    const auto why = receive(0, go_tag, p.harness(), "for device 0 to start the next run");
     if (!why.empty()) throw Error(ErrorKind::device, std::string(why.begin(), why.end()));
     return;
   }
   std::string why;
   for (int r = 1; r < p.size(); ++r) {
+    const Deadline deadline;
     for (int spin = 0;; ++spin) {
       int flag = 0;
       mpi_check(MPI_Iprobe(r, enter_tag, p.harness(), &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
       if (flag) {
-        receive(r, enter_tag, p.harness());
+        receive(r, enter_tag, p.harness(), "");
         break;
       }
+      if (spin % 64 == 63 && deadline.passed())
+        mpi_harness_timeout(0, deadline.waited(), "for device " + std::to_string(r) + " to reach the next run");
       if (p.left_early(r)) {
         why = "device " + std::to_string(r) + " stopped before this run began";
         break;
@@ -249,7 +256,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   const int verdict_tag = p.run_tag(run.epoch(), MpiProcess::verdict);
   if (p.rank() != 0) {
     send(pack(mine), 0, result_tag, p.harness());
-    const Outcome verdict = unpack(receive(0, verdict_tag, p.harness()));
+    const Outcome verdict = unpack(receive(0, verdict_tag, p.harness(), "for device 0's verdict on the run"));
     run.drain_notes(verdict.notes.at(0));
     if (verdict.status != ok) p.after_failure();
     throw_if_failed(verdict);
@@ -261,7 +268,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   std::string deadlock;
   for (int left = p.size() - 1; left > 0; --left) {
     int from = 0;
-    auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), &from, [&] {
+    auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), "for the other devices' results", &from, [&] {
       const std::string d = run.monitor();
       if (!d.empty()) deadlock = d;
     });

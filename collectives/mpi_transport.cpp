@@ -223,12 +223,22 @@ void MpiTransport::meet(const Group& g, const GroupComm& gc) {
   run_.wait(1, &r, MPI_STATUSES_IGNORE, g.members[g.prev()], activity());
 }
 
+void MpiTransport::finish_native(const Group& g, MPI_Request& r) {
+  // A member that stops inside the collective would leave a blocking call hanging; this wait has
+  // the collective timeout (and, like every wait, stops when another rank fails).
+  // After a throw the request stays pending (MPI forbids cancelling or freeing a collective's);
+  // the failed run's communicators are dropped.
+  run_.wait(1, &r, MPI_STATUSES_IGNORE, g.members[g.prev()], activity());
+}
+
 bool MpiTransport::native_all_reduce(const Group& g, DType t, void* buf, std::size_t n, Reduce op) {
   const GroupComm& gc = comm_for(g);
   meet(g, gc);
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), mpi_type(t),
-                          op == Reduce::max ? mpi_max(t) : mpi_sum(t), gc.comm),
-            "MPI_Allreduce");
+  MPI_Request r = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(n, "MPI_Allreduce"), mpi_type(t),
+                           op == Reduce::max ? mpi_max(t) : mpi_sum(t), gc.comm, &r),
+            "MPI_Iallreduce");
+  finish_native(g, r);
   return true;
 }
 
@@ -238,12 +248,16 @@ bool MpiTransport::native_all_gather(const Group& g, DType t, const void* in, st
   mpi_count(n * g.size(), "MPI_Allgather");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Allgather(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm), "MPI_Allgather");
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgather(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm, &r), "MPI_Iallgather");
+    finish_native(g, r);
     return true;
   }
   const std::size_t each = n * element_bytes(t);
   std::vector<unsigned char> tmp(each * g.size());  // communicator order
-  mpi_check(MPI_Allgather(in, count, mpi_type(t), tmp.data(), count, mpi_type(t), gc.comm), "MPI_Allgather");
+  MPI_Request r = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallgather(in, count, mpi_type(t), tmp.data(), count, mpi_type(t), gc.comm, &r), "MPI_Iallgather");
+  finish_native(g, r);
   unpermute_blocks(tmp.data(), out, gc.rank_of, each);
   return true;
 }
@@ -254,14 +268,19 @@ bool MpiTransport::native_reduce_scatter(const Group& g, DType t, const void* in
   mpi_count(n_each * g.size(), "MPI_Reduce_scatter_block");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Reduce_scatter_block(in, out, count, mpi_type(t), mpi_sum(t), gc.comm), "MPI_Reduce_scatter_block");
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ireduce_scatter_block(in, out, count, mpi_type(t), mpi_sum(t), gc.comm, &r),
+              "MPI_Ireduce_scatter_block");
+    finish_native(g, r);
     return true;
   }
   const std::size_t each = n_each * element_bytes(t);
   std::vector<unsigned char> tmp(each * g.size());
   permute_blocks(in, tmp.data(), gc.rank_of, each);
-  mpi_check(MPI_Reduce_scatter_block(tmp.data(), out, count, mpi_type(t), mpi_sum(t), gc.comm),
-            "MPI_Reduce_scatter_block");
+  MPI_Request r = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ireduce_scatter_block(tmp.data(), out, count, mpi_type(t), mpi_sum(t), gc.comm, &r),
+            "MPI_Ireduce_scatter_block");
+  finish_native(g, r);
   return true;
 }
 
@@ -271,13 +290,18 @@ bool MpiTransport::native_all_to_all(const Group& g, DType t, const void* in, st
   mpi_count(n_each * g.size(), "MPI_Alltoall");
   meet(g, gc);
   if (gc.identity) {
-    mpi_check(MPI_Alltoall(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm), "MPI_Alltoall");
+    MPI_Request r = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ialltoall(in, count, mpi_type(t), out, count, mpi_type(t), gc.comm, &r), "MPI_Ialltoall");
+    finish_native(g, r);
     return true;
   }
   const std::size_t each = n_each * element_bytes(t);
   std::vector<unsigned char> send(each * g.size()), recv(each * g.size());
   permute_blocks(in, send.data(), gc.rank_of, each);
-  mpi_check(MPI_Alltoall(send.data(), count, mpi_type(t), recv.data(), count, mpi_type(t), gc.comm), "MPI_Alltoall");
+  MPI_Request r = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ialltoall(send.data(), count, mpi_type(t), recv.data(), count, mpi_type(t), gc.comm, &r),
+            "MPI_Ialltoall");
+  finish_native(g, r);
   unpermute_blocks(recv.data(), out, gc.rank_of, each);
   return true;
 }

@@ -4,9 +4,10 @@
 // that a failure elsewhere or a deadlock stops it instead of hanging. The base class counts the
 // payload bytes for the ledger once the exchange completed.
 //
-// --collectives native: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall on
-// the same communicators. They block inside MPICH, so the group first meets in an MPI_Ibarrier
-// that can be abandoned: a rank enters the library collective only when every member is there.
+// --collectives native: MPICH's MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block and
+// MPI_Ialltoall on the same communicators, completed by MpiRun::wait (so they too stop at the
+// collective timeout or when another rank fails). The group first meets in an MPI_Ibarrier that
+// can be abandoned: a rank starts the library collective only when every member is there.
 #pragma once
 #include <map>
 #include <memory>
@@ -64,6 +65,7 @@ class MpiTransport : public Transport {
   };
   const GroupComm& comm_for(const Group& g);
   void meet(const Group& g, const GroupComm& gc);  // every member has reached the native call
+  void finish_native(const Group& g, MPI_Request& r);  // waits for a native collective's request
 
   MpiRun& run_;
   const Mesh& mesh_;

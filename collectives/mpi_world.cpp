@@ -1,13 +1,18 @@
 #include "collectives/mpi_world.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 
@@ -29,12 +34,19 @@ int tag_ub() {
   return flag ? *static_cast<int*>(value) : 32767;
 }
 
-// Completes one request while letting other ranks on the same core run.
-void wait_yielding(MPI_Request* request, const char* what) {
+// Completes one request while letting other ranks on the same core run; `why` describes the wait
+// for the timeout's sentence.
+void wait_yielding(MPI_Request* request, const char* what, const std::string& why) {
+  const Deadline deadline;
   for (int spin = 0;; ++spin) {
     int done = 0;
     mpi_check(MPI_Test(request, &done, MPI_STATUS_IGNORE), what);
     if (done) return;
+    if (spin % 64 == 63 && deadline.passed()) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      mpi_harness_timeout(rank, deadline.waited(), why);
+    }
     if (spin > 64) sched_yield();
   }
 }
@@ -43,10 +55,28 @@ int recv_int(int source, int tag, MPI_Comm comm) {
   int value = 0;
   MPI_Request r;
   mpi_check(MPI_Irecv(&value, 1, MPI_INT, source, tag, comm, &r), "MPI_Irecv");
-  wait_yielding(&r, "MPI_Irecv");
+  wait_yielding(&r, "MPI_Irecv", "for device " + std::to_string(source) + " to agree on the exit status");
   return value;
 }
 }  // namespace
+
+void mpi_fault_exit(const std::string& sentence, int linger_ms) {
+  std::fprintf(stderr, "%s\n", sentence.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (linger_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
+  // MPI_Abort prints a line of its own ("Abort(3) on node 0 ..."): one sentence is the rule.
+  const int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) ::dup2(null, 2);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  ::_exit(3);
+}
+
+void mpi_harness_timeout(int rank, double waited, const std::string& what) {
+  mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
+                     std::to_string(rank) + " waited " + seconds_text(waited) + " " + what + ", in vain",
+                 500);
+}
 
 void mpi_check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -173,11 +203,14 @@ void MpiProcess::leave() {
     recv_int(0, kTagAgreeReply, harness_);  // rank 0's goodbye (or its "left" answer to an agree)
   } else {
     for (int r = 1; r < size_; ++r) {
+      const Deadline deadline;
       while (!gone_[r]) {
         MPI_Status st;
         int flag = 0;
         MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &st);
         if (!flag) {
+          if (deadline.passed())
+            mpi_harness_timeout(0, deadline.waited(), "at exit for device " + std::to_string(r) + " to finish");
           sched_yield();
           continue;
         }
@@ -201,6 +234,41 @@ void MpiProcess::leave() {
   MPI_Finalize();
 }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+std::atomic<std::int64_t> blocked_since{0};  // steady_clock ticks when a BlockingCall began; 0: none
+std::atomic<const std::string*> blocked_in{nullptr};
+
+void watch_blocking_calls() {
+  for (;;) {
+    const double limit = collective_timeout();
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, limit / 10)));
+    const std::int64_t since = blocked_since.load(std::memory_order_acquire);
+    if (since == 0) continue;
+    const double waited =
+        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
+    const std::string* what = blocked_in.load(std::memory_order_acquire);
+    if (waited < limit || blocked_since.load(std::memory_order_acquire) != since || !what) continue;
+    mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(limit) + "): device " +
+                       std::to_string(MpiProcess::get().rank()) + " waited " + seconds_text(waited) + " inside " +
+                       *what + " for devices that have not arrived",
+                   500);
+  }
+}
+}  // namespace
+
+BlockingCall::BlockingCall(const std::string& what) {
+  static const bool started = [] {
+    std::thread(watch_blocking_calls).detach();
+    return true;
+  }();
+  (void)started;
+  blocked_in.store(&what, std::memory_order_release);
+  blocked_since.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+}
+
+BlockingCall::~BlockingCall() { blocked_since.store(0, std::memory_order_release); }
+
 // ---------------------------------------------------------------------------------------------
 
 MpiRun::MpiRun(MpiProcess& process, int epoch)
@@ -215,6 +283,9 @@ int MpiRun::group_tag(int channel) const {
 
 void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int peer, const std::string& activity) {
   const auto start = Clock::now();
+  const Deadline deadline;
+  waiting_for_ = peer;
+  last_activity_ = activity.empty() ? "an exchange before its first collective" : activity;
   bool reported = false;
   for (long spin = 0;; ++spin) {
     int done = 0;
@@ -225,6 +296,7 @@ void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int pe
     if (done) break;
     if (spin % 16 == 15) {
       poll_notes();
+      if (deadline.passed()) time_out(peer, last_activity_, deadline.waited());
       if (!reported && Clock::now() - start > kStuckAfter) {
         reported = true;
         if (process_.rank() == 0) set_state(0, State::stuck, peer, activity);
@@ -241,10 +313,48 @@ void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int pe
     // Oversubscribed ranks let the peer they wait for run; with a core each they spin, as MPICH does.
     if (spin > 256 && process_.crowded()) sched_yield();
   }
+  waiting_for_ = -1;
   if (reported) {
     if (process_.rank() == 0) set_state(0, State::running, -1, "");
     else send_note(0, unstuck_note, -1, "");
   }
+}
+
+void MpiRun::time_out(int peer, const std::string& activity, double waited) {
+  // Every other rank hears of it (those waiting print their own sentence); a send to a stopped or
+  // dead rank must not block, so the notes go out without waiting for them.
+  static const int head[2] = {static_cast<int>(timeout_note), -1};
+  for (int r = 0; r < process_.size(); ++r) {
+    if (r == process_.rank()) continue;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Isend(head, 2, MPI_INT, r, process_.run_tag(epoch_, MpiProcess::note), process_.harness(), &req) ==
+        MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+  std::string who = "for device " + std::to_string(peer) + ", which has not answered";
+  if (!ranks_.empty()) {  // rank 0 knows which ranks are waiting too: the others have not arrived
+    std::string ids;
+    int count = 0;
+    for (std::size_t r = 1; r < ranks_.size(); ++r)
+      if (ranks_[r].state == State::running) ids += (count++ ? ", " : "") + std::to_string(r);
+    if (count > 0) who = "for device " + std::to_string(peer) + "; " + (count == 1 ? "device " : "devices ") + ids +
+                         (count == 1 ? " has" : " have") + " not arrived in any collective";
+  }
+  mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
+                     std::to_string(process_.rank()) + " waited " + seconds_text(waited) + " in " + activity + " " +
+                     who,
+                 500);
+}
+
+void MpiRun::stopped_by(int from) {
+  const std::string doing =
+      !in_program_ ? "had finished its program"
+      : waiting_for_ >= 0 ? "was waiting in " + last_activity_ + " for device " + std::to_string(waiting_for_)
+                          : "was running its program";
+  mpi_fault_exit("device " + std::to_string(process_.rank()) + " " + doing + " when device " + std::to_string(from) +
+                     " stopped the run after waiting past the collective timeout (--collective-timeout " +
+                     seconds_text(collective_timeout()) + ")",
+                 200);
 }
 
 void MpiRun::cancel_requests(int count, MPI_Request* requests) {
@@ -300,6 +410,7 @@ void MpiRun::poll_notes() {
       case stuck_note: set_state(st.MPI_SOURCE, State::stuck, head[1], activity); break;
       case unstuck_note: set_state(st.MPI_SOURCE, State::running, -1, ""); break;
       case finished_note: set_state(st.MPI_SOURCE, State::finished, -1, ""); break;
+      case timeout_note: stopped_by(st.MPI_SOURCE);
     }
   }
 }

@@ -10,6 +10,11 @@
 //               (collectives that do not match, or a device that finished without taking part)
 //               once every live rank has been blocked, with nothing changing, for a while.
 //
+// Collective timeout (collectives/watchdog.hpp): a wait that lasts longer is a runtime fault. The
+// rank prints one sentence (what it waited in, for whom), tells the others, who print theirs, and
+// ends the job with MPI_Abort(MPI_COMM_WORLD, 3): mpiexec exits 3 and kills every rank, a stopped
+// one too. The harness's own waits (results, verdicts, exit status) have the same limit.
+//
 // Tags on the harness communicator carry the run's epoch, so notes of a failed run never match a
 // later one; after a failed run every group communicator is dropped and made anew.
 #pragma once
@@ -30,6 +35,24 @@ struct MpiAborted {};
 
 // Throws Error(device) naming `what` when an MPI call did not return MPI_SUCCESS.
 void mpi_check(int rc, const char* what);
+
+// A runtime fault: `sentence` on stderr, a pause of `linger_ms` (so other ranks can print theirs),
+// then MPI_Abort(MPI_COMM_WORLD, 3) with MPICH's own abort line kept off stderr.
+[[noreturn]] void mpi_fault_exit(const std::string& sentence, int linger_ms);
+// The sentence of a harness wait past the collective timeout: `what` says for what.
+[[noreturn]] void mpi_harness_timeout(int rank, double waited, const std::string& what);
+
+// A call that blocks inside MPICH (bench collectives' timed MPI_Allreduce and the like) cannot
+// poll a deadline; while one of these guards lives, a watchdog thread does: past the collective
+// timeout it prints the sentence (`what`: the call) and aborts the job, exit 3. Costs a clock read
+// and two atomic stores; `what` must outlive the guard.
+class BlockingCall {
+ public:
+  explicit BlockingCall(const std::string& what);
+  ~BlockingCall();
+  BlockingCall(const BlockingCall&) = delete;
+  BlockingCall& operator=(const BlockingCall&) = delete;
+};
 
 class MpiProcess {
  public:
@@ -98,7 +121,7 @@ class MpiRun {
 
  private:
   using Clock = std::chrono::steady_clock;
-  enum Note { abort_note = 1, stuck_note = 2, unstuck_note = 3, finished_note = 4 };
+  enum Note { abort_note = 1, stuck_note = 2, unstuck_note = 3, finished_note = 4, timeout_note = 5 };
   enum class State { running, stuck, finished };
   struct RankState {
     State state = State::running;
@@ -109,6 +132,10 @@ class MpiRun {
   void poll_notes();                  // may throw MpiAborted
   void set_state(int rank, State s, int peer, const std::string& activity);  // rank 0's view
   std::string find_deadlock() const;  // rank 0: message, or empty
+  // This rank waited past the collective timeout: tells the others, prints, aborts the job.
+  [[noreturn]] void time_out(int peer, const std::string& activity, double waited);
+  // Another rank (`from`) timed out: this rank says what it was doing, then aborts the job.
+  [[noreturn]] void stopped_by(int from);
 
   MpiProcess& process_;
   int epoch_;
@@ -117,6 +144,8 @@ class MpiRun {
   std::vector<std::uint64_t> sent_;
   std::uint64_t received_ = 0;
   Clock::time_point last_change_;
+  int waiting_for_ = -1;       // the device this rank waits for in wait(), or -1
+  std::string last_activity_;  // what this rank's last wait was in
 };
 
 }  // namespace shardlab

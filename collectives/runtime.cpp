@@ -55,23 +55,34 @@ int Runtime::agree(int status) const { return backend_ == Backend::sim ? status 
 
 namespace {
 
-RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace) {
-  const int n = mesh.devices();
-  SimWorld world(n);
+// Everything a device thread touches, owned jointly by the threads and run_sim: when a device
+// never finishes (stuck in its own computation past the collective timeout), run_sim reports the
+// fault and leaves that thread running detached, still owning what it uses.
+struct SimRun {
+  SimRun(const Mesh& m, const Program& p, int n) : mesh(m), program(p), world(n) {}
+  Mesh mesh;
+  Program program;
+  SimWorld world;
   std::vector<std::unique_ptr<SimTransport>> transports;
   std::vector<std::unique_ptr<Device>> devices;
+  std::vector<Outputs> outputs;
+};
+
+RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace) {
+  const int n = mesh.devices();
+  auto run = std::make_shared<SimRun>(mesh, program, n);
   for (int d = 0; d < n; ++d) {
-    transports.push_back(std::make_unique<SimTransport>(world, d));
-    devices.push_back(std::make_unique<Device>(d, mesh, *transports[d], false, dtype));
+    run->transports.push_back(std::make_unique<SimTransport>(run->world, d));
+    run->devices.push_back(std::make_unique<Device>(d, run->mesh, *run->transports[d], false, dtype));
   }
-  RunResult result;
-  result.outputs.resize(n);
+  run->outputs.resize(n);
   std::vector<std::thread> threads;
   for (int d = 0; d < n; ++d) {
-    threads.emplace_back([&, d] {
-      if (trace) set_trace_spans(&devices[d]->spans());
+    threads.emplace_back([run, d, trace] {
+      SimWorld& world = run->world;
+      if (trace) set_trace_spans(&run->devices[d]->spans());
       try {
-        result.outputs[d] = program(*devices[d]);
+        run->outputs[d] = run->program(*run->devices[d]);
       } catch (const Aborted&) {
         // another device failed first; its error is the one reported
       } catch (...) {
@@ -81,9 +92,17 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool tr
       world.finish(d);
     });
   }
-  for (auto& t : threads) t.join();
+  // After a failure the others stop at their next wait; one that never waits again is left behind.
+  if (run->world.wait_finished(std::chrono::seconds(1))) {
+    for (auto& t : threads) t.join();
+  } else {
+    for (auto& t : threads) t.detach();
+  }
+  SimWorld& world = run->world;
   if (world.first_error()) std::rethrow_exception(world.first_error());
-  for (const auto& dev : devices) {
+  RunResult result;
+  result.outputs = std::move(run->outputs);
+  for (const auto& dev : run->devices) {
     result.ledger.insert(result.ledger.end(), dev->ledger().rows().begin(), dev->ledger().rows().end());
     if (trace) result.spans.push_back(std::move(dev->spans()));
   }

@@ -9,12 +9,12 @@
 
 namespace shardlab {
 
-SimWorld::SimWorld(int devices)
+SimWorld::SimWorld(int devices, double timeout)
     : n_(devices), wake_(devices), box_(devices), activity_(devices, "startup"),
       waiting_on_(devices, -1), waiting_for_(devices, Wait::none), waiting_channel_(devices, Channel::data),
       awaited_(devices, nullptr),
       finished_(devices, false),
-      poll_(devices <= static_cast<int>(std::thread::hardware_concurrency()) ? 2000 : 50) {
+      poll_(devices <= static_cast<int>(std::thread::hardware_concurrency()) ? 2000 : 50), timeout_(timeout) {
   posted_.reset(new std::atomic<std::size_t>[devices]);
   for (int i = 0; i < devices; ++i) posted_[i].store(0);
 }
@@ -93,6 +93,7 @@ auto first_of(Box& box, Channel ch) {
 }  // namespace
 
 void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Delivery& to) {
+  const Deadline deadline(timeout_);
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) throw Aborted{};  // a lent buffer in the box may be gone
   auto& box = box_[dst][src];     // a reference into an unordered_map stays valid as it grows
@@ -106,12 +107,13 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
   waiting_for_[dst] = Wait::message;
   waiting_channel_[dst] = ch;
   while (first_of(box, ch) == box.end() || aborted_) {
+    if (!aborted_ && deadline.passed()) time_out_locked(dst, deadline.waited());
     if (aborted_ || abort_if_stuck_locked()) {
       waiting_on_[dst] = -1;
       waiting_for_[dst] = Wait::none;
       throw Aborted{};
     }
-    wake_[dst].wait(lock);
+    wake_[dst].wait_until(lock, deadline.at());
   }
   waiting_on_[dst] = -1;
   waiting_for_[dst] = Wait::none;
@@ -150,6 +152,7 @@ void SimWorld::take(int dst, int src, Channel ch, std::size_t bytes, const Deliv
 }
 
 void SimWorld::await_receipt(int src, int dst, Receipt& r) {
+  const Deadline deadline(timeout_);
   poll_briefly(poll_, [&] { return r.state.load(std::memory_order_acquire) == 2; });
   std::unique_lock<std::mutex> lock(mu_);
   waiting_on_[src] = dst;
@@ -157,13 +160,15 @@ void SimWorld::await_receipt(int src, int dst, Receipt& r) {
   awaited_[src] = &r;
   while (r.state.load(std::memory_order_relaxed) != 2) {
     // While the receiver reads (state 1) the buffer must stay: even an abort waits for that.
+    if (r.state.load(std::memory_order_relaxed) == 0 && !aborted_ && deadline.passed())
+      time_out_locked(src, deadline.waited());
     if (r.state.load(std::memory_order_relaxed) == 0 && (aborted_ || abort_if_stuck_locked())) {
       waiting_on_[src] = -1;
       waiting_for_[src] = Wait::none;
       awaited_[src] = nullptr;
       throw Aborted{};
     }
-    wake_[src].wait(lock);
+    wake_[src].wait_until(lock, deadline.at());
   }
   waiting_on_[src] = -1;
   waiting_for_[src] = Wait::none;
@@ -200,6 +205,7 @@ void SimWorld::set_activity(int device, const std::string& what) {
 void SimWorld::finish(int device) {
   std::lock_guard<std::mutex> lock(mu_);
   finished_[device] = true;
+  if (++finished_count_ == n_) all_finished_.notify_all();
   activity_[device] = "nothing (finished)";
   for (auto& w : wake_) w.notify_all();  // waiters re-check: their peer may be this device
 }
@@ -223,6 +229,41 @@ void SimWorld::abort_locked(std::exception_ptr error) {
   if (!first_error_) first_error_ = error;
   aborted_ = true;
   for (auto& w : wake_) w.notify_all();
+  all_finished_.notify_all();
+}
+
+bool SimWorld::wait_finished(std::chrono::milliseconds grace) {
+  std::unique_lock<std::mutex> lock(mu_);
+  all_finished_.wait(lock, [&] { return finished_count_ == n_ || timed_out_; });
+  return all_finished_.wait_for(lock, grace, [&] { return finished_count_ == n_; });
+}
+
+void SimWorld::time_out_locked(int d, double waited) {
+  // Not arrived: live devices that wait for nothing (computing, or stopped in their own code).
+  std::vector<int> missing;
+  for (int e = 0; e < n_; ++e)
+    if (e != d && !finished_[e] && waiting_for_[e] == Wait::none) missing.push_back(e);
+  const int peer = waiting_on_[d];
+  std::string who;
+  if (missing.empty() && peer >= 0 && finished_[peer]) {
+    who = "device " + std::to_string(peer) + " finished its program without taking part";
+  } else if (missing.empty()) {
+    who = "device " + std::to_string(peer) + " has not answered (it is in " + activity_[peer] + ")";
+  } else {
+    std::string ids, where;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      const std::string id = std::to_string(missing[i]);
+      ids += (i ? ", " : "") + id;
+      where += (i ? "; " : "") + (missing.size() == 1 ? std::string("it") : id) + " is in " + activity_[missing[i]];
+    }
+    who = (missing.size() == 1 ? "device " : "devices ") + ids + (missing.size() == 1 ? " has" : " have") +
+          " not arrived (" + where + ")";
+  }
+  timed_out_ = true;
+  abort_locked(std::make_exception_ptr(Error(
+      ErrorKind::fault, "collective timeout (--collective-timeout " + seconds_text(timeout_) + "): device " +
+                            std::to_string(d) + " waited " + seconds_text(waited) + " in " + activity_[d] +
+                            " for device " + std::to_string(peer) + "; " + who)));
 }
 
 // Every live device waits, for a message whose mailbox is empty or for a receipt nobody is

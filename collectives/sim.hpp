@@ -10,7 +10,9 @@
 //
 // Nothing hangs: once every live device waits on an empty mailbox (some perhaps on a device that
 // has finished), the run stops with a message naming what the devices were doing; an exception
-// on one device wakes and stops all the others.
+// on one device wakes and stops all the others. A device that waits longer than the collective
+// timeout (collectives/watchdog.hpp) for one that never arrives (still computing, say) stops the
+// run with Error(ErrorKind::fault) naming the devices that have not arrived.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "collectives/transport.hpp"
+#include "collectives/watchdog.hpp"
 
 namespace shardlab {
 
@@ -49,7 +52,8 @@ struct Delivery {
 
 class SimWorld {
  public:
-  explicit SimWorld(int devices);
+  // `timeout`: seconds a device may wait for another before the run stops (fault).
+  explicit SimWorld(int devices, double timeout = collective_timeout());
 
   // With `lend`, data is not copied: it must stay unchanged until await_receipt(src, dst, *lend).
   void post(int src, int dst, Channel ch, const void* data, std::size_t bytes, const std::string& activity,
@@ -68,6 +72,9 @@ class SimWorld {
   void finish(int device);                                      // device's program returned
   void fail(int device, std::exception_ptr error);              // device's program threw
   std::exception_ptr first_error() const { return first_error_; }
+  // Blocks until every device has finished, or, once a device timed out, for at most `grace`
+  // more (a device stuck in its own computation never finishes). True when all finished.
+  bool wait_finished(std::chrono::milliseconds grace);
 
  private:
   // Message payloads live in buffers recycled through spare_: a buffer is not zero-filled, and
@@ -91,6 +98,8 @@ class SimWorld {
   bool abort_if_stuck_locked();
   bool all_stuck_locked() const;
   std::string stuck_report_locked() const;
+  // Device d waited past the timeout: aborts the run with Error(fault) naming who has not arrived.
+  void time_out_locked(int d, double waited);
 
   const int n_;
   mutable std::mutex mu_;
@@ -111,6 +120,10 @@ class SimWorld {
   bool aborted_ = false;
   std::exception_ptr first_error_;
   const std::chrono::microseconds poll_;  // how long a device polls before it sleeps
+  const double timeout_;                  // seconds a device may wait
+  int finished_count_ = 0;
+  bool timed_out_ = false;
+  std::condition_variable all_finished_;
 };
 
 class SimTransport : public Transport {

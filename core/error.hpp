@@ -1,5 +1,6 @@
 // shardlab::Error: the one exception type for bad input and broken setups.
-// Its message is a sentence a learner can act on; binaries print it on stderr and exit 2.
+// Its message is a sentence a learner can act on; binaries print it on stderr and exit 2 (3 for a
+// runtime fault, ErrorKind::fault).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@ enum class ErrorKind {
   io,             // unreadable or unwritable file
   unsupported,    // a case the planner or runtime cannot handle
   device,         // a device's program failed; the message names the device
+  fault,          // runtime fault: a device waited past --collective-timeout (exit status 3)
 };
 
 class Error : public std::runtime_error {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/check/write_file.hpp"
@@ -22,6 +23,7 @@ std::ostream& null_stream() {
 
 Session::Session(const std::string& case_name, const CommonOptions& options, bool devices)
     : options_(options), mesh_(Mesh::parse(options.mesh)) {
+  set_collective_timeout(options.collective_timeout);
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
   // A wrong process count is a setup error: say so before any part of a report is printed.

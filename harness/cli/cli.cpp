@@ -9,6 +9,8 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "harness/cli/exit_signals.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -20,6 +22,7 @@ struct Cli::Impl {
 
 Cli::Cli(const std::string& name, const std::string& description, const std::string& default_mesh)
     : impl_(std::make_unique<Impl>(name, description)) {
+  exit_on_signals();
   common.mesh = default_mesh;
   auto& app = impl_->app;
   app.add_option("--mesh", common.mesh, "device mesh: X=2,Y=4 or 2x4 (named axes, row-major ids)")
@@ -36,6 +39,7 @@ Cli::Cli(const std::string& name, const std::string& description, const std::str
   app.add_option("--trace", common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   app.add_flag("--perturb-expected", common.perturb_expected,
                "testing: add 1 to one element of each expected result; the verdict must be FAIL");
+  add_collective_timeout(&app, common.collective_timeout);
 }
 
 Cli::~Cli() = default;
@@ -139,7 +143,7 @@ int guarded(const std::function<int()>& body) {
     return body();
   } catch (const Error& e) {
     if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    return e.kind() == ErrorKind::fault ? 3 : 2;
   } catch (const std::exception& e) {
     if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -48,7 +48,7 @@ class Cli {
 int line_devices(const CommonOptions& common, int fallback);
 
 // Runs `body` and turns a shardlab::Error into one sentence on stderr (from the root process only)
-// and exit status 2; any other exception likewise becomes a sentence and status 2.
+// and exit status 2 (3 for ErrorKind::fault); any other exception likewise becomes a sentence and status 2.
 int guarded(const std::function<int()>& body);
 
 }  // namespace shardlab

@@ -10,6 +10,7 @@
 #include "harness/cli/bench_plan.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -22,6 +23,7 @@ Command add_bench_command(CLI::App& app) {
       "time AllReduce, AllGather, ReduceScatter and AllToAll over a message-size sweep, each beside std::memcpy of "
       "the bytes a device sends; with --backend mpi ours and MPICH's side by side, alternating which runs first "
       "(mpiexec -n 2 build/bin/shardlab bench collectives --backend mpi)");
+  add_collective_timeout(c);
   c->add_option("--backend", o->backend, "sim (threads in this process) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_option("--mesh", o->mesh, "device mesh (default: X=<ranks> under mpi, X=2 under sim)");
@@ -43,6 +45,7 @@ Command add_bench_command(CLI::App& app) {
       "memory",
       "time one FFN training step per strategy on the sim backend with freed memory handed back to the kernel "
       "(glibc's defaults) against kept for reuse (what every Runtime does), side by side");
+  add_collective_timeout(m);
   m->add_option("--dims", mo->dims, "FFN sizes B=..,S=..,M=..,H=..")->capture_default_str();
   m->add_option("--strategies", mo->strategies, "FFN strategies, comma separated (each on shardlab ffn's default mesh)")
       ->capture_default_str();
@@ -53,6 +56,7 @@ Command add_bench_command(CLI::App& app) {
       "ffn",
       "time one FFN run phase by phase (inputs, sharded run, verification) on the sim backend beside this "
       "machine's one-core GEMM rate for the same element type, and print sharded / floor");
+  add_collective_timeout(f);
   f->add_option("--dims", fo->dims, "FFN sizes B=..,S=..,M=..,H=.. or 'article'")->capture_default_str();
   f->add_option("--strategy", fo->strategy, ffn_strategy_names())->capture_default_str();
   f->add_option("--mesh", fo->mesh, "device mesh (default: the strategy's, as shardlab ffn)");

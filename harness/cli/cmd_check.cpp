@@ -16,6 +16,7 @@
 #include "harness/check/session.hpp"
 #include "harness/check/write_file.hpp"
 #include "harness/models/case_run.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -134,6 +135,7 @@ Command add_check_command(CLI::App& app) {
   c->add_option("paths", o->paths, "case files or directories, e.g. harness/cases")->required();
   c->add_option("--junit", o->junit, "also write JUnit XML here (one testsuite per file, one testcase per check)");
   c->add_option("--trace", o->common.trace, "also write every case's timeline here (Chrome Trace JSON)");
+  add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   return {c, [o] { return run(*o); }};

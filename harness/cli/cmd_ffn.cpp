@@ -18,6 +18,7 @@
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -250,6 +251,7 @@ Command add_ffn_command(CLI::App& app) {
   c->add_option("--machine", o->machine,
                 "the this-machine preset's figures from this machine.dat (shardlab sweep --what machine writes it); "
                 "without --preset, model the step on it");
+  add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_option("--collectives", o->common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")

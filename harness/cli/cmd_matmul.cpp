@@ -19,6 +19,7 @@
 #include "harness/plan/planner.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -49,6 +50,7 @@ constexpr double kBroadcastLimit = 1 << 25;
 void add_common(CLI::App* c, ContractionOptions& o) {
   o.common.mesh = "X=2,Y=4";
   c->add_option("--mesh", o.common.mesh, "device mesh: X=2,Y=4 or 2x4")->capture_default_str();
+  add_collective_timeout(c, o.common.collective_timeout);
   c->add_option("--backend", o.common.backend, "sim (threads) or mpi (run under mpiexec -n <devices>)")
       ->capture_default_str();
   c->add_option("--collectives", o.common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")

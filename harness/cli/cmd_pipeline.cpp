@@ -10,6 +10,7 @@
 #include "harness/check/session.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/pipeline_run.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -62,6 +63,7 @@ Command add_pipeline_command(CLI::App& app) {
   c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
   c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
   c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
+  add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (mpiexec -n <stages>)")
       ->capture_default_str();
   c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();

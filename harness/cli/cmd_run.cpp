@@ -16,6 +16,7 @@
 #include "harness/models/case_run.hpp"
 #include "harness/models/program_cost.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -154,6 +155,7 @@ Command add_run_command(CLI::App& app) {
                                "run one case file (TOML): propagate its annotations, plan every op, run it, verify "
                                "it against the unsharded program and check its expectations");
   c->add_option("file", o->file, "the case file, e.g. harness/cases/gspmd_ffn.toml")->required();
+  add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
   c->add_flag("--explain", o->explain, "also each einsum's search: the articles' plan and the rejected ones");

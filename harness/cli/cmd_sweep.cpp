@@ -18,6 +18,7 @@
 #include "harness/cost/cost.hpp"
 #include "harness/cost/machine.hpp"
 #include "harness/models/sweep.hpp"
+#include "harness/cli/timeout_option.hpp"
 
 namespace shardlab {
 
@@ -179,6 +180,7 @@ Command add_sweep_command(CLI::App& app) {
   c->add_option("--share-dims", o->share_dims, "FFN sizes of the share sweep; article = B=8,S=512,M=5120,H=20480")
       ->capture_default_str();
   c->add_option("--max-devices", o->max_devices, "largest device count (powers of two from 1)")->capture_default_str();
+  add_collective_timeout(c);
   c->add_option("--backend", o->backend,
                 "busbw: sim (threads, ours only) or mpi (mpiexec -n 2 build/bin/shardlab sweep --what busbw --backend "
                 "mpi: ours and MPICH's)")

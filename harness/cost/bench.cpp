@@ -151,11 +151,23 @@ class Mpich {
                                               " elements is more than one MPI call can carry here (int counts)");
     const int c = static_cast<int>(count), e = static_cast<int>(each);
     const MPI_Datatype ty = mpi_type(t);
-    if (op == "all_reduce") check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
-    else if (op == "all_gather") check(MPI_Allgather(in, e, ty, out, e, ty, comm_), "MPI_Allgather");
-    else if (op == "reduce_scatter")
+    // A member that stops inside MPICH would leave these blocking calls hanging: the watchdog
+    // aborts the job past the collective timeout (collectives/mpi_world.hpp).
+    static const std::string allreduce = "MPICH's MPI_Allreduce", allgather = "MPICH's MPI_Allgather",
+                             reduce_scatter = "MPICH's MPI_Reduce_scatter_block", alltoall = "MPICH's MPI_Alltoall";
+    if (op == "all_reduce") {
+      BlockingCall guard(allreduce);
+      check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
+    } else if (op == "all_gather") {
+      BlockingCall guard(allgather);
+      check(MPI_Allgather(in, e, ty, out, e, ty, comm_), "MPI_Allgather");
+    } else if (op == "reduce_scatter") {
+      BlockingCall guard(reduce_scatter);
       check(MPI_Reduce_scatter_block(in, out, e, ty, mpi_sum(t), comm_), "MPI_Reduce_scatter_block");
-    else check(MPI_Alltoall(in, e, ty, out, e, ty, comm_), "MPI_Alltoall");
+    } else {
+      BlockingCall guard(alltoall);
+      check(MPI_Alltoall(in, e, ty, out, e, ty, comm_), "MPI_Alltoall");
+    }
   }
 
  private:
@@ -173,6 +185,7 @@ class Mpich {
 double meet(Device& dev, const Group& g) {
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t token = 0, got = 0;
+  dev.transport().set_activity("the meeting before a timed call over " + join(g.axes, ","));
   for (int s = 0; s + 1 < g.size(); ++s)
     dev.transport().control_sendrecv(g, g.next(), &token, sizeof token, g.prev(), &got, sizeof got);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
