@@ -251,7 +251,7 @@ void watch_blocking_calls() {
     if (waited < limit || blocked_since.load(std::memory_order_acquire) != since || !what) continue;
     mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(limit) + "): device " +
                        std::to_string(MpiProcess::get().rank()) + " waited " + seconds_text(waited) + " inside " +
-                       *what + " for devices that have not arrived",
+                       *what + ", not all of whom have arrived",
                    500);
   }
 }

@@ -135,6 +135,12 @@ class Mpich {
  public:
   explicit Mpich(const Group& g) : n_(g.size()) {
     check(MPI_Comm_split(MPI_COMM_WORLD, g.members[0], g.me, &comm_), "MPI_Comm_split");
+    std::string others;  // for the watchdog's sentence
+    for (int p = 0; p < g.size(); ++p)
+      if (p != g.me) others += (others.empty() ? "" : ", ") + std::to_string(g.members[p]);
+    others = " with device" + std::string(g.size() > 2 ? "s " : " ") + others;
+    for (const char* name : {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall"})
+      what_.push_back(std::string("MPICH's ") + name + others);
   }
   ~Mpich() {
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -153,19 +159,17 @@ class Mpich {
     const MPI_Datatype ty = mpi_type(t);
     // A member that stops inside MPICH would leave these blocking calls hanging: the watchdog
     // aborts the job past the collective timeout (collectives/mpi_world.hpp).
-    static const std::string allreduce = "MPICH's MPI_Allreduce", allgather = "MPICH's MPI_Allgather",
-                             reduce_scatter = "MPICH's MPI_Reduce_scatter_block", alltoall = "MPICH's MPI_Alltoall";
     if (op == "all_reduce") {
-      BlockingCall guard(allreduce);
+      BlockingCall guard(what_[0]);
       check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
     } else if (op == "all_gather") {
-      BlockingCall guard(allgather);
+      BlockingCall guard(what_[1]);
       check(MPI_Allgather(in, e, ty, out, e, ty, comm_), "MPI_Allgather");
     } else if (op == "reduce_scatter") {
-      BlockingCall guard(reduce_scatter);
+      BlockingCall guard(what_[2]);
       check(MPI_Reduce_scatter_block(in, out, e, ty, mpi_sum(t), comm_), "MPI_Reduce_scatter_block");
     } else {
-      BlockingCall guard(alltoall);
+      BlockingCall guard(what_[3]);
       check(MPI_Alltoall(in, e, ty, out, e, ty, comm_), "MPI_Alltoall");
     }
   }
@@ -176,6 +180,7 @@ class Mpich {
   }
   int n_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::vector<std::string> what_;  // each call's name and the other devices, for the watchdog
 };
 
 // The group meets before every timed call: n-1 ring steps of an 8-byte control message (after
