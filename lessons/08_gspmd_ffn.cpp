@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     config.perturb_expected = cli.common.perturb_expected;
     const FfnStrategy& gspmd = ffn_strategy("gspmd");
     const FfnPlan plan = plan_ffn(mesh, config);  // checks the mesh and dims before anything prints
+    refuse_ffn_over_memory(plan, config, cli.common.backend == "mpi" ? 1 : mesh.devices());
     const FfnSpecs& f = plan.specs;
     const FfnDims& d = config.dims;
     const std::string X = mesh.names()[0], Y = mesh.names()[1];

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     const FfnPlan row_col = plan_ffn(mesh, config);  // checks a one-axis mesh and the dims first
     config.strategy = "pairwise";
     const FfnPlan pairwise = plan_ffn(mesh, config);
+    refuse_ffn_over_memory(pairwise, config, cli.common.backend == "mpi" ? 1 : mesh.devices());
     const std::string Y = mesh.names()[0];
     const std::vector<std::string> T = {Y};
     const int n = mesh.devices();

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     for (const auto& s : strategies) {  // checks a one-axis mesh and the dims before anything prints
       config.strategy = s;
       plans.push_back(plan_ffn(mesh, config));
+      refuse_ffn_over_memory(plans.back(), config, cli.common.backend == "mpi" ? 1 : mesh.devices());
     }
 
     auto& out = session.out();

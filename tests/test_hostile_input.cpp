@@ -265,6 +265,31 @@ TEST_SUITE("hostile input") {
         "shardlab ffn --preset tpu-v9",
         "shardlab nonsense",
         "shardlab --nonsense",
+        // outputs on one file, or on an input
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out " + out + "c.npy --trace " + out + "c.npy",
+        "shardlab bench collectives --max 4K --iters 1 --csv " + out + "b.csv --trace " + out + "b.csv",
+        "shardlab run harness/cases/row_ffn.toml --trace harness/cases/row_ffn.toml",
+        "shardlab check harness/cases --junit harness/cases/row_ffn.toml",
+        "shardlab check harness/cases/row_ffn.toml --junit " + out + "j.xml --trace " + out + "j.xml",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --plan-only --out " + out + "c.npy",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --out " + out + std::string(300, 'X') + ".npy",
+        // work that would run for minutes or without bound
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --mesh A=2,B=2,C=2,D=2,E=2,F=2,G=2 --plan-only",
+        "shardlab bench collectives --mesh X=4096 --max 1K",
+        "shardlab pipeline --width 2000",
+        "05_inner_axes_mismatch --shape 1000000,1000000,1000000",
+        "08_gspmd_ffn --dims B=100000,S=100000",
+        "10_pairwise_backward --dims B=100000,S=100000",
+        // settings that cannot apply
+        "01_mesh_and_layout --collectives native",
+        "shardlab matmul --a-spec _,_ --b-spec _,_ --collectives native",
+        "shardlab ffn --collectives native",
+        "shardlab check " + out,
+        "shardlab check harness/cases --backend gpu --junit " + out + "j.xml",
+        "shardlab check harness/cases --backend mpi --junit " + out + "j.xml",
+        "shardlab zero --params 0.5 --devices 4",
+        "shardlab zero --params 1.5 --devices 4",
+        "shardlab zero --params 0x10 --devices 4",
     };
     refuse_all(commands);
   }
@@ -312,6 +337,11 @@ TEST_SUITE("hostile input") {
         good + "unknown_key = 1\n",
         good + "[expect]\nmax_bytes_per_device = -1\n",
         good + "[expect]\ncollectives = [\"all_shuffle h over Y\"]\nnot_a_key = 2\n",
+        good + "[expect]\ncollectives = [\"all_shuffle h over Y\"]\n",
+        good + "[expect]\ncollectives = [\"all_gather h over Q\"]\n",
+        good + "[expect]\ncollectives = [\"all_gather over\"]\n",
+        good + "[expect]\ncollectives = [\"\"]\n",
+        with("name = \"c\"", "name = \"a\\nb\""),
     };
     std::vector<std::string> commands;
     for (std::size_t i = 0; i < bodies.size(); ++i) {

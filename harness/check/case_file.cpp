@@ -204,6 +204,24 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     // make_program names the op and its line itself.
     throw Error(ErrorKind::parse, path + ": " + e.what());
   }
+  // Each expected collective reads "<op> <tensor> over <axes>": a malformed one is a broken file
+  // (exit 2), not an expectation the run fails to meet.
+  const Mesh on = Mesh::parse(c.mesh);
+  for (const auto& line : c.expect.collectives.value_or(std::vector<std::string>{})) {
+    const std::vector<std::string> words = split(line, ' ');
+    static const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                 "all_reduce_max", "send", "recv"};
+    std::string why;
+    if (words.size() != 4 || words[2] != "over") why = "write it as '<op> <tensor> over <axes>', like 'all_gather h over Y'";
+    else if (std::find(ops.begin(), ops.end(), words[0]) == ops.end()) why = "'" + words[0] + "' is not a collective (" + join(ops, ", ") + ")";
+    else  // (the tensor may be one the backward pass derives, so only its mesh axes are checked here)
+      for (std::string axis : split(words[3], ',')) {
+        axis.erase(std::remove(axis.begin(), axis.end(), '('), axis.end());
+        axis.erase(std::remove(axis.begin(), axis.end(), ')'), axis.end());
+        if (!on.has_axis(axis)) why = "mesh " + on.text() + " has no axis " + axis;
+      }
+    if (!why.empty()) r.fail(c.expect.collectives_line, "expect.collectives has '" + line + "': " + why);
+  }
   for (const auto& [tensor, spec] : c.shard)
     if (!c.program.dims.count(tensor))
       r.fail(c.shard_line.at(tensor), "shard names " + tensor + ", which is not a tensor of the program");

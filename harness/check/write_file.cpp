@@ -1,6 +1,8 @@
 #include "harness/check/write_file.hpp"
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +22,11 @@ Error io(const std::string& what, const std::string& path, const std::string& wh
 void check_writable(const std::string& path, const std::string& what) {
   const std::size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty()) throw io(what, path, "it names a directory, not a file");
+  if (name.size() > NAME_MAX || path.size() >= PATH_MAX)
+    throw io(what, path.substr(0, 60) + "...", "the name is longer than the file system allows (" +
+                                                   std::to_string(NAME_MAX) + " bytes a name)");
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw io(what, path, "its directory " + dir + " does not exist");
   if (!S_ISDIR(st.st_mode)) throw io(what, path, dir + " is not a directory");
@@ -30,8 +37,46 @@ void check_writable(const std::string& path, const std::string& what) {
   }
 }
 
-void write_file_whole(const std::string& path, const std::string& what, const std::function<void(std::ostream&)>& fill) {
-  check_writable(path, what);
+namespace {
+// What a path names, to compare two paths: "inode:<dev>:<ino>" for an existing file, else the
+// absolute path of its (resolved) directory and its name.
+std::string identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return "inode:" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(dir.c_str(), nullptr);
+  const std::string base = real ? real : dir;
+  std::free(real);
+  return base + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
+}
+}  // namespace
+
+void refuse_shared_paths(const std::vector<std::pair<std::string, std::string>>& outputs,
+                         const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].second.empty()) continue;
+    const std::string mine = identity(outputs[i].second);
+    const auto clash = [&](const std::pair<std::string, std::string>& other, const std::string& hint) {
+      if (!other.second.empty() && identity(other.second) == mine)
+        throw Error(ErrorKind::io, outputs[i].first + " and " + other.first + " name the same file " +
+                                       outputs[i].second + "; " + hint);
+    };
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) clash(outputs[j], "give each output its own file");
+    for (const auto& in : inputs) clash(in, "writing it would destroy the input");
+  }
+}
+
+void write_file_whole(const std::string& path_given, const std::string& what, const std::function<void(std::ostream&)>& fill) {
+  check_writable(path_given, what);
+  // Through a symbolic link to a regular file: replace the file it names, keep the link.
+  std::string path = path_given;
+  struct stat lst {};
+  if (::lstat(path_given.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+    if (char* real = ::realpath(path_given.c_str(), nullptr)) {
+      path = real;
+      std::free(real);
+    }
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

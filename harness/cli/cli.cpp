@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -118,6 +119,15 @@ int refuse_bad_values(const CLI::App& app, const std::string& program) {
       return 2;
     }
   }
+  // --collectives native is MPICH's own: refused before any output when the backend is not mpi.
+  const CLI::Option* native = app.get_option_no_throw("--collectives");
+  const CLI::Option* backend = app.get_option_no_throw("--backend");
+  if (native && native->count() && native->results().back() == "native" &&
+      (!backend || !backend->count() || backend->results().back() != "mpi")) {
+    if (process_is_root())
+      std::cerr << program << ": --collectives native runs MPICH's own collectives, so it needs --backend mpi under mpiexec\n";
+    return 2;
+  }
   for (const CLI::App* sub : app.get_subcommands())  // the chosen ones
     if (const int status = refuse_bad_values(*sub, program); status >= 0) return status;
   return -1;
@@ -138,14 +148,32 @@ int line_devices(const CommonOptions& common, int fallback) {
   return processes > 0 ? processes : fallback;
 }
 
+namespace {
+// One line whatever the message quotes (a case name with a newline, an escape sequence): control
+// characters are shown escaped, never sent to the terminal.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+}  // namespace
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const Error& e) {
-    if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
+    if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
     return e.kind() == ErrorKind::fault ? 3 : 2;
+  } catch (const std::bad_alloc&) {
+    if (process_is_root())
+      std::cerr << "error: out of memory: this run needs more memory than the machine could give; give smaller sizes\n";
+    return 2;
   } catch (const std::exception& e) {
-    if (process_is_root()) std::cerr << "error: " << e.what() << "\n";
+    if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
     return 2;
   }
 }

@@ -10,6 +10,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/junit.hpp"
 #include "harness/check/trace.hpp"
@@ -56,11 +57,21 @@ double since(std::chrono::steady_clock::time_point t0) {
 int run(const CheckOptions& o) {
   if (!o.junit.empty()) check_writable(o.junit, "the JUnit file");  // before running anything
   if (!o.common.trace.empty()) check_writable(o.common.trace, "trace");
+  const std::vector<std::string> files = case_files(o.paths);
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const auto& f : files) inputs.push_back({"the case file", f});
+  refuse_shared_paths({{"--junit", o.junit}, {"--trace", o.common.trace}}, inputs);
+  if (files.empty())
+    throw Error(ErrorKind::io, "no case files (*.toml) under " + join(o.paths, ", ") + ": nothing to check");
+  parse_backend(o.common.backend);  // a bad value is the command's error, not every case's
+  if (o.common.backend == "mpi" && launched_processes() == 0)
+    throw Error(ErrorKind::world_size, "--backend mpi checks cases on processes started by mpiexec; run mpiexec -n <devices> "
+                                       "build/bin/shardlab check ... --backend mpi");
   std::vector<TraceSource> traces;  // one per case file run, all in one timeline
   const bool root = process_is_root();
   std::vector<JunitSuite> suites;
   int passed = 0, failed = 0, invalid = 0;
-  for (const auto& path : case_files(o.paths)) {
+  for (const auto& path : files) {
     const auto t0 = std::chrono::steady_clock::now();
     JunitSuite suite;
     suite.name = path;
@@ -102,6 +113,7 @@ int run(const CheckOptions& o) {
              (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(r.checks.size()) +
              " checks" + (c.plan_only ? " (planned, not run)" : "") + (pass ? "" : "; " + first);
     } catch (const Error& e) {
+      if (e.kind() == ErrorKind::fault) throw;  // a runtime fault (a collective timeout) ends the check: exit 3
       ++invalid;
       JunitCase k;
       k.name = "case file";
@@ -119,7 +131,14 @@ int run(const CheckOptions& o) {
   if (root) {
     std::cout << passed << " passed, " << failed << " failed" << (invalid ? ", " + std::to_string(invalid) + " invalid" : "")
               << std::endl;
-    if (!o.junit.empty()) write_junit(o.junit, suites);
+    if (!o.junit.empty()) {
+      try {  // checked up front: a failure now (a full disk) is a runtime fault
+        write_junit(o.junit, suites);
+      } catch (const Error& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 3;
+      }
+    }
     if (!o.common.trace.empty() && keep_trace_file(o.common.trace, traces) != 0) return 3;
   }
   return invalid ? 2 : failed ? 1 : 0;

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/memory.hpp"
 #include "collectives/runtime.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"
@@ -172,14 +171,9 @@ int run(const FfnOptions& o) {
     return 0;
   }
 
-  {  // Up front, before any tensor: every device here at its peak, plus the full tensors in float64.
-    const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
-    const double here = common.backend == "mpi" ? 1.0 : static_cast<double>(p.mesh.devices());
-    const double widen = 8.0 / static_cast<double>(element_bytes(config.dtype));
-    refuse_if_over_memory(here * static_cast<double>(p.peak_bytes_per_device) +
-                              2 * widen * static_cast<double>(p.unsharded_stored_bytes),
-                          "this run", "see its plan with --plan-only, or give smaller --dims");
-  }
+  // Up front, before any tensor: every device here at its peak, plus the full tensors in float64.
+  refuse_ffn_over_memory(plan_ffn(Mesh::parse(common.mesh), config), config,
+                         common.backend == "mpi" ? 1 : Mesh::parse(common.mesh).devices());
   Session session("ffn", common);
   const FfnPlan preview = plan_ffn(session.mesh(), config);  // bad specs fail here, before any output
   auto& out = session.out();

@@ -15,6 +15,7 @@
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/check/npy.hpp"
+#include "harness/check/write_file.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/planner.hpp"
 #include "harness/check/session.hpp"
@@ -162,6 +163,9 @@ int run_contraction(const ContractionOptions& o) {
     throw Error(ErrorKind::parse, "--outer-gather is '" + o.outer_gather + "'; use A or B");
   if (!o.out_dtype.empty()) parse_npy_type(o.out_dtype);  // a bad value fails before any work
   if (!o.out.empty()) check_writable(o.out);
+  if (o.plan_only && !o.out.empty())
+    throw Error(ErrorKind::parse, "--out with --plan-only: no result is computed, so there is nothing to write");
+  refuse_shared_paths({{"--out", o.out}, {"--trace", o.common.trace}}, {{"--a-in", o.a_in}, {"--b-in", o.b_in}});
   Session session(o.einsum ? "einsum" : "matmul", o.common, !o.plan_only);
   const Mesh& mesh = session.mesh();
   const Einsum eq = Einsum::parse(o.equation);
@@ -316,7 +320,12 @@ int run_contraction(const ContractionOptions& o) {
         << "  memory per device: " << plan.working_bytes() << " bytes (A and B as multiplied, the product); "
         << plan.stored_bytes() << " at rest (the given blocks and C)\n";
     for (const auto& c : rep.checks) out << "  " << c.name << ": " << c.line() << "\n";
-    if (!o.out.empty() && rep.pass()) {
+    const double largest = xt::amax(xt::abs(got.tensor))();
+    if (!o.out.empty() && rep.pass() && out_type == NpyType::float16 && largest > 65504) {
+      std::cerr << "shardlab: not writing " << o.out << ": " << result << " holds " << largest
+                << ", beyond float16's largest finite value 65504; use --out-dtype float32\n";
+      io_status = 2;
+    } else if (!o.out.empty() && rep.pass()) {
       try {
         save_npy(o.out, got.tensor, out_type);
         out << "  wrote " << o.out << " (" << npy_type_name(out_type)

@@ -12,6 +12,7 @@
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
+#include "harness/check/write_file.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/program_cost.hpp"
@@ -93,6 +94,7 @@ std::string explanations(const ProgramPlan& plan) {
 
 int run(const RunOptions& o) {
   const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
+  refuse_shared_paths({{"--trace", o.common.trace}}, {{"the case file", o.file}});
   const CaseFile c = read_case_file(o.file);
   const CommonOptions common = case_options(c, o.common);
   if (o.plan_only || c.plan_only) {

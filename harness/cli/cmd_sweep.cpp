@@ -154,7 +154,7 @@ int run_sweep(const SweepOptions& o) {
     } catch (const Error& e) {
       if (backend != Backend::mpi) throw;
       std::cerr << "error: " << e.what() << "\n";
-      status = 2;
+      status = e.kind() == ErrorKind::fault ? 3 : 2;
     }
   }
   return backend == Backend::mpi ? mpi::agree(status) : status;

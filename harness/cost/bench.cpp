@@ -433,6 +433,10 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
     else throw Error(ErrorKind::parse, "--ops names '" + op + "'; use " + join(kOps, ","));
   const std::vector<std::size_t> bytes = sizes(o);
   const int n = mesh.axes_size(axes), here = local_devices(rt, mesh);
+  if (backend == Backend::sim && mesh.devices() > 64)
+    throw Error(ErrorKind::unsupported, "bench collectives on the sim backend times at most 64 devices (each a thread "
+                                        "on " + std::to_string(cores()) + " cores); mesh " + mesh.text() + " has " +
+                                            std::to_string(mesh.devices()));
   const bool crowded = here > cores();
   // Each device here holds its input, its output, the expected values and a ring buffer: about 4x.
   refuse_if_over_memory(4.0 * static_cast<double>(bytes.back()) * here, "bench collectives up to --max " + o.max,
@@ -641,6 +645,7 @@ std::string bench_csv(const BenchResult& result) {
 
 int bench_collectives(const BenchOptions& options) {
   if (!options.csv.empty()) check_writable(options.csv, "--csv");  // every rank: all refuse alike
+  refuse_shared_paths({{"--csv", options.csv}, {"--trace", options.trace}}, {});
   const BenchResult result = run_collectives_bench(options);
   const bool root = process_is_root();
   int status = 0;

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 
+#include "core/memory.hpp"
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -402,6 +403,13 @@ double FfnPlan::unsharded_flops() const {
   for (const auto& s : stages)
     if (s.kind == FfnStage::Kind::contraction) f += s.plan.unsharded_flops();
   return f;
+}
+
+void refuse_ffn_over_memory(const FfnPlan& p, const FfnConfig& config, int devices_here) {
+  const double widen = 8.0 / static_cast<double>(element_bytes(config.dtype));
+  refuse_if_over_memory(devices_here * static_cast<double>(p.peak_bytes_per_device) +
+                            2 * widen * static_cast<double>(p.unsharded_stored_bytes),
+                        "this run", "see its plan with shardlab ffn --plan-only, or give smaller --dims");
 }
 
 FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config) {

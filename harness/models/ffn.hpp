@@ -146,6 +146,10 @@ struct FfnPlan {
 // Plans the layer without running it: predicted bytes, memory and FLOPs per device. Throws Error
 // (exit 2 in binaries) for an unknown strategy, a mesh of the wrong rank, or dims that do not divide.
 FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config);
+// Before anything is allocated: refuses (one sentence with the estimate) a run whose devices here
+// (the mesh on sim, 1 under MPI) at their predicted peak plus the full tensors in float64 exceed
+// what the machine has available.
+void refuse_ffn_over_memory(const FfnPlan& plan, const FfnConfig& config, int devices_here);
 
 // Empty when a run's collectives are the plan's (reshards and contractions, both phases), in order,
 // with the predicted bytes; otherwise the first difference in words (plan_vs_ledger on all steps).

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/memory.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "harness/check/pictures.hpp"
@@ -72,6 +73,12 @@ MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::st
   c.m = mkn[0], c.k = mkn[1], c.n = mkn[2];
   c.plan = plan_contraction(matmul_eq(), mesh, {"A", c.a_spec, {c.m, c.k}}, {"B", c.b_spec, {c.k, c.n}}, std::nullopt,
                             {false, "C", element_bytes});
+  // Before allocating: the reference's table of m*k*n products, the operands and result (float64,
+  // a few copies) and every device's blocks (all of them in this process on sim; a bound under MPI).
+  const double m = static_cast<double>(c.m), k = static_cast<double>(c.k), n = static_cast<double>(c.n);
+  refuse_if_over_memory(8 * m * k * n + 8 * 4 * (m * k + k * n + m * n) +
+                            mesh.devices() * static_cast<double>(c.plan.stored_bytes() + c.plan.working_bytes()),
+                        "--shape " + shape, "give smaller sizes");
   c.a = random_integers({c.m, c.k}, seed, -4, 4);
   c.b = random_integers({c.k, c.n}, seed + 1, -4, 4);
   c.want = reference_einsum(matmul_eq(), c.a, c.b);

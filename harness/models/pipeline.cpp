@@ -38,7 +38,7 @@ void check_pipeline(const PipelineConfig& c) {
     throw Error(ErrorKind::parse, "--layers must be 1 to 16, not " + std::to_string(c.layers) +
                                       ": deeper plain tanh stacks make the gradients' rounding bound (sums of |terms|) "
                                       "outgrow the gradients, so the check would prove nothing");
-  if (c.width < 1 || c.width > 4096) throw Error(ErrorKind::parse, "--width must be 1 to 4096, not " + std::to_string(c.width));
+  if (c.width < 1 || c.width > 512) throw Error(ErrorKind::parse, "--width must be 1 to 512, not " + std::to_string(c.width));
   if (c.micro_batch < 1 || c.micro_batch > 4096)
     throw Error(ErrorKind::parse, "--micro-batch must be 1 to 4096, not " + std::to_string(c.micro_batch));
   if (c.schedule == PipeSchedule::naive && c.chunks != 1)

@@ -530,14 +530,21 @@ std::vector<std::string> write_dat_files(const std::string& dir, const std::vect
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw Error(ErrorKind::io, "--out " + dir + " is a file, not a directory");
+  const bool created = !fs::exists(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) throw Error(ErrorKind::io, "cannot create directory " + dir + ": " + ec.message());
   std::vector<std::string> temps, finals;
-  auto drop_temps = [&] {
+  auto drop_temps = [&] {  // and the directory, when this run made it: nothing is left behind
     for (const auto& t : temps) fs::remove(t, ec);
+    if (created) fs::remove(dir, ec);
   };
-  for (const auto& t : tables)  // first: never rename over a device node or a directory
-    check_writable((fs::path(dir) / (t.name + ".dat")).string(), "sweep table");
+  try {
+    for (const auto& t : tables)  // first: never rename over a device node or a directory
+      check_writable((fs::path(dir) / (t.name + ".dat")).string(), "sweep table");
+  } catch (const Error&) {
+    drop_temps();
+    throw;
+  }
   for (const auto& t : tables) {
     const std::string final_path = (fs::path(dir) / (t.name + ".dat")).string();
     const std::string temp = (fs::path(dir) / ("." + t.name + ".dat.tmp." + std::to_string(::getpid()))).string();
@@ -547,7 +554,7 @@ std::vector<std::string> write_dat_files(const std::string& dir, const std::vect
     f.close();
     if (!f) {
       drop_temps();
-      throw Error(ErrorKind::io, "cannot write " + final_path);
+      throw Error(ErrorKind::fault, "cannot write " + final_path + " (disk full?)");
     }
     finals.push_back(final_path);
   }
@@ -555,7 +562,7 @@ std::vector<std::string> write_dat_files(const std::string& dir, const std::vect
     fs::rename(temps[i], finals[i], ec);
     if (ec) {
       drop_temps();
-      throw Error(ErrorKind::io, "cannot rename " + temps[i] + " to " + finals[i] + ": " + ec.message());
+      throw Error(ErrorKind::fault, "cannot rename " + temps[i] + " to " + finals[i] + ": " + ec.message());
     }
   }
   return finals;
