@@ -99,7 +99,7 @@ TEST_CASE("case file: malformed files name the file, the line and what is wrong"
       {replaced(kGspmd, "outputs = [\"y\"]", "outputs = [\"z\"]"), {"output z is not"}},
       {replaced(kGspmd, "dtype = \"bfloat16\"", "dtype = \"float16\""), {"c.toml:3:", "'float16' is not one of"}},
       {replaced(kGspmd, "mesh = \"X=2,Y=4\"", "mesh = \"X=0\""), {"c.toml:2:", "mesh axis X"}},
-      {replaced(kGspmd, "name = \"gspmd_ffn\"", "name = \"\""), {"c.toml:1:", "give a name"}},
+      {replaced(kGspmd, "name = \"gspmd_ffn\"", "name = \"\""), {"c.toml:1:", "give a plain name"}},
       {replaced(kGspmd, "b = 8,", "b = 80000000000,"), {"x[bsm] would hold 5.12e+12 elements", "at most 2^31"}},
   };
   for (const auto& b : bad) {

@@ -342,6 +342,8 @@ TEST_SUITE("hostile input") {
         good + "[expect]\ncollectives = [\"all_gather over\"]\n",
         good + "[expect]\ncollectives = [\"\"]\n",
         with("name = \"c\"", "name = \"a\\nb\""),
+        with("name = \"c\"", "name = \"a\\u001b[31mred\""),
+        with("outputs = [\"y\"]", "outputs = [\"y\", \"y\"]"),
     };
     std::vector<std::string> commands;
     for (std::size_t i = 0; i < bodies.size(); ++i) {

@@ -85,8 +85,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   TensorProgram p;
   const toml::node& name = r.need(root, "name", "a case file");
   p.name = r.text(name, "name");
-  if (p.name.empty() || p.name.find_first_of(" \t\n") != std::string::npos)
-    r.fail(Reader::line_of(name), "name is \"" + p.name + "\"; give a name without spaces, like \"gspmd_ffn\"");
+  // Printed in reports and terminals: letters, digits and a little punctuation only.
+  if (p.name.empty() || p.name.size() > 100 ||
+      p.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != std::string::npos)
+    r.fail(Reader::line_of(name), "name is \"" + p.name + "\"; give a plain name (letters, digits, _ - .), like \"gspmd_ffn\"");
   const toml::node& mesh = r.need(root, "mesh", "a case file");
   c.mesh = r.text(mesh, "mesh");
   try {
@@ -172,6 +174,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (used.find(letter) == std::string::npos)
       r.fail(line, "dims gives " + std::string(1, letter) + ", but no input or op uses a dim " + std::string(1, letter));
   p.outputs = r.strings(r.need(root, "outputs", "a case file"), "outputs");
+  for (std::size_t i = 0; i < p.outputs.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (p.outputs[i] == p.outputs[j])
+        r.fail(Reader::line_of(*root.get("outputs")), "outputs names " + p.outputs[i] + " twice");
   if (const auto* n = root.get("measured")) {
     const toml::table& m = r.table(*n, "measured");
     r.only(m, {"source", "comm_share"}, "[measured]");
