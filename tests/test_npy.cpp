@@ -244,3 +244,36 @@ TEST_SUITE("npy") {
     std::remove(p.c_str());
   }
 }
+
+TEST_CASE("header lengths are unsigned: 128 and 182 byte headers load, a 2 GiB one is refused at once") {
+  // xnpy's reader took the length from signed chars: 0x80 became about 4 GiB, allocated before
+  // any check (a 100-byte file held 8 GB); a version 1 header of 182 bytes was misread.
+  const std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+  const auto file = [&](int version, std::size_t header_bytes) {
+    std::string header = dict;
+    const std::size_t start = version == 1 ? 10 : 12;
+    while (start + header.size() + 1 < start + header_bytes) header += ' ';
+    header += '\n';
+    std::string out = "\x93NUMPY";
+    out += static_cast<char>(version);
+    out += '\x00';
+    for (int i = 0; i < (version == 1 ? 2 : 4); ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return out + header + raw<double>({1.5, -2});
+  };
+  for (const auto& [version, bytes] : std::vector<std::pair<int, std::size_t>>{{2, 128}, {1, 182}, {2, 246}}) {
+    CAPTURE(version);
+    CAPTURE(bytes);
+    const std::string p = temp_path("len.npy");
+    write_file(p, file(version, bytes));
+    const NpyArray a = load_npy(p);
+    CHECK(a.data(0) == 1.5);
+    CHECK(a.data(1) == -2);
+  }
+  const std::string p = temp_path("huge_len.npy");
+  std::string bad = "\x93NUMPY";
+  bad += '\x02';
+  bad += '\x00';
+  bad += std::string("\xff\xff\xff\x7f", 4);
+  write_file(p, bad + std::string(88, ' '));
+  CHECK(has(io_error(p), "more than the file holds"));
+}

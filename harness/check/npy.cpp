@@ -90,43 +90,59 @@ namespace {
 // Reads only the header (at most 1 MiB of the file) and checks its shape against the file's size
 // before anything the shape asks for is allocated: a zero dim, a shape whose byte count overflows,
 // or data shorter or longer than the shape is refused here.
-void check_header(const std::string& path, std::ifstream& in, std::uint64_t size) {
+struct Header {
+  std::vector<std::size_t> shape;
+  std::string typestr;
+  bool fortran = false;
+  std::uint64_t data_start = 0, elements = 1, item = 8;
+};
+
+Header check_header(const std::string& path, std::ifstream& in, std::uint64_t size) {
   std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)), '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   const std::string descr = descr_of(head);
   if (!descr.empty() && !readable_descr(descr))
     throw io(path, "holds dtype '" + descr + "'; shardlab reads little-endian float16 (<f2), float32 (<f4) or float64 (<f8); " +
                        kNoBfloat16 + ", so save bfloat16 data as float32");
-  std::istringstream hs(head);
-  std::vector<std::size_t> shape;
-  std::string typestr;
-  bool fortran = false;
-  std::uint64_t data_start = 0;
+  const auto unreadable = [&](const std::string& why) { return io(path, "not a readable .npy file (" + why + ")"); };
+  // The preamble read here, as unsigned bytes: xnpy's own reader takes the header length from
+  // signed chars (a byte of 0x80 or more turns it into about 4 GiB) and allocates it first.
+  if (head.size() < 10 || head.compare(0, 6, "\x93NUMPY") != 0) throw unreadable("it does not start with \\x93NUMPY");
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint64_t>(static_cast<unsigned char>(head[i])); };
+  const std::uint64_t major = byte(6);
+  if (major != 1 && major != 2) throw unreadable("format version " + std::to_string(major) + " is not 1 or 2");
+  const std::uint64_t start = major == 1 ? 10 : 12;
+  if (head.size() < start) throw unreadable("the header is cut short");
+  const std::uint64_t length = major == 1 ? byte(8) | byte(9) << 8 : byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
+  if (start + length > head.size())
+    throw unreadable("its header says " + std::to_string(length) + " bytes, more than the file" +
+                     (head.size() < size ? "'s first MiB" : "") + " holds");
+  Header h;
   try {
-    unsigned char major = 0, minor = 0;
-    xt::detail::read_magic(hs, &major, &minor);
-    if (major != 1 && major != 2) throw std::runtime_error("unsupported file format version");
-    const std::string header = major == 1 ? xt::detail::read_header_1_0(hs) : xt::detail::read_header_2_0(hs);
-    if (!hs) throw std::runtime_error("the header is cut short");
-    data_start = static_cast<std::uint64_t>(hs.tellg());
-    xt::detail::parse_header(header, typestr, &fortran, shape);
+    xt::detail::parse_header(head.substr(start, length), h.typestr, &h.fortran, h.shape);
   } catch (const std::exception& e) {
-    throw io(path, std::string("not a readable .npy file (") + e.what() + ")");
+    throw unreadable(e.what());
   }
+  h.data_start = start + length;
+  if (!readable_descr(h.typestr))
+    throw io(path, "holds dtype '" + h.typestr + "'; shardlab reads float16 (<f2), float32 (<f4) or float64 (<f8)");
   std::string dims;
-  for (std::size_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-  dims = "(" + dims + (shape.size() == 1 ? ",)" : ")");
-  for (std::size_t d : shape)
+  for (std::size_t d : h.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  dims = "(" + dims + (h.shape.size() == 1 ? ",)" : ")");
+  for (std::size_t d : h.shape)
     if (d == 0) throw io(path, "has shape " + dims + " with a dim of size 0; shardlab needs every dim at least 1");
-  const std::uint64_t item = typestr == "<f2" ? 2 : typestr == "<f4" ? 4 : 8;
-  std::uint64_t bytes = item;
-  for (std::size_t d : shape)
+  h.item = h.typestr == "<f2" ? 2 : h.typestr == "<f4" ? 4 : 8;
+  std::uint64_t bytes = h.item;
+  for (std::size_t d : h.shape)
     if (d > (std::uint64_t{1} << 62) / bytes) throw io(path, "has shape " + dims + ", more bytes than any file holds; the header is corrupt");
     else bytes *= d;
-  if (data_start + bytes > size)
+  h.elements = bytes / h.item;
+  if (h.data_start + bytes > size)
     throw io(path, "is shorter than its header says (shape " + dims + " needs " + std::to_string(bytes) + " bytes of data, the file has " +
-                       std::to_string(size - data_start) + "); the file is truncated");
-  if (data_start + bytes < size) throw io(path, "has bytes after the array's data");
+                       std::to_string(size - std::min(size, h.data_start)) + "); the file is truncated");
+  if (h.data_start + bytes < size) throw io(path, "has bytes after the array's data");
+  if (h.fortran) throw io(path, "is stored in Fortran order; save it in C order (numpy.ascontiguousarray)");
+  return h;
 }
 
 }  // namespace
@@ -148,42 +164,35 @@ void refuse_non_finite(const std::string& path, const Tensor& t) {
 
 NpyArray load_npy(const std::string& path) {
   const std::uint64_t total = input_file_size(path, "the .npy file", std::numeric_limits<std::uint64_t>::max());
-  refuse_if_over_memory(2.0 * static_cast<double>(total), "reading " + path, "give a smaller input");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw io(path, "cannot open the file for reading");
-  check_header(path, in, total);
-  in.seekg(0);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  // xnpy reads the header, then as many bytes as the header's shape asks for.
-  xt::detail::npy_file file = [&] {
-    try {
-      return xt::detail::load_npy_file(bytes);
-    } catch (const std::exception& e) {
-      throw io(path, std::string("not a readable .npy file (") + e.what() + ")");
-    }
-  }();
-  if (bytes.fail()) throw io(path, "is shorter than its header says; the file is truncated");
-  if (static_cast<std::size_t>(bytes.tellg()) != total) throw io(path, "has bytes after the array's data");
-  if (file.m_fortran_order)
-    throw io(path, "is stored in Fortran order; save it in C order (numpy.ascontiguousarray)");
+  const Header h = check_header(path, in, total);
+  // Held: the float64 tensor, and for float32/float16 the file's words while they are converted.
+  refuse_if_over_memory(static_cast<double>(h.elements) * static_cast<double>(8 + (h.item == 8 ? 0 : h.item)),
+                        "reading " + path, "give a smaller input");
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(h.data_start));
   NpyArray out;
-  if (file.m_typestring == "<f8") {
-    out.data = std::move(file).cast<double, xt::layout_type::row_major>();
+  out.data = Tensor::from_shape(h.shape);
+  double* to = out.data.data();
+  const auto read = [&](void* into, std::uint64_t n) {
+    in.read(static_cast<char*>(into), static_cast<std::streamsize>(n));
+    if (!in) throw io(path, "could not be read to its end");
+  };
+  if (h.item == 8) {  // little-endian doubles, as this machine holds them
+    read(to, 8 * h.elements);
     out.type = NpyType::float64;
-  } else if (file.m_typestring == "<f4") {
-    Tensor d = std::move(file).cast<float, xt::layout_type::row_major>();
-    out.data = std::move(d);
+  } else if (h.item == 4) {
+    std::vector<float> words(h.elements);
+    read(words.data(), 4 * h.elements);
+    for (std::size_t i = 0; i < words.size(); ++i) to[i] = words[i];
     out.type = NpyType::float32;
-  } else if (file.m_typestring == "<f2") {
-    // xnpy has no half type: the raw little-endian 2-byte words, each converted exactly.
-    out.data = Tensor::from_shape(file.m_shape);
-    const auto* p = reinterpret_cast<const unsigned char*>(file.ptr());
-    for (std::size_t i = 0; i < out.data.size(); ++i)
-      out.data.data()[i] = from_half(static_cast<std::uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+  } else {  // no half type in C++: each little-endian 2-byte word converted exactly
+    std::vector<unsigned char> words(2 * h.elements);
+    read(words.data(), 2 * h.elements);
+    for (std::size_t i = 0; i < h.elements; ++i)
+      to[i] = from_half(static_cast<std::uint16_t>(words[2 * i] | words[2 * i + 1] << 8));
     out.type = NpyType::float16;
-  } else {
-    throw io(path, "holds dtype '" + file.m_typestring + "'; shardlab reads float16 (<f2), float32 (<f4) or float64 (<f8)");
   }
   return out;
 }

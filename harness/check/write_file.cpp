@@ -19,12 +19,28 @@ Error io(const std::string& what, const std::string& path, const std::string& wh
 
 }  // namespace
 
-void check_writable(const std::string& path, const std::string& what) {
+namespace {
+// The file a path writes to: a symbolic link's target (write_file_whole replaces it and keeps the
+// link), else the path itself. A link to nothing is refused: it is not clear what to write.
+std::string written_path(const std::string& given, const std::string& what) {
+  struct stat lst {};
+  if (::lstat(given.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return given;
+  char* real = ::realpath(given.c_str(), nullptr);
+  if (!real) throw io(what, given, "it is a symbolic link to nothing (a dangling link)");
+  const std::string out = real;
+  std::free(real);
+  return out;
+}
+}  // namespace
+
+void check_writable(const std::string& given, const std::string& what) {
+  const std::string path = written_path(given, what);
   const std::size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   if (name.empty()) throw io(what, path, "it names a directory, not a file");
-  if (name.size() > NAME_MAX || path.size() >= PATH_MAX)
+  // The temporary file beside it adds ".tmp" and the process id (up to 11 bytes).
+  if (name.size() + 11 > NAME_MAX || path.size() + 11 >= PATH_MAX)
     throw io(what, path.substr(0, 60) + "...", "the name is longer than the file system allows (" +
                                                    std::to_string(NAME_MAX) + " bytes a name)");
   struct stat st {};
@@ -70,13 +86,7 @@ void refuse_shared_paths(const std::vector<std::pair<std::string, std::string>>&
 void write_file_whole(const std::string& path_given, const std::string& what, const std::function<void(std::ostream&)>& fill) {
   check_writable(path_given, what);
   // Through a symbolic link to a regular file: replace the file it names, keep the link.
-  std::string path = path_given;
-  struct stat lst {};
-  if (::lstat(path_given.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
-    if (char* real = ::realpath(path_given.c_str(), nullptr)) {
-      path = real;
-      std::free(real);
-    }
+  const std::string path = written_path(path_given, what);
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

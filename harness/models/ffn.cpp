@@ -408,7 +408,7 @@ double FfnPlan::unsharded_flops() const {
 void refuse_ffn_over_memory(const FfnPlan& p, const FfnConfig& config, int devices_here) {
   const double widen = 8.0 / static_cast<double>(element_bytes(config.dtype));
   refuse_if_over_memory(devices_here * static_cast<double>(p.peak_bytes_per_device) +
-                            2 * widen * static_cast<double>(p.unsharded_stored_bytes),
+                            widen * static_cast<double>(p.unsharded_stored_bytes),
                         "this run", "see its plan with shardlab ffn --plan-only, or give smaller --dims");
 }
 

@@ -147,7 +147,7 @@ struct FfnPlan {
 // (exit 2 in binaries) for an unknown strategy, a mesh of the wrong rank, or dims that do not divide.
 FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config);
 // Before anything is allocated: refuses (one sentence with the estimate) a run whose devices here
-// (the mesh on sim, 1 under MPI) at their predicted peak plus the full tensors in float64 exceed
+// (the mesh on sim, 1 under MPI) at their predicted peak plus the full tensors once in float64 exceed
 // what the machine has available.
 void refuse_ffn_over_memory(const FfnPlan& plan, const FfnConfig& config, int devices_here);
 
