@@ -113,8 +113,12 @@ mpiexec_pid=$(pgrep -P $job | head -1)
 kill -INT "$mpiexec_pid"
 sent=$(now)
 wait $job; rc=$?
-echo "   mpiexec exit $rc, $(since "$sent") s after the signal"
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "exit $rc"
+took=$(since "$sent")
+# mpiexec's own status varies with how it was started (130 from a terminal; 0 when its caller runs
+# in the background, where SIGINT starts out ignored): what counts is that every rank ends at once.
+echo "   mpiexec exit $rc, $took s after the signal"
+[ $rc -ne 124 ] || fail "the run went on until timeout killed it"
+[ "$(echo "$took < 5" | bc)" = 1 ] || fail "took more than 5 s to end"
 left=$(leftovers)
 [ -z "$left" ] && echo "   no process left" || fail "processes left: $left"
 
