@@ -99,7 +99,7 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool tr
     for (auto& t : threads) t.detach();
   }
   SimWorld& world = run->world;
-  if (world.first_error()) std::rethrow_exception(world.first_error());
+  if (const std::exception_ptr error = world.take_first_error()) std::rethrow_exception(error);
   RunResult result;
   result.outputs = std::move(run->outputs);
   for (const auto& dev : run->devices) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 #include <cstring>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -225,8 +226,18 @@ void SimWorld::fail(int device, std::exception_ptr error) {
   }
 }
 
+std::exception_ptr SimWorld::first_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_error_;
+}
+
+std::exception_ptr SimWorld::take_first_error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(first_error_, nullptr);
+}
+
 void SimWorld::abort_locked(std::exception_ptr error) {
-  if (!first_error_) first_error_ = error;
+  if (!aborted_) first_error_ = error;  // the first stays first, even once it has been taken
   aborted_ = true;
   for (auto& w : wake_) w.notify_all();
   all_finished_.notify_all();

@@ -71,7 +71,12 @@ class SimWorld {
   void set_activity(int device, const std::string& what);
   void finish(int device);                                      // device's program returned
   void fail(int device, std::exception_ptr error);              // device's program threw
-  std::exception_ptr first_error() const { return first_error_; }
+  std::exception_ptr first_error() const;
+  // Moves the first error out, so the thread that rethrows it holds its only reference: a device
+  // left behind (detached) must not be the one that later frees the exception object the caller
+  // is still reading (ThreadSanitizer cannot see libstdc++'s reference count, and rightly asks
+  // for an ordering it can see).
+  std::exception_ptr take_first_error();
   // Blocks until every device has finished, or, once a device timed out, for at most `grace`
   // more (a device stuck in its own computation never finishes). True when all finished.
   bool wait_finished(std::chrono::milliseconds grace);
