@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
     out << "All collectives of this run:\n" << collectives_table(session.report().collectives) << "\n";
     out << "Takeaway: a mapping from named tensor axes to mesh axes fixes each device's block; elementwise\n"
            "          work runs on the blocks independently, and stitching them gives the unsharded answer.\n"
-           "Next:     02_reduction_allreduce - a sum over a sharded axis needs communication (AllReduce).\n";
+           "Next:     build/bin/02_reduction_allreduce\n"
+           "          a sum over a sharded axis needs communication (AllReduce).\n"
+           "Exercise: build/bin/shardlab exercise --lesson 01\n";
     return session.finish();
   });
 }

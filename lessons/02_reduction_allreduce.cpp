@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: reducing over a sharded axis leaves partial sums; AllReduce completes them on every\n"
            "          device (2(n-1)/n of the data sent), ReduceScatter completes them split ((n-1)/n).\n"
-           "Next:     03_dot_product_and_matmul - a matmul is a sum of products, so it shards the same way.\n";
+           "Next:     build/bin/03_dot_product_and_matmul\n"
+           "          a matmul is a sum of products, so it shards the same way.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 02\n";
     return session.finish();
   });
 }

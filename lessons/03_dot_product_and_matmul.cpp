@@ -131,7 +131,9 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: a dot product splits into partial dot products that only need adding; a matmul is a\n"
            "          table of dot products, a broadcast multiply summed over the shared dim.\n"
-           "Next:     04_inner_axes_match - split that shared dim over a mesh axis (Case 1A).\n";
+           "Next:     build/bin/04_inner_axes_match\n"
+           "          split that shared dim over a mesh axis (Case 1A).\n"
+           "Exercise: build/bin/shardlab exercise --lesson 03\n";
     return session.finish();
   });
 }

@@ -95,7 +95,9 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: split the summed dim the same way in both operands, multiply the blocks locally, and\n"
            "          one AllReduce finishes C. Any mesh axis that splits neither operand only repeats work.\n"
-           "Next:     05_inner_axes_mismatch - the same dim split over different mesh axes cannot be multiplied.\n";
+           "Next:     build/bin/05_inner_axes_mismatch\n"
+           "          the same dim split over different mesh axes cannot be multiplied.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 04\n";
     return session.finish();
   });
 }

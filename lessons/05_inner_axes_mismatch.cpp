@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: blocks of a summed dim can only be multiplied if both operands cut it the same way;\n"
            "          otherwise AllGather both back to whole, and the mesh multiplies everything everywhere.\n"
-           "Next:     06_outer_axes - split the outer dim of A too, and each half of the mesh computes half of C.\n";
+           "Next:     build/bin/06_outer_axes\n"
+           "          split the outer dim of A too, and each half of the mesh computes half of C.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 05\n";
     return session.finish();
   });
 }

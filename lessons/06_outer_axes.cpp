@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: an outer dim can be split for free: its rows of C need only its rows of A. With A a\n"
            "          batch and B the weights, that is data parallelism.\n"
-           "Next:     07_full_sharding - split B's outer dim over Y too, and no device repeats another.\n";
+           "Next:     build/bin/07_full_sharding\n"
+           "          split B's outer dim over Y too, and no device repeats another.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 06\n";
     return session.finish();
   });
 }

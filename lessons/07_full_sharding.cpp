@@ -88,10 +88,12 @@ int main(int argc, char** argv) {
     }
     out << "\nTakeaway: split the outer dims of A and B over different mesh axes and gather only the summed\n"
            "          dim: each device computes a block of C nobody else does, and C keeps the inputs' split.\n"
-           "Next:     08 - the GSPMD feed-forward layer: two such matmuls, with AllGather and ReduceScatter.\n"
+           "Next:     build/bin/08_gspmd_ffn\n"
+           "          the GSPMD feed-forward layer: two such matmuls, with AllGather and ReduceScatter.\n"
            "          The planner's article rules already derive it (quoted: -> means a file to the shell):\n"
            "          build/bin/shardlab einsum 'bsm,mh->bsh' --plan article --specs X,_,Y X,Y \\\n"
-           "            --out-spec X,_,Y --dims b=8,s=4,m=16,h=32\n";
+           "            --out-spec X,_,Y --dims b=8,s=4,m=16,h=32\n"
+           "Exercise: build/bin/shardlab exercise --lesson 07\n";
     return session.finish();
   });
 }

@@ -141,7 +141,9 @@ int main(int argc, char** argv) {
     out << "\nTakeaway: name the dims, map names to mesh axes, and the planner derives the rest: two AllGathers\n"
            "          feed the first matmul, one AllGather and a ReduceScatter finish the second, and y leaves in\n"
            "          x's layout with every device holding and computing 1/" << mesh.devices() << " of the layer.\n"
-           "Next:     09_column_row_pairwise - the same layer on a 1-D mesh, Megatron style: one AllReduce.\n";
+           "Next:     build/bin/09_column_row_pairwise\n"
+           "          the same layer on a 1-D mesh, Megatron style: one AllReduce.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 08\n";
     return session.finish();
   });
 }

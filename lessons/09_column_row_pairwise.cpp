@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     out << "\nTakeaway: a column cut gathers its outputs, a row cut sums them; cutting W_in by columns and W_out\n"
            "          by rows lets GELU run on the split hidden layer and leaves one AllReduce for the whole FFN.\n"
-           "Next:     10_pairwise_backward - the backward pass flips each cut, and pairwise stays one AllReduce.\n";
+           "Next:     build/bin/10_pairwise_backward\n"
+           "          the backward pass flips each cut, and pairwise stays one AllReduce.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 09\n";
     return session.finish();
   });
 }

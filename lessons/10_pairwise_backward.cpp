@@ -155,7 +155,9 @@ int main(int argc, char** argv) {
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     out << "\nTakeaway: transposing a weight swaps its column cut and its row cut, so the backward pass mirrors\n"
            "          the forward one; pairwise sharding is pairwise both ways: one AllReduce forward, one back.\n"
-           "Next:     11_propagation - annotate three tensors of the FFN and let propagation derive the rest.\n";
+           "Next:     build/bin/11_propagation\n"
+           "          annotate three tensors of the FFN and let propagation derive the rest.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 10\n";
     return session.finish();
   });
 }

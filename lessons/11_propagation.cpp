@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
         << "\nTakeaway: annotate the inputs and weights; propagation lays out every other tensor, the gradients\n"
            "          follow by rule, and the planner derives the collectives - here exactly the four lesson\n"
            "          08 wrote by hand and the seven of the hand-written backward.\n"
-           "Next:     shardlab run harness/cases/gspmd_ffn.toml - the same program as a case file, for CI.\n";
+           "Next:     build/bin/shardlab run harness/cases/gspmd_ffn.toml\n"
+           "          the same program as a case file, for CI.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 11\n";
     return session.finish();
   });
 }

@@ -170,8 +170,9 @@ int main(int argc, char** argv) {
     out << "   " << megatron.name << ": " << check_text(megatron) << "\n"
         << "\nTakeaway: heads are independent until the output projection sums them, so splitting heads\n"
            "          costs one AllReduce each way; splitting keys puts a collective inside the softmax.\n"
-           "Next:     build/bin/shardlab run harness/cases/attention_megatron.toml - the same block as a\n"
-           "          case file, for CI.\n";
+           "Next:     build/bin/shardlab run harness/cases/attention_megatron.toml\n"
+           "          the same block as a case file, for CI.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 12\n";
     return session.finish();
   });
 }

@@ -181,8 +181,9 @@ int main(int argc, char** argv) {
     out << "   " << four.name << ": " << check_text(four) << "\n"
         << "\nTakeaway: split the embed dim and even a layer norm communicates; keep activations whole and\n"
            "          split heads and hidden, and a layer costs four AllReduces per step.\n"
-           "Next:     build/bin/shardlab run harness/cases/esm2_layer.toml --plan-only --preset tpu-v2 - the\n"
-           "          2D layer at ESM2 15B's size, its communication share beside article 001's trace.\n";
+           "Next:     build/bin/shardlab run harness/cases/esm2_layer.toml --plan-only --preset tpu-v2\n"
+           "          the 2D layer at ESM2 15B's size, its communication share beside article 001's trace.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 13\n";
     return session.finish();
   });
 }

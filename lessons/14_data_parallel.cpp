@@ -133,8 +133,9 @@ int main(int argc, char** argv) {
     out << "   The updated weights are compared replica by replica: every device holds the same W_next.\n"
         << "\nTakeaway: data parallelism needs no communication until the gradients, then one AllReduce of\n"
            "          all of them - 2(N-1)/N of the parameters' bytes per device, whatever the batch.\n"
-           "Next:     build/bin/shardlab zero --params 7.5B --devices 64 - what each device must hold, and\n"
-           "          how ZeRO splits it.\n";
+           "Next:     build/bin/shardlab zero --params 7.5B --devices 64\n"
+           "          what each device must hold, and how ZeRO splits it.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 14\n";
     return session.finish();
   });
 }

@@ -209,7 +209,8 @@ int main(int argc, char** argv) {
           << "   and the weight check allows both.\n";
     out << "\nTakeaway: ZeRO keeps one copy of the training state spread over the devices; stages 1 and 2\n"
            "          cost no extra bytes, stage 3 sends 1.5x plain DP to split the weights too.\n"
-           "Next:     build/bin/shardlab zero --params 7.5B --devices 64\n";
+           "Next:     build/bin/shardlab zero --params 7.5B --devices 64\n"
+           "Exercise: build/bin/shardlab exercise --lesson 15\n";
     return session.finish();
   });
 }

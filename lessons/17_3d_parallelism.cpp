@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "\nTakeaway: 3D parallelism gives each axis one job: T splits layers (chatty: keep it on NVLink),\n"
            "          P splits the depth (an activation per micro-batch), D splits the batch (once a step).\n"
-           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 8 --schedule 1f1b\n";
+           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 8 --schedule 1f1b\n"
+           "Exercise: build/bin/shardlab exercise --lesson 17\n";
     return session.finish();
   });
 }

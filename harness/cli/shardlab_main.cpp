@@ -10,6 +10,7 @@
 #include "harness/cli/cmd_bench.hpp"
 #include "harness/cli/cmd_check.hpp"
 #include "harness/cli/cmd_cost.hpp"
+#include "harness/cli/cmd_exercise.hpp"
 #include "harness/cli/cmd_ffn.hpp"
 #include "harness/cli/cmd_matmul.hpp"
 #include "harness/cli/cmd_run.hpp"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   Command zero = add_zero_command(app);
   Command pipeline = add_pipeline_command(app);
   Command soak = add_soak_command(app);
+  Command exercise = add_exercise_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     if (*zero.app) return zero.run();
     if (*pipeline.app) return pipeline.run();
     if (*soak.app) return soak.run();
+    if (*exercise.app) return exercise.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

@@ -1,0 +1,127 @@
+#include "harness/cli/cmd_exercise.hpp"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/table.hpp"
+#include "harness/models/exercise.hpp"
+
+namespace shardlab {
+
+namespace {
+
+struct ExerciseOptions {
+  std::string lesson, answer;
+  std::uint64_t seed = 0;
+  bool json = false, list = false;
+};
+
+int list() {
+  Table t({"lesson", "exercises", "first topic"});
+  for (const std::string& l : exercise_lessons()) {
+    int n = 0;
+    std::string first;
+    for (const auto& c : exercise_bank())
+      if (c.lesson == l && n++ == 0) first = c.topic;
+    if (first.size() > 66) first = first.substr(0, 63) + "...";
+    t.add({l, std::to_string(n), first});
+  }
+  std::cout << "shardlab exercise: " << exercise_bank().size() << " cases; each --seed picks a case of the lesson "
+            << "and a variant\n(dims x1 or x2, element type float32, float64 or bfloat16)\n"
+            << t.text() << "Try: build/bin/shardlab exercise --lesson 04 --seed 1\n";
+  return 0;
+}
+
+nlohmann::ordered_json question_json(const Exercise& e, const Plan& plan) {
+  auto operand = [](const Operand& o, const std::string& letters) {
+    return nlohmann::ordered_json{{"name", o.name}, {"dims", letters}, {"shape", o.shape}, {"spec", o.spec.text()}};
+  };
+  nlohmann::ordered_json j = {{"id", e.id},
+                              {"lesson", e.c.lesson},
+                              {"topic", e.c.topic},
+                              {"mesh", e.c.mesh},
+                              {"dtype", dtype_name(e.c.dtype)},
+                              {"element_bytes", element_bytes(e.c.dtype)},
+                              {"einsum", plan.eq.text()},
+                              {"a", operand(plan.a, plan.eq.a)},
+                              {"b", operand(plan.b, plan.eq.b)},
+                              {"result", plan.result_name},
+                              {"out_spec", plan.out_given ? nlohmann::ordered_json(plan.out_spec.text())
+                                                          : nlohmann::ordered_json(nullptr)},
+                              {"answer_format", "<op> <tensor> over <axes> <bytes sent per device>; ...  or none"}};
+  return j;
+}
+
+// One collective per line until an empty line or the end of input. At a terminal a line that is
+// not understood is explained and asked again; from a pipe it is bad input (Error, exit 2).
+std::vector<AnswerItem> read_answer_interactively() {
+  const bool tty = isatty(STDIN_FILENO);
+  std::vector<AnswerItem> all;
+  std::string line;
+  for (int n = 1;;) {
+    if (tty) std::cout << "answer " << n << " (empty line to finish)> " << std::flush;
+    if (!std::getline(std::cin, line) || trim(line).empty()) break;
+    try {
+      for (const AnswerItem& a : parse_answer(line)) all.push_back(a);
+      ++n;
+    } catch (const Error& err) {
+      if (!tty) throw;
+      std::cout << "  " << err.what() << "\n";
+    }
+  }
+  return all;
+}
+
+int run(const ExerciseOptions& o) {
+  if (o.list) return list();
+  const Exercise e = pick_exercise(o.lesson, o.seed);
+  const Solution s = solve(e);
+  if (o.json) {
+    if (!o.answer.empty()) throw Error(ErrorKind::parse, "--json prints the question only; drop --answer");
+    std::cout << question_json(e, s.plan).dump(2) << std::endl;
+    return 0;
+  }
+  std::vector<AnswerItem> given;
+  if (!o.answer.empty()) given = parse_answer(o.answer);  // a malformed answer: exit 2 before anything prints
+  std::cout << question_text(e, s.plan);
+  if (o.answer.empty()) given = read_answer_interactively();
+  const Grade g = grade(s, given);
+  std::cout << "\nYour answer                         grade\n";
+  for (const auto& line : g.lines) std::cout << line << "\n";
+  std::cout << "\nThe right answer (the planner's plan under the articles' rules; the sim run's ledger agrees):\n";
+  if (s.right.empty()) std::cout << "  none: every device already holds what its product needs, and the result is "
+                                    "as wanted\n";
+  for (std::size_t i = 0; i < s.right.size(); ++i)
+    std::cout << "  " << s.right[i].text() << "\n      why:   " << s.rule[i] << "\n      bytes: "
+              << s.arithmetic[i] << "\n";
+  const int total = g.right + g.wrong + g.missed;
+  std::cout << "\n" << (g.pass() ? "PASS" : "FAIL") << " exercise " << e.id << ": " << g.right << " of " << total
+            << " right";
+  if (!g.pass()) std::cout << "; try another: build/bin/shardlab exercise --lesson " << e.c.lesson << " --seed "
+                           << o.seed + 1;
+  std::cout << "\n";
+  return g.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_exercise_command(CLI::App& app) {
+  auto o = std::make_shared<ExerciseOptions>();
+  auto* c = app.add_subcommand("exercise", "a sharding case to solve: name its collectives and bytes, and be graded");
+  c->add_option("--lesson", o->lesson, "the lesson whose exercises to pick from, like 04 (default: any)");
+  c->add_option("--seed", o->seed, "which case of the lesson, and which variant")->capture_default_str();
+  c->add_option("--answer", o->answer,
+                "the answer, instead of typing it: \"all_reduce C over Y 192; all_gather A over X 64\" or none");
+  c->add_flag("--json", o->json, "print the question (without its answer) as JSON");
+  c->add_flag("--list", o->list, "list the lessons that have exercises");
+  return {c, [o] { return run(*o); }};
+}
+
+}  // namespace shardlab

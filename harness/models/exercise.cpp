@@ -1,0 +1,368 @@
+#include "harness/models/exercise.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "collectives/runtime.hpp"
+#include "core/einsum.hpp"
+#include "core/error.hpp"
+#include "core/mesh.hpp"
+#include "core/tensor.hpp"
+#include "core/text.hpp"
+#include "harness/check/report.hpp"
+
+namespace shardlab {
+
+namespace {
+
+constexpr DType f32 = DType::float32;
+
+ExerciseCase ex(const char* lesson, const char* topic, const char* mesh, const char* eq, const char* names,
+                const char* a, const char* b, const char* out, const char* dims) {
+  return ExerciseCase{lesson, topic, mesh, eq, names, a, b, out, dims, f32};
+}
+
+std::vector<ExerciseCase> make_bank() {
+  const char* xy = "X=2,Y=4";
+  return {
+      // 01: where blocks live; a contraction over dims nobody splits moves nothing
+      ex("01", "outer dims split on two axes: every device owns one block of C", xy, "ik,kn->in", "A,B,C",
+         "X,_", "_,Y", "", "i=8,k=16,n=8"),
+      ex("01", "the same blocks, but C is wanted whole on every device", xy, "ik,kn->in", "A,B,C", "X,_", "_,_",
+         "_,_", "i=8,k=16,n=8"),
+      ex("01", "a dim split over both axes at once, then wanted whole", xy, "ik,kn->in", "A,B,C", "_,_", "_,(X,Y)",
+         "_,_", "i=4,k=8,n=16"),
+      // 02: a sum over a split dim needs an AllReduce; over an unsplit one it needs nothing
+      ex("02", "a matrix-vector sum over the split dim J", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "", "i=8,j=16"),
+      ex("02", "the same sum, each device keeping a quarter of u", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "Y",
+         "i=8,j=16"),
+      ex("02", "the rows are split, the summed dim is not", xy, "ij,j->i", "A,v,u", "Y,_", "_", "", "i=16,j=8"),
+      // 03: a matmul is a sum of products; the contracted dim decides
+      ex("03", "row-wise dot products with the summed dim split over X", xy, "bi,bi->b", "p,q,r", "_,X", "_,X",
+         "", "b=8,i=16"),
+      ex("03", "a matmul with its inner dim split over a line of 8 devices", "X=8", "ik,kn->in", "A,B,C", "_,X",
+         "X,_", "", "i=4,k=16,n=4"),
+      ex("03", "the inner dim split over both axes at once", xy, "ik,kn->in", "A,B,C", "_,(X,Y)", "(X,Y),_", "",
+         "i=4,k=16,n=4"),
+      // 04: Case 1A, the inner dim split the same way on both operands
+      ex("04", "Case 1A: K split over Y on both, C wanted whole", xy, "ik,kn->in", "A,B,C", "_,Y", "Y,_", "",
+         "i=8,k=16,n=8"),
+      ex("04", "Case 1A, C wanted split over Y by columns", xy, "ik,kn->in", "A,B,C", "_,Y", "Y,_", "_,Y",
+         "i=8,k=16,n=8"),
+      ex("04", "Case 1A with A's rows split over X as well", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,_", "X,_",
+         "i=8,k=16,n=8"),
+      // 05: Case 1B, the inner dim split over different axes
+      ex("05", "Case 1B: K over X on A, over Y on B", xy, "ik,kn->in", "A,B,C", "_,X", "Y,_", "", "i=8,k=16,n=8"),
+      ex("05", "K over (X,Y) on A, over X on B: the common part stays", xy, "ik,kn->in", "A,B,C", "_,(X,Y)", "X,_",
+         "", "i=8,k=16,n=8"),
+      ex("05", "K split on A only", xy, "ik,kn->in", "A,B,C", "_,Y", "_,_", "", "i=8,k=16,n=8"),
+      // 06: outer dims split too
+      ex("06", "A's rows over X, K over Y on both", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,_", "", "i=8,k=16,n=8"),
+      ex("06", "the same, C left split over both axes", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,_", "X,Y",
+         "i=8,k=16,n=8"),
+      ex("06", "outer dims on different axes, K whole", xy, "ik,kn->in", "A,B,C", "Y,_", "_,X", "", "i=8,k=16,n=8"),
+      // 07: full sharding, and outer dims that meet on one axis
+      ex("07", "A's rows and B's columns both over X", xy, "ik,kn->in", "A,B,C", "X,_", "_,X", "", "i=8,k=16,n=8"),
+      ex("07", "every dim split: rows over X, K over Y, columns over X", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,X", "",
+         "i=8,k=16,n=8"),
+      ex("07", "every dim split, C by rows over X and columns over Y", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,X", "X,Y",
+         "i=8,k=16,n=8"),
+      // 08: article 003's GSPMD feed-forward layer
+      ex("08", "GSPMD's first matmul: h = x W_in", xy, "bm,mh->bh", "x,W_in,h", "X,Y", "X,Y", "X,Y",
+         "b=8,m=16,h=32"),
+      ex("08", "GSPMD's second matmul: y = h W_out", xy, "bh,hm->bm", "h,W_out,y", "X,Y", "Y,X", "X,Y",
+         "b=8,h=32,m=16"),
+      ex("08", "GSPMD's first matmul with a sequence dim", xy, "bsm,mh->bsh", "x,W_in,h", "X,_,Y", "X,Y", "X,_,Y",
+         "b=4,s=4,m=16,h=32"),
+      // 09: Megatron on a line of devices
+      ex("09", "column-parallel: W_in split by columns", "Y=4", "bm,mh->bh", "x,W_in,h", "_,_", "_,Y", "",
+         "b=8,m=16,h=32"),
+      ex("09", "row-parallel: W_out split by rows, h by columns", "Y=4", "bh,hm->bm", "h,W_out,y", "_,Y", "Y,_", "",
+         "b=8,h=32,m=16"),
+      ex("09", "row-parallel with y left split by batch rows", "Y=4", "bh,hm->bm", "h,W_out,y", "_,Y", "Y,_", "Y,_",
+         "b=8,h=32,m=16"),
+      // 10: the backward pass of the pairwise (column then row) layer
+      ex("10", "dh = dy W_out^T, W_out split by rows", "Y=4", "bm,hm->bh", "dy,W_out,dh", "_,_", "Y,_", "",
+         "b=8,m=16,h=32"),
+      ex("10", "dx = dh W_in^T, both split over the hidden dim", "Y=4", "bh,mh->bm", "dh,W_in,dx", "_,Y", "_,Y", "",
+         "b=8,h=32,m=16"),
+      ex("10", "dW_in = x^T dh, no data parallelism", "Y=4", "bm,bh->mh", "x,dh,dW_in", "_,_", "_,Y", "",
+         "b=8,m=16,h=32"),
+      // 11: with no output spec the product keeps its own layout (what propagation would give it)
+      ex("11", "no output spec: batch over X, columns over Y", xy, "bm,mh->bh", "x,W_in,h", "X,_", "_,Y", "",
+         "b=8,m=16,h=32"),
+      ex("11", "no output spec: the inner dim split over Y", xy, "bm,mh->bh", "x,W_in,h", "X,Y", "Y,_", "",
+         "b=8,m=16,h=32"),
+      ex("11", "an output spec that splits the result further than the product", xy, "bm,mh->bh", "x,W_in,h", "X,_",
+         "_,_", "X,Y", "b=8,m=16,h=32"),
+      // 12: attention
+      ex("12", "attention scores with heads split over Y", "Y=4", "hqd,hkd->hqk", "q,k,s", "Y,_,_", "Y,_,_", "",
+         "h=8,q=8,k=8,d=4"),
+      ex("12", "attention scores with the head dim d split over Y", "Y=4", "hqd,hkd->hqk", "q,k,s", "_,_,Y",
+         "_,_,Y", "", "h=2,q=8,k=8,d=16"),
+      ex("12", "attention output with the keys split over Y (sequence parallel)", "Y=4", "hqk,hkd->hqd", "p,v,o",
+         "_,_,Y", "_,Y,_", "", "h=2,q=8,k=16,d=4"),
+      // 13: a Transformer layer's matmuls on batch x sequence x embedding
+      ex("13", "the FFN's first matmul, Megatron: W_in by columns", "Y=4", "bsm,mh->bsh", "x,W_in,h", "_,_,_",
+         "_,Y", "", "b=2,s=4,m=8,h=32"),
+      ex("13", "the FFN's second matmul, Megatron: W_out by rows", "Y=4", "bsh,hm->bsm", "h,W_out,y", "_,_,Y", "Y,_",
+         "", "b=2,s=4,h=32,m=8"),
+      ex("13", "the attention projection with batch over X and embed over Y", xy, "bsm,mh->bsh", "x,W_q,q", "X,_,Y",
+         "Y,_", "X,_,_", "b=4,s=4,m=16,h=8"),
+      // 14: data parallelism
+      ex("14", "the forward matmul with the batch split over X", "X=8", "bm,mh->bh", "x,W,h", "X,_", "_,_", "",
+         "b=16,m=8,h=8"),
+      ex("14", "the weight gradient, wanted whole on every replica", "X=8", "bm,bh->mh", "x,dh,dW", "X,_", "X,_",
+         "_,_", "b=16,m=8,h=8"),
+      ex("14", "the weight gradient with data over X and tensor parallelism over Y", xy, "bm,bh->mh", "x,dh,dW",
+         "X,_", "X,Y", "_,Y", "b=8,m=8,h=16"),
+      // 15: ZeRO: parameters, gradients and states split over the data axis
+      ex("15", "ZeRO-3's forward: W's rows split over the data axis", "X=4", "bm,mh->bh", "x,W,h", "X,_", "X,_", "X,_",
+         "b=8,m=16,h=8"),
+      ex("15", "ZeRO-2's gradient: each replica keeps the rows it updates", "X=4", "bm,bh->mh", "x,dh,dW", "X,_",
+         "X,_", "X,_", "b=8,m=16,h=8"),
+      ex("15", "ZeRO-3's backward: dx needs W whole again", "X=4", "bh,mh->bm", "dh,W,dx", "X,_", "X,_", "X,_",
+         "b=8,h=8,m=16"),
+      // 17: data (D), pipeline (P) and tensor (T) axes
+      ex("17", "3D: the column-parallel matmul inside a stage", "D=2,P=2,T=2", "bm,mh->bh", "x,W_in,h", "D,_", "_,T",
+         "", "b=8,m=8,h=16"),
+      ex("17", "3D: the row-parallel matmul inside a stage", "D=2,P=2,T=2", "bh,hm->bm", "h,W_out,y", "D,T", "T,_", "",
+         "b=8,h=16,m=8"),
+      ex("17", "3D: W_out's gradient summed over the data axis", "D=2,P=2,T=2", "bh,bm->hm", "h,dy,dW_out", "D,T",
+         "D,_", "T,_", "b=8,h=16,m=8"),
+  };
+}
+
+std::string normal_op(const std::string& word) {
+  std::string w;
+  for (char c : word)
+    if (c != '_' && c != '-') w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (w == "allreduce") return "all_reduce";
+  if (w == "allgather") return "all_gather";
+  if (w == "reducescatter") return "reduce_scatter";
+  if (w == "alltoall") return "all_to_all";
+  if (w == "allreducemax") return "all_reduce_max";
+  return "";
+}
+
+std::string normal_axes(std::string text) {
+  std::string out;
+  for (char c : text)
+    if (c != '(' && c != ')' && c != ' ') out += c;
+  return out;
+}
+
+std::string block_formula(const PlanStep& s, int n, std::size_t block) {
+  const std::string b = std::to_string(block) + " B";
+  const std::string ns = ", n = " + std::to_string(n);
+  switch (s.kind) {
+    case StepKind::all_gather: return "(n-1) x " + b + " block" + ns;
+    case StepKind::all_reduce:
+    case StepKind::all_reduce_max: return "2(n-1)/n x " + b + " block" + ns;
+    default: return "(n-1)/n x " + b + " block" + ns;
+  }
+}
+
+std::string scaled_dims(const std::string& dims, int scale) {
+  std::string out;
+  for (const auto& kv : parse_dim_sizes(dims))
+    out += (out.empty() ? "" : ",") + std::string(1, kv.first) + "=" + std::to_string(kv.second * scale);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<ExerciseCase>& exercise_bank() {
+  static const std::vector<ExerciseCase> bank = make_bank();
+  return bank;
+}
+
+std::vector<std::string> exercise_lessons() {
+  std::vector<std::string> out;
+  for (const auto& c : exercise_bank())
+    if (out.empty() || out.back() != c.lesson) out.push_back(c.lesson);
+  return out;
+}
+
+Exercise pick_exercise(const std::string& lesson, std::uint64_t seed) {
+  std::string want = trim(lesson);
+  if (want.size() == 1) want = "0" + want;
+  std::vector<std::size_t> pool;
+  for (std::size_t i = 0; i < exercise_bank().size(); ++i)
+    if (want.empty() || exercise_bank()[i].lesson == want) pool.push_back(i);
+  if (pool.empty())
+    throw Error(ErrorKind::parse, "--lesson " + lesson + " has no exercises; give one of " +
+                                      join(exercise_lessons(), ", ") + " (lesson 16's pipeline moves data by send "
+                                      "and receive, not by collectives)");
+  const std::size_t pick = pool[seed % pool.size()];
+  const int variant = static_cast<int>((seed / pool.size()) % 6);
+  Exercise e;
+  e.c = exercise_bank()[pick];
+  e.variant = variant;
+  int number = 1;
+  for (std::size_t i = 0; i < pick; ++i) number += exercise_bank()[i].lesson == e.c.lesson;
+  e.id = e.c.lesson + "." + std::to_string(number) + (variant ? "v" + std::to_string(variant) : "");
+  // Variants: dims x1 or x2; the element type cycles through the case's own, float64, bfloat16.
+  e.c.dims = scaled_dims(e.c.dims, 1 + variant % 2);
+  const DType types[] = {e.c.dtype, DType::float64, DType::bfloat16};
+  e.c.dtype = types[(variant / 2) % 3];
+  return e;
+}
+
+std::string AnswerItem::text() const {
+  return op + " " + tensor + " over " + axes + " " + std::to_string(bytes);
+}
+
+std::vector<AnswerItem> parse_answer(const std::string& text) {
+  std::string flat = text;
+  std::replace(flat.begin(), flat.end(), '\n', ';');
+  std::vector<AnswerItem> out;
+  bool none = false;
+  for (const std::string& part : split(flat, ';')) {
+    const std::string item = trim(part);
+    if (item.empty()) continue;
+    std::string lower = item;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "none" || lower == "nothing") {
+      none = true;
+      continue;
+    }
+    std::istringstream in(item);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    const std::string form = "write it as <op> <tensor> over <axes> <bytes>, like all_reduce C over Y 192";
+    if (words.size() != 5 || words[2] != "over")
+      throw Error(ErrorKind::parse, "the answer '" + item + "' is not understood; " + form);
+    AnswerItem a;
+    a.op = normal_op(words[0]);
+    if (a.op.empty())
+      throw Error(ErrorKind::parse, "the answer '" + item + "' names no collective; use all_gather, all_reduce, "
+                                    "reduce_scatter, all_to_all or all_reduce_max");
+    a.tensor = words[1];
+    a.axes = normal_axes(words[3]);
+    std::string bytes = words[4];
+    if (bytes.size() > 1 && (bytes.back() == 'B' || bytes.back() == 'b')) bytes.pop_back();
+    if (bytes.empty() || bytes.size() > 15 || !std::all_of(bytes.begin(), bytes.end(), ::isdigit))
+      throw Error(ErrorKind::parse, "the answer '" + item + "' gives '" + words[4] + "' bytes; give a whole number");
+    a.bytes = std::stoull(bytes);
+    out.push_back(a);
+  }
+  if (none && !out.empty())
+    throw Error(ErrorKind::parse, "the answer says none and also names collectives; give one or the other");
+  return out;
+}
+
+Solution solve(const Exercise& e) {
+  const Mesh mesh = Mesh::parse(e.c.mesh);
+  const Einsum eq = Einsum::parse(e.c.equation);
+  const DimSizes sizes = parse_dim_sizes(e.c.dims);
+  const std::vector<std::string> names = split(e.c.names, ',');
+  const Operand a{names.at(0), Spec::parse(e.c.a_spec), shape_for(eq.a, sizes)};
+  const Operand b{names.at(1), Spec::parse(e.c.b_spec), shape_for(eq.b, sizes)};
+  std::optional<Spec> out;
+  if (!e.c.out_spec.empty()) out = Spec::parse(e.c.out_spec);
+  PlanOptions options;
+  options.result_name = names.at(2);
+  options.element_bytes = element_bytes(e.c.dtype);
+  Solution s;
+  s.plan = plan_contraction(eq, mesh, a, b, out, options);
+  Runtime runtime(Backend::sim, false, e.c.dtype);
+  const RunResult run = runtime.run(mesh, plan_program(s.plan, random_integers(a.shape, 1, -4, 4),
+                                                      random_integers(b.shape, 2, -4, 4)));
+  const std::vector<CollectiveSummary> rows = summarize(run.ledger);
+  const std::string differs = plan_vs_ledger(s.plan, rows);
+  if (!differs.empty()) throw Error(ErrorKind::fault, "exercise " + e.id + ": the run is not the plan: " + differs);
+  const auto steps = s.plan.collectives();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    s.right.push_back({rows[i].op, rows[i].tensor, normal_axes(rows[i].axes), rows[i].bytes_per_device});
+    const PlanStep& st = *steps[i];
+    std::size_t block = s.plan.element_bytes;
+    for (std::size_t d : st.local_before) block *= d;
+    s.rule.push_back(st.reason);
+    s.arithmetic.push_back(block_formula(st, mesh.axes_size(st.axes), block));
+  }
+  return s;
+}
+
+std::string question_text(const Exercise& e, const Plan& plan) {
+  const Mesh mesh = Mesh::parse(e.c.mesh);
+  const std::vector<std::string> dims_a = dim_names(plan.eq.a), dims_b = dim_names(plan.eq.b),
+                                 dims_o = dim_names(plan.eq.out);
+  std::ostringstream q;
+  q << "Exercise " << e.id << " (lesson " << e.c.lesson << "): " << e.c.topic << "\n"
+    << "  mesh " << mesh.text() << " (" << mesh.devices() << " devices), " << dtype_name(e.c.dtype) << " ("
+    << element_bytes(e.c.dtype) << " bytes per element)\n"
+    << "  " << plan.result_name << " = einsum " << plan.eq.text() << " of " << plan.a.name << " and " << plan.b.name
+    << "\n";
+  auto row = [&](const Operand& o, const std::vector<std::string>& dn) {
+    q << "    " << o.spec.notation(o.name, dn) << "  global " << shape_text(o.shape) << ", spec " << o.spec.text()
+      << "\n";
+  };
+  row(plan.a, dims_a);
+  row(plan.b, dims_b);
+  if (plan.out_given)
+    q << "    " << plan.out_spec.notation(plan.result_name, dims_o) << "  wanted, spec " << plan.out_spec.text() << "\n";
+  else
+    q << "    " << plan.result_name << ": no output spec; it keeps the product's layout, partial sums made whole\n";
+  q << "  Which collectives does each device run (op, tensor, mesh axes), and how many bytes does\n"
+       "  each device send in each? One per line, as <op> <tensor> over <axes> <bytes>,\n"
+       "  like: all_gather t over X,Y 96\n"
+    << "  (\"none\" when nothing moves).\n";
+  return q.str();
+}
+
+Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
+  Grade g;
+  std::vector<bool> used(s.right.size(), false);
+  auto pad = [](const std::string& t) { return t.size() < 34 ? t + std::string(34 - t.size(), ' ') : t + "  "; };
+  if (given.empty()) {
+    if (s.right.empty()) {
+      g.lines.push_back("  " + pad("none") + "right: nothing moves");
+      ++g.right;
+    } else {
+      g.lines.push_back("  " + pad("none") + "wrong: " + std::to_string(s.right.size()) + " collective" +
+                        (s.right.size() == 1 ? "" : "s") + " must run");
+      ++g.wrong;
+    }
+  }
+  for (const AnswerItem& a : given) {
+    std::size_t hit = s.right.size();
+    for (std::size_t i = 0; i < s.right.size() && hit == s.right.size(); ++i)
+      if (!used[i] && s.right[i].op == a.op && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes) hit = i;
+    if (hit == s.right.size()) {  // the right tensor and axes, the wrong collective?
+      for (std::size_t i = 0; i < s.right.size() && hit == s.right.size(); ++i)
+        if (!used[i] && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes) hit = i;
+      if (hit < s.right.size()) {
+        used[hit] = true;
+        g.lines.push_back("  " + pad(a.text()) + "wrong op: it is " + s.right[hit].text());
+        ++g.wrong;
+        continue;
+      }
+    }
+    if (hit == s.right.size()) {
+      std::string why = s.right.empty() ? "nothing moves in this case" : "the plan runs no " + a.op + " of " +
+                                                                           a.tensor + " over " + a.axes;
+      g.lines.push_back("  " + pad(a.text()) + "wrong: " + why);
+      ++g.wrong;
+      continue;
+    }
+    used[hit] = true;
+    if (s.right[hit].bytes == a.bytes) {
+      g.lines.push_back("  " + pad(a.text()) + "right");
+      ++g.right;
+    } else {
+      g.lines.push_back("  " + pad(a.text()) + "wrong bytes: each device sends " +
+                        std::to_string(s.right[hit].bytes));
+      ++g.wrong;
+    }
+  }
+  for (std::size_t i = 0; i < s.right.size(); ++i)
+    if (!used[i] && !given.empty()) {
+      g.lines.push_back("  " + pad("(not named)") + "missed: " + s.right[i].text());
+      ++g.missed;
+    }
+  return g;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,143 @@
+// harness/models/exercise.cpp: the bank covers the lessons, every case's plan is what the sim
+// run's ledger measured, the bytes are the ring formulas worked by hand, and grading tells a right
+// answer from each kind of wrong one.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/mesh.hpp"
+#include "harness/models/exercise.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+// Bytes one device sends in a ring collective over a group of n, from its block (the formulas of
+// article 000, written here apart from the planner's and the ledger's code).
+std::size_t ring_bytes(const std::string& op, int n, std::size_t block) {
+  if (op == "all_gather") return (n - 1) * block;
+  if (op == "all_reduce" || op == "all_reduce_max") return 2 * (n - 1) * block / n;
+  return (n - 1) * block / n;  // reduce_scatter, all_to_all
+}
+
+const AnswerItem& only(const Solution& s) {
+  REQUIRE(s.right.size() == 1);
+  return s.right[0];
+}
+
+}  // namespace
+
+TEST_CASE("exercise bank: at least 40 cases, every lesson but 16's with at least 2") {
+  CHECK(exercise_bank().size() >= 40);
+  std::map<std::string, int> per;
+  for (const auto& c : exercise_bank()) ++per[c.lesson];
+  for (const char* l : {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "17"})
+    CHECK_MESSAGE(per[l] >= 2, l);
+  CHECK(per.count("16") == 0);
+  CHECK_THROWS_AS(pick_exercise("16", 0), Error);
+  CHECK_THROWS_AS(pick_exercise("99", 0), Error);
+}
+
+TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the ring formulas") {
+  int collectives = 0, none = 0;
+  std::set<std::string> ops;
+  for (const std::string& lesson : exercise_lessons()) {
+    for (std::uint64_t seed = 0; seed < 18; seed += 1) {  // 3 cases x variants 0-5
+      const Exercise e = pick_exercise(lesson, seed);
+      CAPTURE(e.id);
+      const Solution s = solve(e);  // throws when the ledger is not the plan
+      const Mesh mesh = Mesh::parse(e.c.mesh);
+      const auto steps = s.plan.collectives();
+      REQUIRE(steps.size() == s.right.size());
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        std::size_t block = element_bytes(e.c.dtype);
+        for (std::size_t d : steps[i]->local_before) block *= d;
+        CHECK(s.right[i].bytes == ring_bytes(s.right[i].op, mesh.axes_size(steps[i]->axes), block));
+        CHECK(s.right[i].bytes > 0);
+        ops.insert(s.right[i].op);
+      }
+      (s.right.empty() ? none : collectives) += 1;
+      CHECK(s.rule.size() == s.right.size());
+    }
+  }
+  CHECK(none > 0);
+  CHECK(collectives > 2 * none);
+  CHECK(ops == std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"});
+}
+
+TEST_CASE("exercise: worked by hand") {
+  // Lesson 04, Case 1A: C is 8x8 float32 (256 B), all-reduced over Y=4: 2 x 3/4 x 256 = 384.
+  Exercise e = pick_exercise("04", 0);
+  CHECK(e.id == "04.1");
+  CHECK(only(solve(e)).text() == "all_reduce C over Y 384");
+  // Seed 3 is the same case, variant 1: dims doubled, C 16x16 (1024 B): 1536.
+  e = pick_exercise("4", 3);
+  CHECK(e.id == "04.1v1");
+  CHECK(only(solve(e)).text() == "all_reduce C over Y 1536");
+  // Variant 2: float64, original dims: 768.
+  CHECK(only(solve(pick_exercise("04", 6))).text() == "all_reduce C over Y 768");
+  // Lesson 05, Case 1B: A[8,16] on _,X keeps an 8x8 block (256 B), gathered over X=2: 256; B[16,8]
+  // on Y,_ keeps 4x8 (128 B), gathered over Y=4: 384.
+  const Solution b = solve(pick_exercise("05", 0));
+  REQUIRE(b.right.size() == 2);
+  CHECK(b.right[0].text() == "all_gather A over X 256");
+  CHECK(b.right[1].text() == "all_gather B over Y 384");
+  // Lesson 08, article 003's first GSPMD matmul: x[8,16] on X,Y holds 4x4 (64 B): 3 x 64 = 192;
+  // W_in[16,32] on X,Y holds 8x8 (256 B): 1 x 256.
+  const Solution g = solve(pick_exercise("08", 0));
+  REQUIRE(g.right.size() == 2);
+  CHECK(g.right[0].text() == "all_gather x over Y 192");
+  CHECK(g.right[1].text() == "all_gather W_in over X 256");
+  // Lesson 14: dW 8x8 float32 (256 B) all-reduced over 8 replicas: 2 x 7/8 x 256 = 448.
+  CHECK(only(solve(pick_exercise("14", 1))).text() == "all_reduce dW over X 448");
+  // Lesson 15, ZeRO-3: W[16,8] split by rows over X=4 holds 4x8 (128 B): 3 x 128 = 384.
+  CHECK(only(solve(pick_exercise("15", 0))).text() == "all_gather W over X 384");
+  // Lesson 02 with the summed dim whole: nothing moves.
+  CHECK(solve(pick_exercise("02", 2)).right.empty());
+}
+
+TEST_CASE("exercise answers: the forms a learner types") {
+  auto a = parse_answer("AllReduce C over Y 192B;  all-gather W_in over (X,Y) 64\nreduce_scatter y over X 8");
+  REQUIRE(a.size() == 3);
+  CHECK(a[0].text() == "all_reduce C over Y 192");
+  CHECK(a[1].text() == "all_gather W_in over X,Y 64");
+  CHECK(a[2].text() == "reduce_scatter y over X 8");
+  CHECK(parse_answer("none").empty());
+  CHECK(parse_answer("  None ; ").empty());
+  CHECK(parse_answer("").empty());
+  for (const char* bad : {"all_reduce C Y 192", "broadcast C over Y 8", "all_reduce C over Y -3",
+                          "all_reduce C over Y lots", "all_reduce C over Y 99999999999999999999",
+                          "none; all_reduce C over Y 8", "all_reduce C over Y 8 extra"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_answer(bad), Error);
+  }
+}
+
+TEST_CASE("exercise grading: right, wrong bytes, wrong op, extra, missed, none") {
+  const Solution s = solve(pick_exercise("05", 0));  // all_gather A over X 256; all_gather B over Y 384
+  Grade g = grade(s, parse_answer("all_gather B over Y 384; all_gather A over X 256"));
+  CHECK(g.pass());
+  CHECK(g.right == 2);
+  g = grade(s, parse_answer("all_gather A over X 256; all_gather B over Y 128"));
+  CHECK_FALSE(g.pass());
+  CHECK(g.right == 1);
+  CHECK(g.wrong == 1);
+  CHECK(g.lines[1].find("each device sends 384") != std::string::npos);
+  g = grade(s, parse_answer("all_gather A over X 256"));
+  CHECK(g.missed == 1);
+  CHECK(g.lines.back().find("missed: all_gather B over Y 384") != std::string::npos);
+  g = grade(s, parse_answer("all_gather A over X 256; all_gather B over Y 384; all_reduce C over X 64"));
+  CHECK(g.wrong == 1);
+  CHECK_FALSE(g.pass());
+  g = grade(s, parse_answer("all_reduce A over X 256; all_gather B over Y 384"));
+  CHECK(g.wrong == 1);
+  CHECK(g.missed == 0);
+  CHECK(g.lines[0].find("wrong op: it is all_gather A over X 256") != std::string::npos);
+  g = grade(s, {});
+  CHECK_FALSE(g.pass());
+  const Solution nothing = solve(pick_exercise("02", 2));
+  CHECK(grade(nothing, {}).pass());
+  CHECK_FALSE(grade(nothing, parse_answer("all_reduce u over Y 48")).pass());
+}

@@ -1,0 +1,82 @@
+// lessons/*.cpp: every command a lesson prints (its Next: and Exercise: lines, and any line that
+// starts with build/bin/, with lines ending in a backslash continued) runs as printed from the
+// repository's top folder: pasted into a shell it exits 0 (an exercise given no answer: 0 or 1,
+// never 2). Commands are run with the binaries under test ($SHARDLAB_BIN).
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/run_binary.hpp"
+
+using shardlab::testing::bin_dir;
+using shardlab::testing::run_binary;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(' ');
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(' ') - a + 1);
+}
+
+// The commands in a lesson's output, continuation lines joined.
+std::vector<std::string> printed_commands(const std::string& out) {
+  std::vector<std::string> cmds;
+  std::istringstream in(out);
+  std::string line, pending;
+  bool continuing = false;
+  while (std::getline(in, line)) {
+    std::string t = trim(line);
+    if (!continuing) {
+      for (const char* label : {"Next:", "Exercise:"})
+        if (t.rfind(label, 0) == 0) t = trim(t.substr(std::string(label).size()));
+      if (t.rfind("build/bin/", 0) != 0) continue;
+    }
+    continuing = !t.empty() && t.back() == '\\';
+    if (continuing) t.pop_back();
+    pending += t + " ";
+    if (!continuing) {
+      cmds.push_back(trim(pending));
+      pending.clear();
+    }
+  }
+  return cmds;
+}
+
+}  // namespace
+
+TEST_CASE("lessons: every command a lesson prints runs as printed") {
+  const char* lessons[] = {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
+                           "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
+                           "08_gspmd_ffn", "09_column_row_pairwise", "10_pairwise_backward", "11_propagation",
+                           "12_attention", "13_transformer_layer", "14_data_parallel", "15_zero", "16_pipeline",
+                           "17_3d_parallelism"};
+  int exercises = 0, ran = 0;
+  for (const char* lesson : lessons) {
+    CAPTURE(lesson);
+    const auto r = run_binary(lesson);
+    REQUIRE(r.status == 0);
+    const auto cmds = printed_commands(r.out);
+    CHECK(!cmds.empty());  // each lesson says what to run next
+    for (const std::string& cmd : cmds) {
+      CAPTURE(cmd);
+      const bool exercise = cmd.find("shardlab exercise") != std::string::npos;
+      exercises += exercise;
+      // "build/bin/x ..." -> "x ..." under $SHARDLAB_BIN; through sh -c, quoting as a user's shell does.
+      std::string rest = cmd.substr(std::string("build/bin/").size()), quoted;
+      for (char c : bin_dir() + "/" + rest) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      FILE* p = ::popen(("timeout -k 10 300 sh -c '" + quoted + "' </dev/null >/dev/null 2>&1").c_str(), "r");
+      REQUIRE(p);
+      const int raw = ::pclose(p);
+      const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+      if (exercise)
+        CHECK((status == 0 || status == 1));
+      else
+        CHECK(status == 0);
+      ++ran;
+    }
+  }
+  CHECK(exercises == 16);  // every lesson but 16 (pipelines move data by send/recv) names its exercises
+  CHECK(ran >= 34);
+}
