@@ -10,7 +10,7 @@
 // contract() runs on BLAS: it reads A as [batch, free_A, contracted] and B as
 // [batch, contracted, free_B] (in place, or transposed by BLAS flag, else a permuted copy), so the
 // einsum becomes `batch` matrix products [M,K] x [K,N].
-// reference_einsum() is the check, written the Mesh-TensorFlow way (seed 000): multiply with
+// reference_einsum() is the check, written the Mesh-TensorFlow way (article 000): multiply with
 // dims matched by name (broadcasting), then sum the contracted names. No BLAS involved.
 #pragma once
 #include <map>

@@ -1,4 +1,4 @@
-// Lesson 01 - mesh and layout (seed 000, T5 / Mesh-TensorFlow style).
+// Lesson 01 - mesh and layout (article 000, T5 / Mesh-TensorFlow style).
 //
 // One idea: a mesh of devices plus a mapping from the tensor's named axes to the mesh's axes
 // decides which block of the tensor each device holds. An elementwise function (ReLU) then runs
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     out << "1. Mesh. The same 8 devices can be arranged in several shapes:\n\n";
     for (const char* m : {"devices=8", "mesh_rows=2,mesh_cols=4", "mesh_rows=4,mesh_cols=2", "X=2,Y=2,Z=2"})
       out << "mesh " << m << "\n" << Mesh::parse(m).picture() << "\n";
-    out << "The shape does not change the answer, only how the work is cut. This run uses mesh " << mesh.text()
+    out << "The shape does not change the answer, only how the work is cut.\nThis run uses mesh " << mesh.text()
         << ":\n" << mesh.picture() << "\n";
 
     const Tensor x = random_integers(shape, cli.common.seed, -5, 5);  // X[input_rows=32, input_cols=256]

@@ -1,4 +1,4 @@
-// Lesson 02 - a reduction over a sharded axis needs AllReduce (seed 000).
+// Lesson 02 - a reduction over a sharded axis needs AllReduce (article 000).
 //
 // One idea: summing X[input_rows, input_cols] over input_cols when input_cols is split over the
 // mesh columns leaves each device with only a partial sum of its 16 rows. Adding those partial
@@ -87,10 +87,10 @@ int main(int argc, char** argv) {
       out << "3. Communication over " << (cols.empty() ? "no axes" : axes_text(cols)) << " (groups of "
           << mesh.axes_size(cols) << "):\n" << collectives_table(c)
           << "   AllReduce: every device of a mesh row ends with all " << block[0] << " sums, "
-          << sum_spec.notation("S", {"R"}) << ".\n   So any one mesh column holds the full 32-vector; the "
-          << "replica check below proves every column agrees.\n"
+          << sum_spec.notation("S", {"R"}) << ".\n   So any one mesh column holds the full 32-vector; the replica check below proves\n"
+          << "   every column agrees.\n"
           << "   ReduceScatter: each device keeps " << block[0] / mesh.axes_size(cols) << " finished sums, "
-          << scattered.notation("S", {"R"}) << ", for " << c[1].bytes_per_device << " bytes instead of "
+          << scattered.notation("S", {"R"}) << ",\n   for " << c[1].bytes_per_device << " bytes instead of "
           << c[0].bytes_per_device << ".\n"
           << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with X's rows by name; 0 bytes.\n\n"
           << "4. Verdict against the unsharded computation:\n";

@@ -1,4 +1,4 @@
-// Lesson 03 - a dot product, and a matmul, are sums of smaller ones (seed 001).
+// Lesson 03 - a dot product, and a matmul, are sums of smaller ones (article 001).
 //
 // One idea: a dot product of length 4 is the sum of two dot products of length 2, so two devices
 // can each do half and add their two numbers (AllReduce). A matmul C = A B is nothing but the
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       // 3. The same by names: broadcast multiply, then sum the shared name.
       const NamedTensor p = named_mul({{"i", "k"}, A}, {{"k", "j"}, B});  // P[i,k,j] = A[i,k] B[k,j]
       const NamedTensor c = named_sum(p, "k");
-      out << "\n3. With named dims (seed 000): A[i,k] * B[k,j] broadcasts by name to P[i,k,j], every product\n"
+      out << "\n3. With named dims (article 000): A[i,k] * B[k,j] broadcasts by name to P[i,k,j], every product\n"
           << "   (" << p.data.size() << " of them, shape " << shape_text(shape_of(p.data))
           << "); summing the shared name k leaves C[i,j]:\n" << matrix_text(c.data, "     ");
       checks.push_back(compare("C by broadcast and sum", c.data, session.expected(article_C)));

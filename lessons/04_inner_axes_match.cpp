@@ -1,4 +1,4 @@
-// Lesson 04 - Case 1A: the inner axes are split over the same mesh axis (seed 001).
+// Lesson 04 - Case 1A: the inner axes are split over the same mesh axis (article 001).
 //
 // One idea: when A's columns and B's rows (the dim K that a matmul sums over) are cut into the
 // same pieces on the same devices, each device can multiply its two blocks straight away. What it

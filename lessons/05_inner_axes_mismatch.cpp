@@ -1,4 +1,4 @@
-// Lesson 05 - Case 1B: the inner axes are split over different mesh axes (seed 001).
+// Lesson 05 - Case 1B: the inner axes are split over different mesh axes (article 001).
 //
 // One idea: if A's columns are cut over Y but B's rows over X, a device holds one stretch of K
 // from A and a different stretch (of a different length) from B. Their product means nothing.

@@ -1,4 +1,4 @@
-// Lesson 06 - Case 2: split the outer dim of A as well (seed 001).
+// Lesson 06 - Case 2: split the outer dim of A as well (article 001).
 //
 // One idea: the rows of A (the dim that survives into C) can be split over X with no trouble at
 // all: a row of C needs only the same row of A. After the gathers of Case 1B restore K, the X=0

@@ -1,4 +1,4 @@
-// Lesson 07 - full sharding: both operands split over both mesh axes (seed 001).
+// Lesson 07 - full sharding: both operands split over both mesh axes (article 001).
 //
 // One idea: split B's outer dim (its columns) over Y as well. After gathering K as in Case 1B,
 // the device at X=x, Y=y multiplies the x-th rows of A by the y-th columns of B: a block of C that

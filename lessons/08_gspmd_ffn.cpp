@@ -1,4 +1,4 @@
-// Lesson 08 - the Transformer feed-forward layer in GSPMD's 2D layout (seeds 001 and 002).
+// Lesson 08 - the Transformer feed-forward layer in GSPMD's 2D layout (articles 001 and 002).
 //
 // One idea: name each tensor dim (batch, embed, hidden ...), map the names to mesh axes with a few
 // rules, and the whole layer y = gelu(x W_in) W_out follows from the specs. The first matmul is
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < steps.size() && i < all.size(); ++i)
         t.add({step_kind_name(steps[i]->kind), steps[i]->tensor, axes_text(steps[i]->axes),
                human_bytes(static_cast<double>(all[i].bytes_per_device)), human_bytes(static_cast<double>(steps[i]->predicted_bytes))});
-      out << "   At the article's sizes (seed 001), bytes per device and memory from the same plan:\n" << t.text()
+      out << "   At the article's sizes (article 001), bytes per device and memory from the same plan:\n" << t.text()
           << "     memory per device " << human_bytes(static_cast<double>(a.stored_bytes_per_device)) << " held, "
           << human_bytes(static_cast<double>(a.peak_bytes_per_device)) << " peak; unsharded "
           << human_bytes(static_cast<double>(a.unsharded_peak_bytes)) << " peak\n\n";

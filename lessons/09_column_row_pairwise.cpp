@@ -1,4 +1,4 @@
-// Lesson 09 - column-wise, row-wise and pairwise sharding of the FFN, Megatron style (seed 003).
+// Lesson 09 - column-wise, row-wise and pairwise sharding of the FFN, Megatron style (article 003).
 //
 // One idea: on a line of n devices a weight can be cut two ways. Cut A by columns and every device
 // needs all of X but computes whole columns of XA: an AllGather puts them side by side. Cut A by
@@ -131,17 +131,18 @@ int main(int argc, char** argv) {
         predicted += c.predicted_bytes_per_device;
       }
       t.add({names[i], ops, std::to_string(bytes[i]), std::to_string(predicted),
-             i == 2 ? "all of h (repeated on every device)" : i == 3 ? "1/" + std::to_string(n) + " of h" : "-"});
+             i == 2 ? "all of h, everywhere" : i == 3 ? "1/" + std::to_string(n) + " of h" : "-"});
     }
     out << t.text() << "   Planner for the FFN layouts: row then column: " << ffn_collectives_summary(row_col, FfnPhase::forward)
         << "\n                                pairwise:         " << ffn_collectives_summary(pairwise, FfnPhase::forward)
         << "\n   Pairwise sends " << bytes[3] << " bytes per device against " << bytes[2]
-        << ", in one collective instead of two, and no device repeats another's GELU.\n\n";
+        << ", in one collective\n   instead of two, and no device repeats another's GELU.\n\n";
 
     out << "4. Verdict against the unsharded X A and gelu(X A) B:\n";
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
-    out << "\nTakeaway: a column cut gathers its outputs, a row cut sums them; cutting W_in by columns and W_out\n"
-           "          by rows lets GELU run on the split hidden layer and leaves one AllReduce for the whole FFN.\n"
+    out << "\nTakeaway: a column cut gathers its outputs, a row cut sums them; cutting W_in by columns and\n"
+           "          W_out by rows lets GELU run on the split hidden layer and leaves one AllReduce for the\n"
+           "          whole FFN.\n"
            "Next:     build/bin/10_pairwise_backward\n"
            "          the backward pass flips each cut, and pairwise stays one AllReduce.\n"
            "Exercise: build/bin/shardlab exercise --lesson 09\n";

@@ -1,4 +1,4 @@
-// Lesson 10 - the backward pass of column, row and pairwise sharding (seed 003).
+// Lesson 10 - the backward pass of column, row and pairwise sharding (article 003).
 //
 // One idea: the gradient of Y = X A with respect to X is dY A^T. Transposing A turns its columns
 // into rows, so a weight cut by columns for the forward matmul is cut by rows for the backward one,

@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
           << runs[i].bytes_per_device << " bytes per device, peak " << runs[i].peak_bytes << " bytes held\n"
           << t.text();
       if (!norms.empty())
-        out << "   the layer norms' means and variances, over m split by " << B << ": " << join(norms, ", ") << "\n";
+        out << "   the layer norms' means and variances, over m split by " << B << ":\n     " << join(norms, ", ") << "\n";
       report.numbers[kLayouts[i].name + "_bytes_per_device"] = static_cast<double>(runs[i].bytes_per_device);
       report.numbers[kLayouts[i].name + "_collectives"] = static_cast<double>(runs[i].collectives.size());
     }

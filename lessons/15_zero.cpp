@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     const std::size_t d = model.width, slice_rows = d / static_cast<std::size_t>(n);
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": " << n << " devices on one data axis.\n"
-        << "   Three layers La, Lb, Lc with weights A, B, C of [" << d << ", " << d << "]; each cut by rows into "
+        << "   Three layers La, Lb, Lc with weights A, B, C of [" << d << ", " << d << "];\n   each cut by rows into "
         << n << " pieces of " << slice_rows << " rows.\n";
     Table own({"device", "La", "Lb", "Lc", "micro-batch"});
     for (int i = 0; i < n; ++i) {
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       report.numbers["zero3_over_dp"] = sent[3] / sent[0];
     }
     out << "4. The stages side by side: the most each device held at once (elements, as the program counts\n"
-        << "   what it keeps; P = " << params << " weights) and the bytes it sent per step ("
+        << "   what it keeps; P = " << params << " weights) and the bytes it sent per step\n   ("
         << dtype_text(session.dtype()) << ", ledger), each against its formula:\n"
         << side.text("   ")
         << "   ZeRO-2 and -3 briefly hold one layer whole (" << layer << " elements) besides their slices.\n"

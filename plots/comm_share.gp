@@ -1,4 +1,4 @@
-# Modeled communication share of one FFN forward step at the article's sizes (seed 001: B=8,
+# Modeled communication share of one FFN forward step at the article's sizes (article 001: B=8,
 # S=512, M=5120, H=20480), for each hardware preset of harness/cost/cost.cpp. Left: 2-D GSPMD on the
 # meshes 1x2 ... 8x8; middle: Megatron's pairwise split on D=2 ... 64; right: 8 devices cut into
 # every shape X x Y, the article's 2x4 among them.

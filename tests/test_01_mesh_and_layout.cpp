@@ -12,7 +12,7 @@ TEST_SUITE("lessons") {
   TEST_CASE("lesson 01 passes and shows the article's [16, 64] blocks on 2x4") {
     auto r = run_binary("01_mesh_and_layout --dtype float64");
     CHECK(r.status == 0);
-    // Device (row 1, col 3) of the 2x4 mesh holds rows 16:32 and columns 192:256 (seed 000's slicing rule).
+    // Device (row 1, col 3) of the 2x4 mesh holds rows 16:32 and columns 192:256 (article 000's slicing rule).
     CHECK(r.out.find("[16:32, 192:256]") != std::string::npos);
     CHECK(r.out.find("8 distinct blocks of [16, 64]") != std::string::npos);
     CHECK(r.out.find("Takeaway:") != std::string::npos);

@@ -1,4 +1,4 @@
-// Lesson 10: forward and backward collectives of column, row and pairwise sharding as seed 003
+// Lesson 10: forward and backward collectives of column, row and pairwise sharding as article 003
 // lists them, the gradients against the unsharded analytic ones and those against central
 // differences, a wrong reference caught, bad input exits 2.
 #include <doctest/doctest.h>

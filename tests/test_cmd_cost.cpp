@@ -95,7 +95,7 @@ TEST_CASE("shardlab ffn --preset: the plan with each collective's modeled time a
   // Two local products of 2 * 2048 * 5120 * 5120 FLOPs at 22.5 TFLOP/s.
   CHECK(m["compute_seconds"].get<double>() == doctest::Approx(2 * 2.0 * 2048 * 5120 * 5120 / 22.5e12));
   const double share = m["comm_share"].get<double>();
-  CHECK(share > 0.15);  // seed 001 measured about 20% on a TPU v2-8
+  CHECK(share > 0.15);  // article 001 measured about 20% on a TPU v2-8
   CHECK(share < 0.30);
   const auto text = run_binary("shardlab ffn --dtype float64 --dims article --plan-only --preset tpu-v2");
   CHECK(text.out.find("Modeled on tpu-v2") != std::string::npos);

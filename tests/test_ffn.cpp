@@ -110,7 +110,7 @@ nlohmann::json ffn_json(const std::string& args, int want_status = 0) {
 }  // namespace
 
 TEST_SUITE("ffn") {
-  TEST_CASE("ffn: Megatron strategies derive seed 003's lists, forward and backward") {
+  TEST_CASE("ffn: Megatron strategies derive article 003's lists, forward and backward") {
     // Seed 003, per matmul: column = AllGather forward / AllReduce backward; row = AllReduce /
     // AllGather; pairwise = one AllReduce each way for the whole FFN.
     const FfnPlan col = plan_ffn(kLine, config("column", true));
@@ -140,7 +140,7 @@ TEST_SUITE("ffn") {
     CHECK(bytes(col, FfnPhase::backward) == Sizes{2 * 3 * 2048 * kD / 4, 2 * 3 * 512 * kD / 4});
   }
 
-  TEST_CASE("ffn gspmd: seed 001's 2D layout; forward AllGather x3 + ReduceScatter, backward their transposes") {
+  TEST_CASE("ffn gspmd: article 001's 2D layout; forward AllGather x3 + ReduceScatter, backward their transposes") {
     const FfnPlan p = plan_ffn(k2x4, config("gspmd", true));
     CHECK(p.specs.x.text() == "X,_,Y");
     CHECK(p.specs.w_in.text() == "X,Y");

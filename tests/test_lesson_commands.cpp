@@ -1,4 +1,5 @@
-// lessons/*.cpp: every command a lesson prints (its Next: and Exercise: lines, and any line that
+// lessons/*.cpp: every lesson's output fits 100 columns (08, 10 and 11 not yet: their plan tables),
+// and every command a lesson prints (its Next: and Exercise: lines, and any line that
 // starts with build/bin/, with lines ending in a backslash continued) runs as printed from the
 // repository's top folder: pasted into a shell it exits 0 (an exercise given no answer: 0 or 1,
 // never 2). Commands are run with the binaries under test ($SHARDLAB_BIN).
@@ -54,7 +55,8 @@ TEST_CASE("lessons: every command a lesson prints runs as printed") {
                            "17_3d_parallelism"};
   int exercises = 0, ran = 0;
   for (const char* lesson : lessons) {
-    CAPTURE(lesson);
+    const std::string name = lesson;
+    CAPTURE(name);
     const auto r = run_binary(lesson);
     REQUIRE(r.status == 0);
     const auto cmds = printed_commands(r.out);
@@ -79,4 +81,22 @@ TEST_CASE("lessons: every command a lesson prints runs as printed") {
   }
   CHECK(exercises == 16);  // every lesson but 16 (pipelines move data by send/recv) names its exercises
   CHECK(ran >= 34);
+}
+
+TEST_CASE("lessons: output at most 100 columns wide") {
+  // 08, 10 and 11 print plan tables of 3-D specs and local blocks up to 166 columns: not yet fixed.
+  for (const char* lesson : {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
+                             "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
+                             "09_column_row_pairwise", "12_attention", "13_transformer_layer", "14_data_parallel",
+                             "15_zero", "16_pipeline", "17_3d_parallelism"}) {
+    const std::string name = lesson;
+    CAPTURE(name);
+    const auto r = run_binary(lesson);
+    REQUIRE(r.status == 0);
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      CAPTURE(line);
+      CHECK(line.size() <= 100);
+    }
+  }
 }

@@ -1,4 +1,4 @@
-// harness/plan/planner.cpp: the plans of seed 001's cases and the GSPMD FFN, bytes from the ring
+// harness/plan/planner.cpp: the plans of article 001's cases and the GSPMD FFN, bytes from the ring
 // formulas written out here, execution on the sim backend against the unsharded einsum, and errors.
 #include <doctest/doctest.h>
 

@@ -4,6 +4,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -14,11 +15,12 @@ namespace shardlab {
 
 std::string Verdict::line() const {
   std::ostringstream out;
+  out << std::setprecision(3);  // three digits say how close; a lesson's line stays under 100 columns
   out << (pass ? "PASS " : "FAIL ");
   if (!pass && !name.empty()) out << name << ": ";
   out << "max_abs_err=" << max_abs_error;
   if (worst_ratio >= 0)
-    out << " (tol " << tolerance << " largest of each element's own, worst err/tol " << worst_ratio << ")";
+    out << " (worst err/tol " << worst_ratio << ", tol per element up to " << tolerance << ")";
   else if (tolerance == 0) out << " (exact)";
   else out << " (tol " << tolerance << ")";
   if (!detail.empty()) out << "; " << detail;

@@ -21,7 +21,7 @@ struct Verdict {
   double worst_ratio = -1;
   std::string detail;      // first bad index or replica disagreement, empty on PASS
   // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
-  // element "PASS max_abs_err=0.01 (tol 0.2 largest of each element's own, worst err/tol 0.25)".
+  // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
 };
 

@@ -11,7 +11,7 @@ namespace shardlab {
 const std::vector<Hardware>& hardware_presets() {
   // name, description, source, alpha (s), link B/s one way, reduce B/s, FLOP/s, bytes per element
   static const std::vector<Hardware> presets = {
-      {"tpu-v2", "one TensorCore of a TPU v2-8 (the article's machine, seed 001)",
+      {"tpu-v2", "one TensorCore of a TPU v2-8 (the article's machine, article 001)",
        "Jouppi et al., A Domain-Specific Supercomputer for Training Deep Neural Networks, CACM 63(7) 2020: "
        "4 ICI links of 496 Gbit/s (62 GB/s one way) per chip, 2D torus (a v2 pod's 16x16 torus wraps; the "
        "axes of a v2-8 board do not); Google Cloud TPU docs: 180 TFLOP/s bf16 "

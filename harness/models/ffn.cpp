@@ -18,17 +18,17 @@ namespace shardlab {
 // x_in / g_in left empty: the tensor is used as held.
 const std::vector<FfnStrategy>& ffn_strategies() {
   static const std::vector<FfnStrategy> all = {
-      {"gspmd", "2D layout: batch over X, embed and hidden over Y, both weights over X and Y", "seeds 001, 002",
+      {"gspmd", "2D layout: batch over X, embed and hidden over Y, both weights over X and Y", "articles 001, 002",
        2, "batch->X,hidden->Y,heads->Y,embed_kernel->X,embed->Y", "", "", "", "", "", "", ""},
-      {"column", "both matmuls column-wise: weights split by columns, each output gathered", "seed 003", 1, "",
+      {"column", "both matmuls column-wise: weights split by columns, each output gathered", "article 003", 1, "",
        "_,_,_", "", "_,Y", "_,_,_", "", "_,Y", "_,_,_"},
       {"row", "both matmuls row-wise: inputs sliced by columns, weights by rows, each output all-reduced",
-       "seed 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "_,_,Y", "Y,_", "_,_,_"},
-      {"pairwise", "Megatron: W_in by columns, W_out by rows; hidden stays split, one AllReduce", "seed 003", 1,
+       "article 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "_,_,Y", "Y,_", "_,_,_"},
+      {"pairwise", "Megatron: W_in by columns, W_out by rows; hidden stays split, one AllReduce", "article 003", 1,
        "", "_,_,_", "", "_,Y", "_,_,Y", "", "Y,_", "_,_,_"},
       {"row_column", "W_in by rows (AllReduce, GELU on the full sum), then W_out by columns (AllGather)",
-       "seed 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "", "_,Y", "_,_,_"},
-      {"data", "data parallel: batch split over every mesh axis, weights replicated", "seed 003", 0, "", "D,_,_", "",
+       "article 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "", "_,Y", "_,_,_"},
+      {"data", "data parallel: batch split over every mesh axis, weights replicated", "article 003", 0, "", "D,_,_", "",
        "_,_", "D,_,_", "", "_,_", "D,_,_"},
   };
   return all;

@@ -1,4 +1,4 @@
-// The Transformer feed-forward layer, sharded, forward and backward (seeds 001, 002, 003):
+// The Transformer feed-forward layer, sharded, forward and backward (articles 001, 002, 003):
 //
 //   h = x W_in        x[B,S,M]  W_in[M,H]   h[B,S,H]      "bsm,mh->bsh"
 //   g = gelu(h)                             g[B,S,H]      elementwise, erf form
@@ -46,7 +46,7 @@ struct FfnDims {
   std::size_t b = 8, s = 4, m = 16, h = 64;  // batch, sequence, embed (model), hidden = 4 M
 };
 // "B=8,S=4,M=16,H=64" (any order and case; letters left out keep these defaults), or "article"
-// for seed 001's sizes B=8, S=512, M=5120, H=20480. Error(parse) names the bad entry.
+// for article 001's sizes B=8, S=512, M=5120, H=20480. Error(parse) names the bad entry.
 FfnDims parse_ffn_dims(const std::string& text);
 FfnDims article_ffn_dims();
 std::string ffn_dims_text(const FfnDims& d);  // "B=8,S=4,M=16,H=64"

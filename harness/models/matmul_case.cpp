@@ -110,8 +110,8 @@ std::string work_text(const Mesh& mesh, const RunResult& run, double unsharded_f
   std::ostringstream out;
   out << "   FLOPs per device:  " << range_text(flops) << "; unsharded " << num(unsharded_flops) << " / "
       << mesh.devices() << " devices = " << num(share) << ": " << num(flops.second / share) << "x the work needed\n"
-      << "   memory per device: " << range_text(bytes, " bytes") << " (A and B as multiplied, C); unsharded A, B, C: "
-      << unsharded_bytes << " bytes\n";
+      << "   memory per device: " << range_text(bytes, " bytes") << " (A and B as multiplied, C);\n"
+      << "                      unsharded A, B, C: " << unsharded_bytes << " bytes\n";
   return out.str();
 }
 

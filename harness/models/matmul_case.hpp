@@ -36,7 +36,7 @@ MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::st
                        const std::string& b_spec_xy, std::uint64_t seed, std::size_t element_bytes);
 // "_,Y" on this mesh: "X" and "Y" renamed to the mesh's first and second axis.
 Spec case_spec(const Mesh& mesh, const std::string& spec_xy);
-// The plan seed 001's rules give another case of the same shapes (to compare costs).
+// The plan article 001's rules give another case of the same shapes (to compare costs).
 Plan case_plan(const Mesh& mesh, const MatmulCase& c, const std::string& a_spec_xy, const std::string& b_spec_xy);
 
 // Both inputs as each device holds them: the mesh with A's and then B's index ranges.

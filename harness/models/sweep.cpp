@@ -301,7 +301,7 @@ DatTable share_sweep(const std::string& dims_text, int max_devices, const std::v
   DatTable t;
   t.name = "comm_share";
   t.notes = {"shardlab sweep: modeled communication share of one FFN step, " + ffn_dims_text(dims) +
-                 " (seed 001's sizes by default), from plan_ffn's collectives and FLOPs (nothing allocated)",
+                 " (article 001's sizes by default), from plan_ffn's collectives and FLOPs (nothing allocated)",
              "comm = sum over the step's collectives of topology_seconds (alpha-beta-gamma on the preset's wiring, "
              "harness/cost/topology.hpp), data in the preset's element size; compute = matmul FLOPs per device / the preset's rate",
              "share_pct = 100 comm / (comm + compute): nothing overlapped, elementwise work not counted; "

@@ -1,6 +1,6 @@
 // The planner: GSPMD in miniature for one contraction. Given an einsum of two operands, their
 // specs and optionally the output spec, it derives the steps each device runs, following the
-// rules of seed 001 in this order (each rule is one function in planner.cpp, so a search for
+// rules of article 001 in this order (each rule is one function in planner.cpp, so a search for
 // cheaper plans can later sit beside them):
 //
 //  1. Contracting (and batch) dims: both operands must split such a dim the same way. Each keeps
