@@ -42,8 +42,8 @@ std::string cut(const Plan& p) {
     if (p.b.spec.dims[i].empty()) continue;
     const char c = p.eq.b[i];
     const bool summed = p.eq.contracted().find(c) != std::string::npos;
-    return std::string(summed ? "row-wise" : "column-wise") + " (" + p.b.name + "'s " +
-           static_cast<char>(std::toupper(c)) + " split, " + (summed ? "summed" : "kept") + ")";
+    return std::string(summed ? "row-wise, " : "column-wise, ") + static_cast<char>(std::toupper(c)) +
+           (summed ? " summed" : " kept");
   }
   return "replicated";
 }
@@ -126,15 +126,18 @@ int main(int argc, char** argv) {
     out << "\n3. The flip. Each weight enters one matmul forward and, transposed, one backward:\n";
     Table flip({"layout", "weight", "forward matmul", "cut there", "backward matmul", "cut there"});
     for (std::size_t i = 0; i < plans.size(); ++i) {
-      flip.add({strategies[i], "A", "H = X A", cut(plan_for(plans[i], "h")), "dX = dH A^T", cut(plan_for(plans[i], "dx"))});
-      flip.add({"", "B", "Y = G B", cut(plan_for(plans[i], "y")), "dG = dY B^T", cut(plan_for(plans[i], "dg"))});
+      flip.add({strategies[i], "W_in", "h = x W_in", cut(plan_for(plans[i], "h")), "dx = dh W_in^T",
+                cut(plan_for(plans[i], "dx"))});
+      flip.add({"", "W_out", "y = g W_out", cut(plan_for(plans[i], "y")), "dg = dy W_out^T",
+                cut(plan_for(plans[i], "dg"))});
     }
     out << flip.text()
         << "   A column cut keeps its outputs whole per device, so they must be gathered; transposed, the same cut\n"
            "   falls on the summed dim and leaves partial sums, so the backward matmul ends in an AllReduce.\n\n";
 
-    out << "4. Communication, derived by the planner for each matmul and measured by the ledger:\n";
-    Table t({"layout", "forward", "backward", "fwd bytes/device", "bwd bytes/device", "measured = predicted"});
+    out << "4. Communication, derived by the planner for each matmul and measured by the ledger (bytes\n"
+           "   sent per device; = plan: every collective and byte count as the planner predicted):\n";
+    Table t({"layout", "forward", "backward", "fwd bytes", "bwd bytes", "= plan"});
     for (const auto& r : results) {
       bool same = r.collectives.size() == r.plan.collectives().size();
       std::size_t fwd = 0, bwd = 0;

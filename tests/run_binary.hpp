@@ -42,6 +42,18 @@ inline Ran run_binary(const std::string& command, const std::string& prefix = ""
   return r;
 }
 
+// Every run of spaces and newlines as one space: text as read, whatever the 100-column wrapping of a
+// lesson's lines (core/wrap.hpp) did to it.
+inline std::string flat(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool space = c == ' ' || c == '\n';
+    if (space && !out.empty() && out.back() == ' ') continue;
+    out += space ? ' ' : c;
+  }
+  return out;
+}
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -38,8 +38,8 @@ TEST_SUITE("lessons") {
   TEST_CASE("lesson 10 (ffn backward) text: the flip table and the verdict") {
     auto r = run_binary("10_pairwise_backward --dtype float64");
     CHECK(r.status == 0);
-    for (const char* s : {"column-wise (W_in's H split, kept)", "row-wise (W_in's H split, summed)",
-                          "row-wise (W_out's H split, summed)", "column-wise (W_out's H split, kept)",
+    for (const char* s : {"h = x W_in", "dx = dh W_in^T", "y = g W_out", "dg = dy W_out^T", "column-wise, H kept",
+                          "row-wise, H summed", "row-wise, M summed", "column-wise, M kept",
                           "pairwise  all_reduce y", "Takeaway:", "Next:", "\nPASS 10_pairwise_backward"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
   }

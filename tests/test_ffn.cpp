@@ -512,11 +512,11 @@ TEST_SUITE("ffn") {
   TEST_CASE("shardlab ffn --verify sketch prints the rows line") {
     auto r = run_binary("shardlab ffn --dtype float32 --backward --verify sketch");
     REQUIRE(r.status == 0);
-    CHECK(r.out.find("rows: 32 of 32 recomputed exactly, each element against its own bound; every row is checked") !=
+    CHECK(shardlab::testing::flat(r.out).find("rows: 32 of 32 recomputed exactly, each element against its own bound; every row is checked") !=
           std::string::npos);
     auto big = run_binary("shardlab ffn --dtype float32 --verify sketch --dims B=8,S=32");
     REQUIRE(big.status == 0);
-    CHECK(big.out.find("rows: 64 of 256 recomputed exactly, each element against its own bound; an error in 1/8 of the "
+    CHECK(shardlab::testing::flat(big.out).find("rows: 64 of 256 recomputed exactly, each element against its own bound; an error in 1/8 of the "
                        "rows is missed with probability <= (7/8)^64 = 0.00019") != std::string::npos);
   }
 

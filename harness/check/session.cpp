@@ -1,5 +1,7 @@
 #include "harness/check/session.hpp"
 
+#include "core/wrap.hpp"
+
 #include <limits>
 
 #include <cmath>
@@ -52,7 +54,14 @@ Session::~Session() = default;
 
 bool Session::talking() const { return runtime_->is_root() && !options_.json && !options_.quiet; }
 
-std::ostream& Session::out() { return talking() ? std::cout : null_stream(); }
+std::ostream& Session::out() {
+  if (!talking()) return null_stream();
+  if (!wrapped_) {
+    wrap_ = std::make_unique<LineWrapBuf>(std::cout.rdbuf(), 100);
+    wrapped_ = std::make_unique<std::ostream>(wrap_.get());
+  }
+  return *wrapped_;
+}
 
 RunResult Session::run(const Program& program) {
   RunResult r = runtime_->run(mesh_, program);
@@ -98,6 +107,7 @@ int Session::keep_trace() {
 }
 
 int Session::finish() {
+  if (wrap_) static_cast<LineWrapBuf&>(*wrap_).flush_line();  // before the verdict, in order
   int status = 0;
   if (runtime_->is_root()) {
     status = report_.pass() ? 0 : 1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <iosfwd>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ class Session {
   std::unique_ptr<Runtime> runtime_;
   Report report_;
   std::vector<LedgerRow> ledger_;  // every run's rows, calls numbered on across runs
+  // out(): std::cout through a buffer that wraps each line at 100 columns (core/wrap.hpp).
+  std::unique_ptr<std::streambuf> wrap_;
+  std::unique_ptr<std::ostream> wrapped_;
 };
 
 }  // namespace shardlab

@@ -426,7 +426,8 @@ std::string plan_text(const Plan& plan) {
                     " -> " + plan.out_spec.notation(plan.result_name, names(kC)) +
                     (plan.out_given ? "" : " (no output spec given: the natural result)") + "\n";
   Table t({"#", "step", "over", "dim", "spec", "local block", "bytes/device"});
-  std::string why;
+  Table narrow({"#", "step", "over", "dim", "spec", "bytes/device"});  // when t is wider than 100 columns
+  std::string why, why_narrow;
   int i = 1;
   for (const auto& s : plan.steps) {
     const std::string& letters = s.operand == kA ? plan.eq.a : s.operand == kB ? plan.eq.b : plan.eq.out;
@@ -447,9 +448,12 @@ std::string plan_text(const Plan& plan) {
     }
     const std::string what = s.kind == StepKind::contract ? "contract" : step_kind_name(s.kind) + " " + s.tensor;
     t.add({std::to_string(i), what, axes_text(s.axes), dim, spec, local, std::to_string(s.predicted_bytes)});
-    why += "  " + std::to_string(i++) + ". " + reason + "\n";
+    narrow.add({std::to_string(i), what, axes_text(s.axes), dim, spec, std::to_string(s.predicted_bytes)});
+    why += "  " + std::to_string(i) + ". " + reason + "\n";
+    why_narrow += "  " + std::to_string(i++) + ". local block " + local + "; " + reason + "\n";
   }
-  out += t.text() + why;
+  const std::string wide = t.text();
+  out += wide.find('\n') > 100 ? narrow.text() + why_narrow : wide + why;
   out += "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) + " bytes sent per device in " +
          std::to_string(plan.collectives().size()) + " collective" + (plan.collectives().size() == 1 ? "" : "s") + "\n";
   return out;

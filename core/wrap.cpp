@@ -1,0 +1,66 @@
+#include "core/wrap.hpp"
+
+namespace shardlab {
+
+namespace {
+std::string wrap_one(const std::string& line, std::size_t width) {
+  if (line.size() <= width) return line;
+  const std::size_t indent = line.find_first_not_of(' ') == std::string::npos ? 0 : line.find_first_not_of(' ');
+  const std::string more(indent + 4, ' ');
+  std::string out, rest = line;
+  bool first = true;
+  while (rest.size() > width) {
+    std::size_t cut = rest.rfind(' ', width);
+    const std::size_t floor = first ? indent : more.size();
+    if (cut == std::string::npos || cut <= floor) cut = rest.find(' ', width);  // a word longer than the line
+    if (cut == std::string::npos) break;
+    out += rest.substr(0, cut) + "\n";
+    rest = more + rest.substr(rest.find_first_not_of(' ', cut) == std::string::npos ? rest.size()
+                                                                                     : rest.find_first_not_of(' ', cut));
+    first = false;
+  }
+  return out + rest;
+}
+}  // namespace
+
+std::string wrap_lines(const std::string& text, std::size_t width) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    out += wrap_one(line, width);
+    if (end == std::string::npos) break;
+    out += "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+void LineWrapBuf::flush_line() {
+  if (line_.empty()) return;
+  dest_->sputn(line_.data(), static_cast<std::streamsize>(line_.size()));
+  line_.clear();
+  dest_->pubsync();
+}
+
+int LineWrapBuf::overflow(int c) {
+  if (c == traits_type::eof()) return traits_type::not_eof(c);
+  if (c == '\n') {
+    const std::string out = wrap_one(line_, width_) + "\n";
+    dest_->sputn(out.data(), static_cast<std::streamsize>(out.size()));
+    line_.clear();
+  } else {
+    line_ += static_cast<char>(c);
+  }
+  return c;
+}
+
+std::streamsize LineWrapBuf::xsputn(const char* s, std::streamsize n) {
+  for (std::streamsize i = 0; i < n; ++i) overflow(static_cast<unsigned char>(s[i]));
+  return n;
+}
+
+int LineWrapBuf::sync() { return dest_->pubsync(); }
+
+}  // namespace shardlab
