@@ -37,14 +37,14 @@ int main(int argc, char** argv) {
     std::vector<AxisMapping> mappings;
     if (!mapping_flag.empty()) {
       mappings.push_back(parse_mapping(mapping_flag));
-      check_mapping_names(mappings.back(), names, "X");
+      check_mapping_names(mappings.back(), names, "x");
     } else {
       mappings.push_back({});
       mappings.push_back({{"input_rows", mesh.names()[0]}});
       if (mesh.rank() >= 2) mappings.push_back({{"input_rows", mesh.names()[0]}, {"input_cols", mesh.names()[1]}});
     }
     std::vector<Spec> specs;  // validate every mapping before printing anything
-    for (const auto& m : mappings) specs.push_back(spec_from_mapping(names, m, mesh, "X", shape));
+    for (const auto& m : mappings) specs.push_back(spec_from_mapping(names, m, mesh, "x", shape));
 
     auto& out = session.out();
     out << "1. Mesh. The same 8 devices can be arranged in several shapes:\n\n";
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < mappings.size(); ++i) {
       const Spec& spec = specs[i];
       out << "2. Layout. Mapping " << mapping_text(mappings[i]) << " gives spec " << spec.text() << "\n  "
-          << layout_summary(mesh, spec, shape, "X", {"R", "C"}) << "\n"
+          << layout_summary(mesh, spec, shape, "x", {"R", "C"}) << "\n"
           << "  Each box shows the rows:cols of X that device holds.\n"
           << blocks_picture(mesh, spec, shape);
 

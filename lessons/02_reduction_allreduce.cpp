@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
     const Mesh& mesh = session.mesh();
     const Shape shape = {32, 256};
     const AxisMapping mapping = parse_mapping(mapping_flag);
-    check_mapping_names(mapping, {"input_rows", "input_cols"}, "X");
-    const Spec x_spec = spec_from_mapping({"input_rows", "input_cols"}, mapping, mesh, "X", shape);
+    check_mapping_names(mapping, {"input_rows", "input_cols"}, "x");
+    const Spec x_spec = spec_from_mapping({"input_rows", "input_cols"}, mapping, mesh, "x", shape);
     const Spec bias_spec = spec_from_mapping({"input_rows"}, mapping, mesh, "bias", {shape[0]});
     const auto rows = x_spec.dims[0], cols = x_spec.dims[1];  // mesh axes of each tensor axis
     const Shape block = local_shape(mesh, x_spec, shape);
-    // The sum keeps X's row split and is replicated along the axes that split the columns.
+    // The sum keeps x's row split and is replicated along the axes that split the columns.
     Spec sum_spec = bias_spec;
     // ReduceScatter splits the summed rows further over the column axes: (rows..., cols...).
     Spec scattered = sum_spec;
@@ -53,11 +53,16 @@ int main(int argc, char** argv) {
 
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ", mapping " << mapping_text(mapping) << "\n" << mesh.picture() << "\n";
-    out << "2. Layout. " << layout_summary(mesh, x_spec, shape, "X", {"R", "C"}) << "\n"
+    out << "2. Layout. " << layout_summary(mesh, x_spec, shape, "x", {"R", "C"}) << "\n"
         << blocks_picture(mesh, x_spec, shape)
-        << "   Each device sums its block over input_cols: " << block[0] << " partial sums per device,\n"
-        << "   S[R" << (rows.empty() ? "" : "_" + axes_text(rows)) << "]{U_" << axes_text(cols)
-        << "}: each is only part of the answer:\n"
+        << (cols.empty()
+                ? "   Each device sums its block over input_cols, which no mesh axis splits: its " +
+                      std::to_string(block[0]) + " sums\n   are complete, S[R" +
+                      (rows.empty() ? "" : "_" + axes_text(rows)) + "], and nothing needs adding across devices:\n"
+                : "   Each device sums its block over input_cols: " + std::to_string(block[0]) +
+                      " partial sums per device,\n   S[R" + (rows.empty() ? "" : "_" + axes_text(rows)) + "]{U_" +
+                      axes_text(cols) + "}: each is only part of the answer ({U_" + axes_text(cols) +
+                      "}: still to be summed over " + axes_text(cols) + "):\n")
         << mesh.picture([&](int) { return std::to_string(block[0]); }) << "\n";
 
     RunResult run = session.run([&](Device& dev) -> Outputs {
@@ -81,10 +86,18 @@ int main(int argc, char** argv) {
       checks.push_back(verify_output(mesh, x_spec, run, "x_plus_bias", session.expected(want_xb)));
       checks[0].name = "sum after all_reduce";
       checks[1].name = "sum after reduce_scatter";
-      checks[2].name = "X + bias by name";
+      checks[2].name = "x + bias by name";
 
       const auto& c = session.report().collectives;
-      out << "3. Communication over " << (cols.empty() ? "no axes" : axes_text(cols)) << " (groups of "
+      if (cols.empty()) {
+        out << "3. Communication: none. input_cols is not split, so the sums are already complete; the\n"
+               "   two collectives below run on groups of 1 and send nothing:\n"
+            << collectives_table(c)
+            << "   Map input_cols to a mesh axis (the default mapping, input_cols:mesh_cols) to see them work.\n"
+            << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with x's rows by name; 0 bytes.\n\n"
+            << "4. Verdict against the unsharded computation:\n";
+      } else {
+      out << "3. Communication over " << axes_text(cols) << " (groups of "
           << mesh.axes_size(cols) << "):\n" << collectives_table(c)
           << "   AllReduce: every device of a mesh row ends with all " << block[0] << " sums, "
           << sum_spec.notation("S", {"R"}) << ".\n   So any one mesh column holds the full 32-vector; the replica check below proves\n"
@@ -92,8 +105,9 @@ int main(int argc, char** argv) {
           << "   ReduceScatter: each device keeps " << block[0] / mesh.axes_size(cols) << " finished sums, "
           << scattered.notation("S", {"R"}) << ",\n   for " << c[1].bytes_per_device << " bytes instead of "
           << c[0].bytes_per_device << ".\n"
-          << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with X's rows by name; 0 bytes.\n\n"
+          << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with x's rows by name; 0 bytes.\n\n"
           << "4. Verdict against the unsharded computation:\n";
+      }
       for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     }
     out << "\nTakeaway: reducing over a sharded axis leaves partial sums; AllReduce completes them on every\n"

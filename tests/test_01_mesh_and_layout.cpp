@@ -41,7 +41,7 @@ TEST_SUITE("lessons") {
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK(shardlab::testing::count_lines(r.err) == 1);
-    CHECK(r.err.find("dim 0 of X (size 32) is not divisible by mesh axis mesh_rows (size 3)") != std::string::npos);
+    CHECK(r.err.find("dim 0 of x (size 32) is not divisible by mesh axis mesh_rows (size 3)") != std::string::npos);
   }
 
   TEST_CASE("lesson 01 rejects a mapping that uses one mesh axis twice") {
