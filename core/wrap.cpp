@@ -1,11 +1,13 @@
 #include "core/wrap.hpp"
 
+#include <algorithm>
+
 namespace shardlab {
 
 namespace {
 std::string wrap_one(const std::string& line, std::size_t width) {
   if (line.size() <= width) return line;
-  const std::size_t indent = line.find_first_not_of(' ') == std::string::npos ? 0 : line.find_first_not_of(' ');
+  const std::size_t indent = std::min(line.find_first_not_of(' '), line.size());
   const std::string more(indent + 4, ' ');
   std::string out, rest = line;
   bool first = true;
@@ -15,8 +17,7 @@ std::string wrap_one(const std::string& line, std::size_t width) {
     if (cut == std::string::npos || cut <= floor) cut = rest.find(' ', width);  // a word longer than the line
     if (cut == std::string::npos) break;
     out += rest.substr(0, cut) + "\n";
-    rest = more + rest.substr(rest.find_first_not_of(' ', cut) == std::string::npos ? rest.size()
-                                                                                     : rest.find_first_not_of(' ', cut));
+    rest = more + rest.substr(std::min(rest.find_first_not_of(' ', cut), rest.size()));
     first = false;
   }
   return out + rest;

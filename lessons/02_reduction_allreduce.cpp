@@ -57,12 +57,12 @@ int main(int argc, char** argv) {
         << blocks_picture(mesh, x_spec, shape)
         << (cols.empty()
                 ? "   Each device sums its block over input_cols, which no mesh axis splits: its " +
-                      std::to_string(block[0]) + " sums\n   are complete, S[R" +
-                      (rows.empty() ? "" : "_" + axes_text(rows)) + "], and nothing needs adding across devices:\n"
+                      std::to_string(block[0]) + " sums\n   are complete, " + sum_spec.notation("S", {"R"}) +
+                      ", and nothing needs adding across devices:\n"
                 : "   Each device sums its block over input_cols: " + std::to_string(block[0]) +
-                      " partial sums per device,\n   S[R" + (rows.empty() ? "" : "_" + axes_text(rows)) + "]{U_" +
-                      axes_text(cols) + "}: each is only part of the answer ({U_" + axes_text(cols) +
-                      "}: still to be summed over " + axes_text(cols) + "):\n")
+                      " partial sums per device,\n   " + sum_spec.notation("S", {"R"}) + "{U_" + axes_text(cols) +
+                      "}: each is only part of the answer ({U_" + axes_text(cols) + "}: still to be summed over " +
+                      axes_text(cols) + "):\n")
         << mesh.picture([&](int) { return std::to_string(block[0]); }) << "\n";
 
     RunResult run = session.run([&](Device& dev) -> Outputs {
@@ -89,25 +89,22 @@ int main(int argc, char** argv) {
       checks[2].name = "x + bias by name";
 
       const auto& c = session.report().collectives;
-      if (cols.empty()) {
+      if (cols.empty())
         out << "3. Communication: none. input_cols is not split, so the sums are already complete; the\n"
                "   two collectives below run on groups of 1 and send nothing:\n"
             << collectives_table(c)
-            << "   Map input_cols to a mesh axis (the default mapping, input_cols:mesh_cols) to see them work.\n"
-            << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with x's rows by name; 0 bytes.\n\n"
-            << "4. Verdict against the unsharded computation:\n";
-      } else {
-      out << "3. Communication over " << axes_text(cols) << " (groups of "
+            << "   Map input_cols to a mesh axis (the default mapping, input_cols:mesh_cols) to see them work.\n";
+      else
+        out << "3. Communication over " << axes_text(cols) << " (groups of "
           << mesh.axes_size(cols) << "):\n" << collectives_table(c)
           << "   AllReduce: every device of a mesh row ends with all " << block[0] << " sums, "
           << sum_spec.notation("S", {"R"}) << ".\n   So any one mesh column holds the full 32-vector; the replica check below proves\n"
           << "   every column agrees.\n"
           << "   ReduceScatter: each device keeps " << block[0] / mesh.axes_size(cols) << " finished sums, "
           << scattered.notation("S", {"R"}) << ",\n   for " << c[1].bytes_per_device << " bytes instead of "
-          << c[0].bytes_per_device << ".\n"
-          << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with x's rows by name; 0 bytes.\n\n"
+          << c[0].bytes_per_device << ".\n";
+      out << "   Bias: " << bias_spec.notation("bias", {"R"}) << " lines up with x's rows by name; 0 bytes.\n\n"
           << "4. Verdict against the unsharded computation:\n";
-      }
       for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     }
     out << "\nTakeaway: reducing over a sharded axis leaves partial sums; AllReduce completes them on every\n"

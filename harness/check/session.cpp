@@ -107,7 +107,7 @@ int Session::keep_trace() {
 }
 
 int Session::finish() {
-  if (wrap_) static_cast<LineWrapBuf&>(*wrap_).flush_line();  // before the verdict, in order
+  if (wrap_) wrap_->flush_line();  // before the verdict, in order
   int status = 0;
   if (runtime_->is_root()) {
     status = report_.pass() ? 0 : 1;

@@ -15,6 +15,8 @@
 
 namespace shardlab {
 
+class LineWrapBuf;  // core/wrap.hpp
+
 class Session {
  public:
   // `devices`: false for a session that only plans (--plan-only) and so runs on no devices; then
@@ -56,7 +58,7 @@ class Session {
   Report report_;
   std::vector<LedgerRow> ledger_;  // every run's rows, calls numbered on across runs
   // out(): std::cout through a buffer that wraps each line at 100 columns (core/wrap.hpp).
-  std::unique_ptr<std::streambuf> wrap_;
+  std::unique_ptr<LineWrapBuf> wrap_;
   std::unique_ptr<std::ostream> wrapped_;
 };
 

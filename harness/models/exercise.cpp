@@ -134,15 +134,19 @@ std::vector<ExerciseCase> make_bank() {
   };
 }
 
-std::string normal_op(const std::string& word) {
+// Lower case without '_' and '-': AllReduce, all-reduce and all_reduce read alike.
+std::string op_key(const std::string& word) {
   std::string w;
   for (char c : word)
     if (c != '_' && c != '-') w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (w == "allreduce") return "all_reduce";
-  if (w == "allgather") return "all_gather";
-  if (w == "reducescatter") return "reduce_scatter";
-  if (w == "alltoall") return "all_to_all";
-  if (w == "allreducemax") return "all_reduce_max";
+  return w;
+}
+
+// The ledger's name of the collective the learner typed (step_kind_name's), or "" for none.
+std::string normal_op(const std::string& word) {
+  for (StepKind k : {StepKind::all_gather, StepKind::all_reduce, StepKind::reduce_scatter, StepKind::all_to_all,
+                     StepKind::all_reduce_max})
+    if (op_key(word) == op_key(step_kind_name(k))) return step_kind_name(k);
   return "";
 }
 
@@ -153,10 +157,10 @@ std::string normal_axes(std::string text) {
   return out;
 }
 
-std::string block_formula(const PlanStep& s, int n, std::size_t block) {
+std::string block_formula(StepKind kind, int n, std::size_t block) {
   const std::string b = std::to_string(block) + " B";
   const std::string ns = ", n = " + std::to_string(n);
-  switch (s.kind) {
+  switch (kind) {
     case StepKind::all_gather: return "(n-1) x " + b + " block" + ns;
     case StepKind::all_reduce:
     case StepKind::all_reduce_max: return "2(n-1)/n x " + b + " block" + ns;
@@ -280,13 +284,13 @@ Solution solve(const Exercise& e) {
     std::size_t block = s.plan.element_bytes;
     for (std::size_t d : st.local_before) block *= d;
     s.rule.push_back(st.reason);
-    s.arithmetic.push_back(block_formula(st, mesh.axes_size(st.axes), block));
+    s.arithmetic.push_back(block_formula(st.kind, mesh.axes_size(st.axes), block));
   }
   return s;
 }
 
 std::string question_text(const Exercise& e, const Plan& plan) {
-  const Mesh mesh = Mesh::parse(e.c.mesh);
+  const Mesh& mesh = plan.mesh;
   const std::vector<std::string> dims_a = dim_names(plan.eq.a), dims_b = dim_names(plan.eq.b),
                                  dims_o = dim_names(plan.eq.out);
   std::ostringstream q;
@@ -326,24 +330,24 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
       ++g.wrong;
     }
   }
+  const std::size_t nowhere = s.right.size();
+  // The first right item not yet matched that names the same tensor and axes (and, with `same_op`,
+  // the same collective); `nowhere` when there is none.
+  auto unmatched = [&](const AnswerItem& a, bool same_op) {
+    for (std::size_t i = 0; i < s.right.size(); ++i)
+      if (!used[i] && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes && (!same_op || s.right[i].op == a.op))
+        return i;
+    return nowhere;
+  };
   for (const AnswerItem& a : given) {
-    std::size_t hit = s.right.size();
-    for (std::size_t i = 0; i < s.right.size() && hit == s.right.size(); ++i)
-      if (!used[i] && s.right[i].op == a.op && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes) hit = i;
-    if (hit == s.right.size()) {  // the right tensor and axes, the wrong collective?
-      for (std::size_t i = 0; i < s.right.size() && hit == s.right.size(); ++i)
-        if (!used[i] && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes) hit = i;
-      if (hit < s.right.size()) {
-        used[hit] = true;
-        g.lines.push_back("  " + pad(a.text()) + "wrong op: it is " + s.right[hit].text());
-        ++g.wrong;
-        continue;
-      }
-    }
-    if (hit == s.right.size()) {
-      std::string why = s.right.empty() ? "nothing moves in this case" : "the plan runs no " + a.op + " of " +
-                                                                           a.tensor + " over " + a.axes;
-      g.lines.push_back("  " + pad(a.text()) + "wrong: " + why);
+    std::size_t hit = unmatched(a, true);
+    if (hit == nowhere) {
+      hit = unmatched(a, false);  // the right tensor and axes, but another collective?
+      if (hit != nowhere) used[hit] = true;
+      g.lines.push_back("  " + pad(a.text()) +
+                        (hit != nowhere   ? "wrong op: it is " + s.right[hit].text()
+                         : s.right.empty() ? std::string("wrong: nothing moves in this case")
+                                           : "wrong: the plan runs no " + a.op + " of " + a.tensor + " over " + a.axes));
       ++g.wrong;
       continue;
     }

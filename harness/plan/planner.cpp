@@ -453,6 +453,7 @@ std::string plan_text(const Plan& plan) {
     why_narrow += "  " + std::to_string(i++) + ". local block " + local + "; " + reason + "\n";
   }
   const std::string wide = t.text();
+  // The header line spans every column (each is padded to its widest cell): its length is the table's.
   out += wide.find('\n') > 100 ? narrow.text() + why_narrow : wide + why;
   out += "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) + " bytes sent per device in " +
          std::to_string(plan.collectives().size()) + " collective" + (plan.collectives().size() == 1 ? "" : "s") + "\n";
