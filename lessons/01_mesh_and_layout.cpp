@@ -56,11 +56,16 @@ int main(int argc, char** argv) {
     const Tensor x = random_integers(shape, cli.common.seed, -5, 5);  // X[input_rows=32, input_cols=256]
     const Tensor want = session.expected(xt::maximum(x, 0.0));
 
+    out << "2. Layouts. x is a [32, 256] tensor whose axes are named input_rows and input_cols. A mapping\n"
+           "   sends named axes to mesh axes; each device then holds one block of x and applies ReLU to it.\n"
+           "   R and C below are x's rows and columns; R_" << mesh.names()[0] << " says R is split over mesh axis "
+        << mesh.names()[0] << ".\n";
     for (std::size_t i = 0; i < mappings.size(); ++i) {
       const Spec& spec = specs[i];
-      out << "2. Layout. Mapping " << mapping_text(mappings[i]) << " gives spec " << spec.text() << "\n  "
+      const char part = static_cast<char>('a' + i);
+      out << "\n2" << part << ". Mapping " << mapping_text(mappings[i]) << " gives spec " << spec.text() << "\n  "
           << layout_summary(mesh, spec, shape, "x", {"R", "C"}) << "\n"
-          << "  Each box shows the rows:cols of X that device holds.\n"
+          << "  Each box shows the rows:cols of x that device holds.\n"
           << blocks_picture(mesh, spec, shape);
 
       // Every device runs the same program on its own block: ReLU, elementwise, no messages.
@@ -72,11 +77,16 @@ int main(int argc, char** argv) {
       Verdict v = verify_output(mesh, spec, run, "relu", want);
       v.name = "relu under " + mapping_text(mappings[i]);
       session.report().checks.push_back(v);
-      out << "3. Communication: none; ReLU of a block needs only that block.\n"
-          << "4. Verdict. Stitched blocks vs ReLU of the whole 32x256 tensor: " << v.line() << "\n\n";
+      out << "  ReLU of a block needs only that block: no messages.\n"
+          << "  Stitched blocks vs ReLU of the whole 32x256 tensor: " << v.line() << "\n";
     }
+    if (!session.runtime().is_root()) return session.finish();
 
-    out << "All collectives of this run:\n" << collectives_table(session.report().collectives) << "\n";
+    out << "\n3. Communication. Every collective of this run, as the ledger counted it:\n"
+        << collectives_table(session.report().collectives) << "\n";
+    std::size_t passed = 0;
+    for (const auto& v : session.report().checks) passed += v.pass ? 1 : 0;
+    out << "4. Verdict. " << passed << " of " << mappings.size() << " layouts give the unsharded answer.\n\n";
     out << "Takeaway: a mapping from named tensor axes to mesh axes fixes each device's block; elementwise\n"
            "          work runs on the blocks independently, and stitching them gives the unsharded answer.\n"
            "Next:     build/bin/02_reduction_allreduce\n"

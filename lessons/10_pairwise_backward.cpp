@@ -1,13 +1,14 @@
 // Lesson 10 - the backward pass of column, row and pairwise sharding (article 003).
 //
-// One idea: the gradient of Y = X A with respect to X is dY A^T. Transposing A turns its columns
+// One idea: the gradient of h = x W with respect to x is dh W^T. Transposing W turns its columns
 // into rows, so a weight cut by columns for the forward matmul is cut by rows for the backward one,
 // and the other way round: a column-wise layer gathers going forward and all-reduces going back; a
-// row-wise layer all-reduces forward and gathers back. In the pairwise FFN, Y = gelu(X A) B with A
-// by columns and B by rows, both flips line up again: one AllReduce forward, one backward, and
-// the weight gradients land split exactly like the weights, with no message at all.
+// row-wise layer all-reduces forward and gathers back. In the pairwise FFN, y = gelu(x W_in) W_out
+// with W_in by columns and W_out by rows, both flips line up again: one AllReduce forward, one
+// backward, and the weight gradients land split exactly like the weights, with no message at all
+// (as long as the batch is not split too: that is data parallelism, lesson 14).
 //
-// The loss is L = sum(Y * R) for a fixed R, so dL/dY = R. The gradients are computed sharded,
+// The loss is L = sum(y * r) for a fixed random r, so dL/dy = r. The gradients are computed sharded,
 // stitched together and compared with the unsharded analytic ones, which are checked in turn
 // against central finite differences in float64.
 //
@@ -15,7 +16,7 @@
 //         mpiexec -n 4 build/bin/10_pairwise_backward --backend mpi
 // Prints: the mesh; the backward formulas; the unsharded gradients against finite differences;
 //         each weight's cut forward and backward (the flip); the collectives forward and backward
-//         of the three layouts with bytes per device; the verdicts for y, dX, dA and dB.
+//         of the three layouts with bytes per device; the verdicts for y, dx, dW_in and dW_out.
 #include <cctype>
 
 #include "core/error.hpp"
@@ -23,6 +24,7 @@
 #include "harness/models/ffn.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
+#include "core/text.hpp"
 #include "harness/check/table.hpp"
 
 using namespace shardlab;
@@ -48,6 +50,20 @@ std::string cut(const Plan& p) {
   return "replicated";
 }
 
+// Every collective of the three runs, with the layout and pass it belongs to.
+std::string run_table(const std::vector<FfnResult>& results) {
+  Table t({"#", "layout", "pass", "collective", "over", "tensor", "msgs", "bytes/device", "predicted", "match"});
+  int call = 0;
+  for (const auto& r : results)
+    for (std::size_t i = 0; i < r.collectives.size(); ++i) {
+      const auto& c = r.collectives[i];
+      t.add({std::to_string(call++), i == 0 ? r.plan.strategy.name : "", i < r.forward_collectives ? "forward" : "backward",
+             c.op, c.axes, c.tensor, std::to_string(c.messages), std::to_string(c.bytes_per_device) + (c.modeled ? "*" : ""),
+             std::to_string(c.predicted_bytes_per_device), c.matches() ? (c.modeled ? "modeled" : "yes") : "NO"});
+    }
+  return t.text();
+}
+
 std::string ops(const FfnPlan& p, FfnPhase phase) {
   std::string out;
   for (const PlanStep* s : p.collectives(phase)) out += (out.empty() ? "" : " + ") + step_kind_name(s->kind) + " " + s->tensor;
@@ -59,7 +75,8 @@ std::string ops(const FfnPlan& p, FfnPhase phase) {
 int main(int argc, char** argv) {
   Cli cli("10_pairwise_backward", "Lesson 10: gradients of column, row and pairwise sharding", "Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
-  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M]; dims left out keep their defaults)");
+  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (x and y are [B, S, M], W_in is [M, H], W_out is [H, M]; dims left out keep their "
+             "defaults)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
@@ -83,20 +100,21 @@ int main(int argc, char** argv) {
 
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": a line of " << mesh.devices() << " devices.\n" << mesh.picture() << "\n";
-    out << "2. The layer and its gradients (A = W_in, B = W_out), with dY = dL/dY = R:\n"
-           "     forward    H = X A       G = gelu(H)            Y = G B\n"
-           "     backward   dG = dY B^T   dB = G^T dY            (B used transposed)\n"
-           "                dH = dG * gelu'(H)                   (elementwise, like GELU)\n"
-           "                dX = dH A^T   dA = X^T dH            (A used transposed)\n";
+    out << "2. The layer and its gradients. The loss is L = sum(y * r) for a fixed random r shaped like y,\n"
+           "   so dy = dL/dy = r (random, so that every output counts). dt is the gradient of L for a tensor t:\n"
+           "     forward    h = x W_in         g = gelu(h)          y = g W_out\n"
+           "     backward   dg = dy W_out^T    dW_out = g^T dy      (W_out used transposed)\n"
+           "                dh = dg * gelu'(h)                      (elementwise, like GELU)\n"
+           "                dx = dh W_in^T     dW_in = x^T dh       (W_in used transposed)\n";
     const FfnDims& d = config.dims;
     const Shape as{d.m, d.h}, bs{d.h, d.m};
-    Table specs({"layout", "X", "A (and dA)", "B (and dB)", "Y"});
+    Table specs({"layout", "x", "W_in (and dW_in)", "W_out (and dW_out)", "y"});
     for (const auto& p : plans)
-      specs.add({p.strategy.name, p.specs.x.notation("X", {"B", "S", "M"}), p.specs.w_in.notation("A", {"M", "H"}),
-                 p.specs.w_out.notation("B", {"H", "M"}), p.specs.y.notation("Y", {"B", "S", "M"})});
+      specs.add({p.strategy.name, p.specs.x.notation("x", {"B", "S", "M"}), p.specs.w_in.notation("W_in", {"M", "H"}),
+                 p.specs.w_out.notation("W_out", {"H", "M"}), p.specs.y.notation("y", {"B", "S", "M"})});
     out << "   The three layouts (a weight's gradient comes out split like the weight):\n" << specs.text();
     const FfnSpecs& pw = plans.back().specs;
-    out << "   Pairwise, rows:cols of A " << shape_text(as) << " and B " << shape_text(bs) << " on each device:\n"
+    out << "   Pairwise, rows:cols of W_in " << shape_text(as) << " and W_out " << shape_text(bs) << " on each device:\n"
         << blocks_picture(mesh, pw.w_in, as) << blocks_picture(mesh, pw.w_out, bs);
 
     std::vector<FfnResult> results;
@@ -116,7 +134,9 @@ int main(int argc, char** argv) {
     // The unsharded analytic gradients against central differences, in float64.
     const FfnInputs in = ffn_inputs(config.dims, config.seed);
     auto& checks = session.report().checks;
-    out << "   Is the analytic backward right? Central differences (L(t+e) - L(t-e)) / 2e on one device:\n";
+    out << "   Is the analytic backward right? On one device, in float64, nudge entries t of each input by\n"
+           "   a step e and compare (L(t+e) - L(t-e)) / 2e with the formula. The step balances the error of\n"
+           "   the difference against rounding; L is linear in W_out, so there any step is exact and e = 1:\n";
     for (auto v : finite_difference_checks(in, ffn_reference(in, true))) {
       v.name = "unsharded: " + v.name;
       out << "     " << v.name << ": " << v.line() << "\n";
@@ -132,8 +152,9 @@ int main(int argc, char** argv) {
                 cut(plan_for(plans[i], "dg"))});
     }
     out << flip.text()
-        << "   A column cut keeps its outputs whole per device, so they must be gathered; transposed, the same cut\n"
-           "   falls on the summed dim and leaves partial sums, so the backward matmul ends in an AllReduce.\n\n";
+        << "   A column cut keeps its outputs whole per device, so they must be gathered; transposed, the\n"
+           "   same cut falls on the summed dim and leaves partial sums: the backward matmul ends in an\n"
+           "   AllReduce.\n\n";
 
     out << "4. Communication, derived by the planner for each matmul and measured by the ledger (bytes\n"
            "   sent per device; = plan: every collective and byte count as the planner predicted):\n";
@@ -150,12 +171,24 @@ int main(int argc, char** argv) {
     }
     out << t.text()
         << "   Per matmul: column = AllGather forward, AllReduce backward; row = AllReduce forward, AllGather\n"
-           "   backward; pairwise = one AllReduce each way for the whole FFN. The weight gradients dA = X^T dH\n"
-           "   and dB = G^T dY need no message in any of the three: they come out split like A and B.\n"
-        << "   Every collective of every run, in order:\n" << collectives_table(session.report().collectives) << "\n";
+           "   backward; pairwise = one AllReduce each way for the whole FFN. The weight gradients\n"
+           "   dW_in = x^T dh and dW_out = g^T dy need no message in any of the three, because no mesh axis\n"
+           "   splits the batch here: they come out split like W_in and W_out. With data parallelism\n"
+           "   (lesson 14) each device holds part of the batch and its weight gradients need an AllReduce.\n"
+        << "   Every collective of every run, in order (each device sends the bytes shown; msgs: how many\n"
+           "   messages, n-1 for a ring gather of n devices, 2(n-1) for a ring AllReduce):\n"
+        << run_table(results) << "\n";
 
-    out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones:\n";
-    for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
+    out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones (the\n"
+           "   central-difference checks of section 2 count too):\n";
+    Table verdicts({"check", "result", "max_abs_err", "worst err/tol"});
+    for (const auto& v : checks)
+      if (v.name.rfind("unsharded: ", 0) != 0)
+        verdicts.add({v.name, v.pass ? "PASS" : "FAIL", format_number(v.max_abs_error, "%.3g"),
+                      v.worst_ratio >= 0 ? format_number(v.worst_ratio, "%.3g") : v.tolerance == 0 ? "exact" : "-"});
+    out << verdicts.text() << "   err/tol: the error over the tolerance its own element allows (1 = at the limit).\n";
+    for (const auto& v : checks)
+      if (!v.pass) out << "   " << v.name << ": " << v.line() << "\n";
     out << "\nTakeaway: transposing a weight swaps its column cut and its row cut, so the backward pass mirrors\n"
            "          the forward one; pairwise sharding is pairwise both ways: one AllReduce forward, one back.\n"
            "Next:     build/bin/11_propagation\n"

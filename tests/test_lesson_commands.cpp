@@ -4,6 +4,8 @@
 // never 2). Commands are run with the binaries under test ($SHARDLAB_BIN).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,7 +84,50 @@ TEST_CASE("lessons: every command a lesson prints runs as printed") {
   CHECK(ran >= 34);
 }
 
-TEST_CASE("lessons: output at most 100 columns wide") {
+namespace {
+
+// A lesson's sections: "2." or "2a." at the start of a line, in order, none repeated.
+void check_sections(const std::string& out) {
+  static const std::regex section(R"(^(\d+)([a-z]?)\. )");
+  int last = 0;
+  char last_part = 0;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, section)) continue;
+    CAPTURE(line);
+    const int n = std::stoi(m[1]);
+    const char part = m[2].length() ? m[2].str()[0] : 0;
+    CHECK((n > last || (n == last && part > last_part)));
+    last = n;
+    last_part = part;
+  }
+}
+
+// Mesh axes are named in "Mesh X=2,Y=4" lines; no tensor (or its gradient) may be named like one:
+// not "Y[...]", "dY[...]" or "Y = ...".
+void check_tensor_names(const std::string& out) {
+  static const std::regex mesh_line(R"(Mesh ((?:[A-Za-z_]\w*=\d+,?)+))"), axis(R"(([A-Za-z_]\w*)=\d+)");
+  std::vector<std::string> axes;
+  for (std::sregex_iterator it(out.begin(), out.end(), mesh_line), end; it != end; ++it) {
+    const std::string text = (*it)[1];
+    for (std::sregex_iterator a(text.begin(), text.end(), axis); a != end; ++a) axes.push_back((*a)[1]);
+  }
+  for (const auto& a : axes) {
+    const std::regex named("(^|[^\\w])d?" + a + R"((\[| = ))");
+    std::smatch m;
+    CAPTURE(a);
+    if (std::regex_search(out, m, named)) {
+      const std::string around = out.substr(std::max<long>(0, m.position(0) - 40), 100);
+      CAPTURE(around);
+      CHECK(false);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lessons: output at most 100 columns wide, sections in order, no tensor named like a mesh axis") {
   // Tables are built to fit; prose and verdict lines are wrapped by Session's output (core/wrap.hpp).
   for (const char* lesson : {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
                              "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
@@ -98,5 +143,7 @@ TEST_CASE("lessons: output at most 100 columns wide") {
       CAPTURE(line);
       CHECK(line.size() <= 100);
     }
+    check_sections(r.out);
+    check_tensor_names(r.out);
   }
 }
