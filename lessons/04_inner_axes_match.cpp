@@ -46,8 +46,13 @@ int main(int argc, char** argv) {
         << "   A device's columns of A are exactly its rows of B, so it can multiply them at once:\n"
         << "   [" << c.m << " x " << ky << "] by [" << ky << " x " << c.n << "]. The " << c.m << "x" << c.n
         << " result has only " << ky << " of the " << c.k << " terms of each dot product: "
-        << partial_spec.notation("C", {"I", "J"}) << ",\n   a partial sum over " << Y << ". C is the sum of "
-        << mesh.axis_size(Y) << " such products, one per " << Y << " slice of K.\n\n";
+        << partial_spec.notation("C", {"I", "J"}) << ",\n   a partial sum over " << Y << " ({U_" << Y
+        << "}: unreduced over " << Y << ", still to be added across " << Y << ").\n   C is the sum of "
+        << mesh.axis_size(Y) << " such products, one per " << Y << " slice of K.\n";
+    if (const int d = article_device(mesh); d >= 0)
+      out << "   So d" << d << " (" << c.x << "=0, " << Y << "=1) multiplies the second slices of K: it computes\n"
+          << "   what the article calls C2 = A2 B2, one of the " << mesh.axis_size(Y) << " partial products.\n";
+    out << "\n";
 
     RunResult run = session.run([&](Device& dev) -> Outputs {
       const Tensor a = local_block(c.a, mesh, c.a_spec, dev.id());  // [m, k/|Y|]

@@ -16,6 +16,10 @@ TEST_SUITE("lessons") {
     CHECK(r.out.find("[16:32, 192:256]") != std::string::npos);
     CHECK(r.out.find("8 distinct blocks of [16, 64]") != std::string::npos);
     CHECK(r.out.find("Takeaway:") != std::string::npos);
+    // One section each: the three layouts are 2a-2c, then communication and the verdict once.
+    for (const char* s : {"\n2. Layouts.", "\n2a. Mapping {}", "\n2c. Mapping", "\n3. Communication.",
+                          "\n4. Verdict. 3 of 3 layouts"})
+      CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
     CHECK(r.out.find("Next:") != std::string::npos);
     CHECK(r.out.rfind("PASS", 0) != 0);  // the verdict is the last line, not the first
     CHECK(r.out.find("\nPASS 01_mesh_and_layout") != std::string::npos);

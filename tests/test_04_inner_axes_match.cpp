@@ -32,6 +32,11 @@ TEST_SUITE("lessons") {
     auto r = run_binary("04_inner_axes_match --dtype float64");
     CHECK(r.status == 0);
     CHECK(r.out.find("C[I, J]{U_Y}") != std::string::npos);
+    // Article 001's own words: its spec form, {U_Y} explained where it first appears, its device.
+    CHECK(r.out.find("In article 001's form: A: (full, sharded_Y), B: (sharded_Y, full)") != std::string::npos);
+    CHECK(r.out.find("({U_Y}: unreduced over Y") != std::string::npos);
+    CHECK(r.out.find("device at X=0, Y=1 (d1 here): it holds A[0:4, 4:8] and B[4:8, 0:4]") != std::string::npos);
+    CHECK(r.out.find("C2 = A2 B2") != std::string::npos);
     CHECK(r.out.find("{0,4} {1,5} {2,6} {3,7}") != std::string::npos);
     CHECK(r.out.find("128 on every device; unsharded 512 / 8 devices = 64: 2x") != std::string::npos);
     CHECK(r.out.find("contract ik,kj->ij; all_reduce C over Y") != std::string::npos);

@@ -15,6 +15,16 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 }  // namespace
 
 TEST_SUITE("matmul_case") {
+  TEST_CASE("article_form writes a spec as article 001 does, and the device it follows is (0, 1)") {
+    CHECK(article_form(Spec::parse("_,Y")) == "(full, sharded_Y)");
+    CHECK(article_form(Spec::parse("X,Y")) == "(sharded_X, sharded_Y)");
+    CHECK(article_form(Spec::parse("(X,Y),_")) == "(sharded_XY, full)");
+    CHECK(article_device(Mesh::parse("X=2,Y=4")) == 1);
+    CHECK(article_device(Mesh::parse("X=4,Y=2")) == 1);
+    CHECK(article_device(Mesh::parse("X=2,Y=1")) == -1);
+    CHECK(article_device(Mesh::parse("Y=4")) == -1);
+  }
+
   TEST_CASE("case_spec renames X and Y to the mesh's own axes") {
     const Mesh m = Mesh::parse("rows=2,cols=4");
     CHECK(case_spec(m, "_,Y").text() == "_,cols");

@@ -91,11 +91,33 @@ Plan case_plan(const Mesh& mesh, const MatmulCase& c, const std::string& a_spec_
                           {false, "C", c.plan.element_bytes});
 }
 
+std::string article_form(const Spec& spec) {
+  std::string out;
+  for (const auto& axes : spec.dims) {
+    std::string dim = axes.empty() ? "full" : "sharded_";
+    for (const auto& a : axes) dim += a;
+    out += (out.empty() ? "(" : ", ") + dim;
+  }
+  return out + ")";
+}
+
+int article_device(const Mesh& mesh) {
+  if (mesh.rank() != 2 || mesh.axis_size(mesh.names()[1]) < 2) return -1;
+  return mesh.device({0, 1});
+}
+
 std::string inputs_text(const Mesh& mesh, const MatmulCase& c) {
   const Shape as{c.m, c.k}, bs{c.k, c.n};
-  return "   " + layout_summary(mesh, c.a_spec, as, "A", {"I", "K"}) + "; rows:cols per device\n" +
+  std::string out = "   In article 001's form: A: " + article_form(c.a_spec) + ", B: " + article_form(c.b_spec) + "\n";
+  out += "   " + layout_summary(mesh, c.a_spec, as, "A", {"I", "K"}) + "; rows:cols per device\n" +
          blocks_picture(mesh, c.a_spec, as) + "   " + layout_summary(mesh, c.b_spec, bs, "B", {"K", "J"}) +
          "; rows:cols per device\n" + blocks_picture(mesh, c.b_spec, bs);
+  const int d = article_device(mesh);
+  if (d >= 0)
+    out += "   The article follows the device at " + c.x + "=0, " + c.y + "=1 (d" + std::to_string(d) +
+           " here): it holds A" + block_of(mesh, c.a_spec, as, d).text() + " and B" +
+           block_of(mesh, c.b_spec, bs, d).text() + ".\n";
+  return out;
 }
 
 Outputs with_work(Outputs outs, double flops, std::size_t bytes_held) {

@@ -39,8 +39,13 @@ Spec case_spec(const Mesh& mesh, const std::string& spec_xy);
 // The plan article 001's rules give another case of the same shapes (to compare costs).
 Plan case_plan(const Mesh& mesh, const MatmulCase& c, const std::string& a_spec_xy, const std::string& b_spec_xy);
 
-// Both inputs as each device holds them: the mesh with A's and then B's index ranges.
+// Both inputs as each device holds them: article 001's form of each spec, the mesh with A's and
+// then B's index ranges, and what the device the article follows (first axis 0, second axis 1) holds.
 std::string inputs_text(const Mesh& mesh, const MatmulCase& c);
+// A spec as article 001 writes it: "(full, sharded_Y)", one entry per dim.
+std::string article_form(const Spec& spec);
+// The device at first axis 0, second axis 1 (the one article 001 follows); -1 if the mesh has none.
+int article_device(const Mesh& mesh);
 
 // A program's outputs plus its work.
 Outputs with_work(Outputs outs, double flops, std::size_t bytes_held);
