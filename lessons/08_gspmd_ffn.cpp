@@ -104,9 +104,9 @@ int main(int argc, char** argv) {
 
     out << "5. Communication, measured by the ledger:\n" << ffn_collectives_table(r)
         << "   The alternative for the last step: AllReduce over " << Y << " (y ends " << gathered.text()
-        << ", then each device keeps its slice):\n"
+        << ",\n   then each device keeps its slice):\n"
         << "     reduce_scatter y: " << rs.bytes_per_device << " bytes/device   all_reduce y: " << ar.bytes_per_device
-        << " bytes/device (predicted " << ar.predicted_bytes_per_device << ")"
+        << " bytes/device\n     (predicted " << ar.predicted_bytes_per_device << ")"
         << (rs.bytes_per_device > 0 ? ", " + std::to_string(ar.bytes_per_device / rs.bytes_per_device) + "x as much"
                                     : " (an axis of size 1 moves nothing either way)")
         << "\n\n";
@@ -123,12 +123,13 @@ int main(int argc, char** argv) {
     big.dims = article_ffn_dims();
     try {  // the article's sizes on this mesh, from the planner alone (float64, 8 bytes per number)
       const FfnPlan a = plan_ffn(mesh, big);
-      Table t({"collective", "tensor", "over", "here (measured)", "B=8,S=512,M=5120,H=20480 (predicted)"});
+      Table t({"collective", "tensor", "over", "sent here (measured)", "sent at B=8,S=512,M=5120,H=20480"});
       const auto steps = a.collectives(FfnPhase::forward);
       for (std::size_t i = 0; i < steps.size() && i < all.size(); ++i)
         t.add({step_kind_name(steps[i]->kind), steps[i]->tensor, axes_text(steps[i]->axes),
                human_bytes(static_cast<double>(all[i].bytes_per_device)), human_bytes(static_cast<double>(steps[i]->predicted_bytes))});
-      out << "   At the article's sizes (article 001), bytes per device and memory from the same plan:\n" << t.text()
+      out << "   At the article's sizes (article 001), predicted from the same plan: bytes each device sends\n"
+          << "   (" << dtype_text(session.dtype()) << ") and memory per device:\n" << t.text()
           << "     memory per device " << human_bytes(static_cast<double>(a.stored_bytes_per_device)) << " held, "
           << human_bytes(static_cast<double>(a.peak_bytes_per_device)) << " peak; unsharded "
           << human_bytes(static_cast<double>(a.unsharded_peak_bytes)) << " peak\n\n";
@@ -138,9 +139,10 @@ int main(int argc, char** argv) {
 
     out << "7. Verdict against gelu(x W_in) W_out on one device:\n";
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
-    out << "\nTakeaway: name the dims, map names to mesh axes, and the planner derives the rest: two AllGathers\n"
-           "          feed the first matmul, one AllGather and a ReduceScatter finish the second, and y leaves in\n"
-           "          x's layout with every device holding and computing 1/" << mesh.devices() << " of the layer.\n"
+    out << "\nTakeaway: name the dims, map names to mesh axes, and the planner derives the rest: two\n"
+           "          AllGathers feed the first matmul, one AllGather and a ReduceScatter finish the second,\n"
+           "          and y leaves in x's layout with every device holding and computing 1/" << mesh.devices()
+        << " of the layer.\n"
            "Next:     build/bin/09_column_row_pairwise\n"
            "          the same layer on a 1-D mesh, Megatron style: one AllReduce.\n"
            "Exercise: build/bin/shardlab exercise --lesson 08\n";

@@ -193,7 +193,8 @@ TEST_SUITE("planner") {
     CHECK(has(t, "all_gather A"));
     CHECK(has(t, "384"));
     CHECK(has(t, "512 FLOPs"));
-    CHECK(has(t, "predicted: 640 bytes sent per device in 2 collectives"));
+    CHECK(has(t, "predicted: 640 bytes sent per device in 2 collectives (8 B per element)"));
+    CHECK(has(t, "sent/device"));
     CHECK(plan_summary(p) == "all_gather A over Y along dim 1; all_gather B over X along dim 0; contract ik,kj->ij");
   }
 

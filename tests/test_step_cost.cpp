@@ -68,6 +68,12 @@ TEST_CASE("step cost: one row per collective of the plan, in order, with its gro
   const std::string text = step_cost_text(c, h);
   CHECK(text.find("all_gather") != std::string::npos);
   CHECK(text.find("% of the step") != std::string::npos);
+  // Issue 18: size (the whole tensor) and sent (what a device sends) side by side, and which is which.
+  // x: [4, 512, 5120] float32 after the gather = 40.0 MiB; a ring of 4 sends 3/4 of it = 30.0 MiB,
+  // the figure lesson 08 prints for the same gather.
+  CHECK(text.find("n  size       sent      modeled_us") != std::string::npos);
+  CHECK(text.find("all_gather      x       Y     4  40.0 MiB   30.0 MiB") != std::string::npos);
+  CHECK(text.find("sent: what one device sends over a ring of n") != std::string::npos);
   CHECK_THROWS_AS(ffn_step_cost("gspmd", "X=3,Y=4", "article", false, h), Error);  // B=8 on X=3
 }
 

@@ -54,7 +54,7 @@ nlohmann::ordered_json model_json(const StepCost& c, const Hardware& hw) {
 }
 
 std::string model_text(const StepCost& c, const Hardware& hw) {
-  return "\nModeled on " + hw.name + " (" + hw.description + "; shardlab cost --sources says where the numbers "
+  return "\nModeled on " + hw.name + " (" + hw.description + ";\nshardlab cost --sources says where the numbers "
          "come from):\n" + step_cost_text(c, hw);
 }
 

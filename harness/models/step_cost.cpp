@@ -59,15 +59,21 @@ StepCost ffn_step_cost(const std::string& strategy, const std::string& mesh, con
 }
 
 std::string step_cost_text(const StepCost& cost, const Hardware& hw) {
-  Table t({"phase", "collective", "tensor", "over", "devices", "size", "modeled_us"});
-  for (const auto& k : cost.collectives)
+  Table t({"phase", "collective", "tensor", "over", "n", "size", "sent", "modeled_us"});
+  for (const auto& k : cost.collectives) {
+    // A ring moves (n-1)/n of the whole tensor out of each device; an AllReduce twice that.
+    const double share = double(k.group - 1) / k.group * (k.op.rfind("all_reduce", 0) == 0 ? 2 : 1);
     t.add({phase_name(k.phase), k.op, k.tensor, k.axes, std::to_string(k.group), human_bytes(k.n_bytes),
-           format_number(k.seconds * 1e6, "%.1f")});
+           human_bytes(k.n_bytes * share), format_number(k.seconds * 1e6, "%.1f")});
+  }
   std::string out = cost.collectives.empty() ? "  (no collectives)\n" : t.text();
+  if (!cost.collectives.empty())
+    out += "  size: the whole tensor on each device of the group (after an all_gather, before the others);\n"
+           "  sent: what one device sends over a ring of n: (n-1)/n of size, 2(n-1)/n for all_reduce\n";
   out += "  communication " + format_number(cost.comm_seconds * 1e3, "%.3f") + " ms + compute " +
          format_number(cost.compute_seconds * 1e3, "%.3f") + " ms (matmul FLOPs at " + format_number(hw.flops_per_s / 1e12, "%.4g") +
-         " TFLOP/s): communication is " + format_number(100 * cost.share(), "%.1f") + "% of the step (collectives on its " +
-         topology_text(hw) + ", " +
+         " TFLOP/s):\n  communication is " + format_number(100 * cost.share(), "%.1f") + "% of the step (collectives on its " +
+         topology_text(hw) + ",\n  " +
          format_number(hw.element_bytes, "%.0f") + " B per element, nothing overlapped)\n";
   return out;
 }

@@ -425,8 +425,8 @@ std::string plan_text(const Plan& plan) {
                     plan.a.spec.notation(plan.a.name, names(kA)) + " x " + plan.b.spec.notation(plan.b.name, names(kB)) +
                     " -> " + plan.out_spec.notation(plan.result_name, names(kC)) +
                     (plan.out_given ? "" : " (no output spec given: the natural result)") + "\n";
-  Table t({"#", "step", "over", "dim", "spec", "local block", "bytes/device"});
-  Table narrow({"#", "step", "over", "dim", "spec", "bytes/device"});  // when t is wider than 100 columns
+  Table t({"#", "step", "over", "dim", "spec", "local block", "sent/device"});
+  Table narrow({"#", "step", "over", "dim", "spec", "sent/device"});  // when t is wider than 100 columns
   std::string why, why_narrow;
   int i = 1;
   for (const auto& s : plan.steps) {
@@ -456,7 +456,8 @@ std::string plan_text(const Plan& plan) {
   // The header line spans every column (each is padded to its widest cell): its length is the table's.
   out += wide.find('\n') > 100 ? narrow.text() + why_narrow : wide + why;
   out += "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) + " bytes sent per device in " +
-         std::to_string(plan.collectives().size()) + " collective" + (plan.collectives().size() == 1 ? "" : "s") + "\n";
+         std::to_string(plan.collectives().size()) + " collective" + (plan.collectives().size() == 1 ? "" : "s") +
+         " (" + std::to_string(plan.element_bytes) + " B per element)\n";
   return out;
 }
 
