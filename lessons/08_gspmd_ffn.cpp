@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
         << "   h comes out " << up.out_spec.notation("h", {"B", "S", "H"}) << " straight from the product: "
         << (up.steps.back().kind == StepKind::contract ? "no message after it" : "then more steps") << ".\n"
         << "   g = gelu(h) is elementwise: each device applies it to its own block.\n\n";
-    out << "4. Second matmul, y = g W_out (\"bsh,hm->bsm\"). H is split over " << Y << " in both (Case 1A): "
-        << "multiply in place,\n   partial sums over " << Y << ". But B and W_out's M are both on " << X
-        << ": gather W_out over " << X << ", keep the batch split.\n" << plan_text(down)
+    out << "4. Second matmul, y = g W_out (\"bsh,hm->bsm\"). H is split over " << Y << " in both (Case 1A):\n"
+        << "   multiply in place, partial sums over " << Y << ". But B and W_out's M are both on " << X
+        << ":\n   gather W_out over " << X << ", keep the batch split.\n" << plan_text(down)
         << "   The partial sums go straight to y's spec, the input's layout: ReduceScatter, not AllReduce.\n\n";
 
     out << "5. Communication, measured by the ledger:\n" << ffn_collectives_table(r)

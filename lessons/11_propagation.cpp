@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     out << "   which costs " << lone_plan.predicted_bytes_per_device() << " bytes per device in "
         << lone_plan.collective_lines().size() << " collectives (" << join(lone_plan.collective_lines(), "; ")
         << ")\n   against " << forward_bytes
-        << " with the weights annotated: the annotations are where a user says what must stay split.\n\n";
+        << " with the weights annotated: the annotations are where a user says what must\n   stay split.\n\n";
 
     out << "7. Verdict against the unsharded program:\n";
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";

@@ -289,14 +289,15 @@ std::vector<bool> on_partial_sums(const ProgramPlan& plan) {
 }
 
 std::string program_plan_text(const ProgramPlan& plan) {
-  Table t({"op", "computes", "step", "tensor", "over", "spec", "bytes/device"});
+  // The op's kind shows in its step rows (contract, gelu, ...): the op column names its output only.
+  Table t({"op", "computes", "step", "tensor", "over", "spec", "sent/device"});
   for (const auto& o : plan.ops) {
     const ProgramOp& op = plan.program.ops[o.op];
     const std::string label = std::to_string(o.op + 1);
     bool first = true;
     auto row = [&](const std::string& step, const std::string& tensor, const std::string& over, const std::string& spec,
                    const std::string& bytes) {
-      t.add({first ? label : "", first ? op.out + " = " + op.name : "", step, tensor, over, spec, bytes});
+      t.add({first ? label : "", first ? op.out : "", step, tensor, over, spec, bytes});
       first = false;
     };
     auto steps = [&](const std::vector<PlanStep>& list) {
