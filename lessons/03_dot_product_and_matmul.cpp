@@ -2,7 +2,7 @@
 //
 // One idea: a dot product of length 4 is the sum of two dot products of length 2, so two devices
 // can each do half and add their two numbers (AllReduce). A matmul C = A B is nothing but the
-// table of dot products of every row of A with every column of B; written with named dims (seed
+// table of dot products of every row of A with every column of B; written with named dims (article
 // 000) it is a broadcast multiply A[i,k] * B[k,j] -> P[i,k,j] followed by a sum over the shared
 // name k. Sharding a matmul (lessons 04-07) is choosing which of those sums each device does.
 //
@@ -37,6 +37,47 @@ std::string matrix_text(const Tensor& t, const std::string& indent) {
   }
   return out.str();
 }
+
+// `text` as lines of at most `width` columns, each starting with `indent`.
+std::string paragraph(const std::string& text, const std::string& indent, std::size_t width = 100) {
+  std::istringstream words(text);
+  std::string out, line, word;
+  while (words >> word) {
+    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
+      out += indent + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return line.empty() ? out : out + indent + line + "\n";
+}
+
+// Who does the same work: a and b are split over X only, so every other axis with more than one
+// device holds copies. Said only when it is so; on a line, each device holds its own run.
+std::string who_repeats(const Mesh& mesh, const std::string& X) {
+  std::vector<std::string> others;
+  for (const auto& name : mesh.names())
+    if (name != X && mesh.axis_size(name) > 1) others.push_back(name);
+  const int nx = mesh.axis_size(X);
+  std::string along;
+  for (std::size_t i = 0; i < others.size(); ++i)
+    along += (i == 0 ? "" : i + 1 == others.size() ? " or " : ", ") + others[i];
+  std::string text;
+  if (nx == 1)
+    text = "Mesh axis " + X + " has size 1, so a run is all 4 terms and the AllReduce over " + X +
+           " has nothing to add: nothing travels. " +
+           (others.empty() ? "The one device does all the work."
+                           : (mesh.devices() == 2 ? std::string("Both devices") : "All " + std::to_string(mesh.devices()) +
+                                                                                     " devices") +
+                                 " hold the whole vectors and repeat the same work, since nothing splits a or b " +
+                                 "over " + along + ".");
+  else
+    text = (others.empty() ? "Each device holds a different run, so no work is repeated."
+                           : "Devices with the same " + X + " coordinate hold the same run and repeat the work, " +
+                                 "since nothing splits a or b over " + along + ".") +
+           " Only these numbers travel, not the vectors: AllReduce over " + X + " adds them.";
+  return paragraph(text, "   ");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,11 +103,16 @@ int main(int argc, char** argv) {
     const std::size_t per = 4 / static_cast<std::size_t>(mesh.axis_size(X));
 
     auto& out = session.out();
-    out << "Mesh " << mesh.text() << " (" << mesh.devices() << " devices):\n" << mesh.picture() << "\n"
+    out << "Mesh " << mesh.text() << " (" << mesh.devices() << (mesh.devices() == 1 ? " device" : " devices")
+        << "):\n" << mesh.picture() << "\n"
         << "1. A dot product, split. a = [1, 0, 2, -1], b = [-1, 2, 0, 2]:\n"
-        << "   a . b = (1)(-1) + (0)(2) + (2)(0) + (-1)(2) = -3. Group the terms in runs of " << per
-        << " and each run is a\n   shorter dot product. Split a and b over mesh axis " << X << " ("
-        << vec_spec.notation("a", {"I"}) << "): each device takes one run.\n";
+        << paragraph("a . b = (1)(-1) + (0)(2) + (2)(0) + (-1)(2) = -3." +
+                         (per < 4 ? " Group the terms in runs of " + std::to_string(per) +
+                                        " and each run is a shorter dot product."
+                                  : std::string()) +
+                         " Split a and b over mesh axis " + X + " (" + vec_spec.notation("a", {"I"}) +
+                         "): each device takes one run.",
+                     "   ");
 
     RunResult run = session.run([&](Device& dev) -> Outputs {
       const Tensor mine_a = local_block(a, mesh, vec_spec, dev.id()), mine_b = local_block(b, mesh, vec_spec, dev.id());
@@ -83,12 +129,11 @@ int main(int argc, char** argv) {
                l << "[" << blk.start[0] << ":" << blk.stop[0] << "] -> " << run.outputs[d].at("partial")();
                return l.str();
              })
-          << "   Devices that differ only off " << X << " hold the same run and repeat the work. Only these\n"
-          << "   numbers travel, not the vectors: AllReduce over " << X << " adds them.\n"
-          << collectives_table(session.report().collectives);
+          << who_repeats(mesh, X) << collectives_table(session.report().collectives);
       checks.push_back(verify_output(mesh, Spec(), run, "dot", session.expected(article_dot)));
       checks.back().name = "a . b split over " + X + " (the article's -3)";
-      out << "   Every device now holds " << run.outputs[0].at("dot")() << ".\n\n";
+      out << "   " << (mesh.devices() == 1 ? "The device" : "Every device") << " now holds " << run.outputs[0].at("dot")()
+          << ".\n\n";
 
       // 2. The matmul as a table of dot products, row i of A with column j of B.
       out << "2. A matmul is a table of dot products. A is 2x4, B is 4x2:\n" << "   A =\n" << matrix_text(A, "     ")

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
+    if (const int axes = Mesh::parse(cli.common.mesh).rank(); axes != 2)  // before any output
+      throw Error(ErrorKind::parse, "--mesh " + cli.common.mesh + " has " + std::to_string(axes) + " ax" +
+                                        (axes == 1 ? "is" : "es") + "; lesson 08 splits the batch over one mesh axis "
+                                        "and the hidden dim over another: try --mesh X=2,Y=4");
     Session session("08_gspmd_ffn", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;

@@ -1,40 +1,51 @@
 // Lesson 09 - column-wise, row-wise and pairwise sharding of the FFN, Megatron style (article 003).
 //
-// One idea: on a line of n devices a weight can be cut two ways. Cut A by columns and every device
-// needs all of X but computes whole columns of XA: an AllGather puts them side by side. Cut A by
-// rows and X must be cut by columns to match; every device computes a full-size XA of partial
-// sums: an AllReduce adds them. In the FFN, XA -> GELU -> B, the order matters. Rows first needs
-// the AllReduce before GELU (gelu(a + b) is not gelu(a) + gelu(b)), then the column cut of B needs
-// an AllGather. Columns first leaves h split by columns, which GELU keeps and which is exactly the
-// input a row cut of B wants: the pairwise layout needs a single AllReduce at the very end.
+// One idea: on a line of n devices a weight can be cut two ways. Cut W_in by columns and every
+// device needs all of x but computes whole columns of h = x W_in: an AllGather puts them side by
+// side. Cut W_in by rows and x must be cut by columns to match; every device computes a full-size h
+// of partial sums: an AllReduce adds them. In the FFN, h = x W_in, g = gelu(h), y = g W_out, the
+// order matters. Rows first needs the AllReduce before GELU (gelu(a + b) is not gelu(a) + gelu(b)),
+// then the column cut of W_out needs an AllGather. Columns first leaves h split by columns, which
+// GELU keeps and which is exactly the input a row cut of W_out wants: the pairwise layout needs a
+// single AllReduce at the very end.
+//
+// Tensors are lower case (x, h, g, y) or W_in, W_out; X and Y name mesh axes only.
 //
 // Run:    build/bin/09_column_row_pairwise [--mesh Y=4] [--dims B=8,S=4,M=16,H=64] [--json]
 //         mpiexec -n 4 build/bin/09_column_row_pairwise --backend mpi
-// Prints: the mesh; the blocks of X, A and B each layout gives a device; the four programs with
+// Prints: the mesh; the blocks of x, W_in and W_out each layout gives a device; the four programs with
 //         their collectives and bytes per device (measured and predicted) side by side; the planner
 //         deriving the same; the verdicts.
 #include <xtensor/xmath.hpp>
 
 #include "collectives/collectives.hpp"
 #include "core/einsum.hpp"
+#include "core/error.hpp"
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
+#include "core/text.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/ffn_line.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
 
 using namespace shardlab;
 
+
 int main(int argc, char** argv) {
   Cli cli("09_column_row_pairwise", "Lesson 09: column-wise, row-wise and pairwise sharding (Megatron)", "Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
-  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (X is [B*S tokens, M], A is [M, H], B is [H, M]; dims left out keep their defaults)");
+  cli.option("--dims", dims_flag,
+             "B=..,S=..,M=..,H=..: x is [B, S, M] (B*S tokens of M features),\n"
+             "W_in is [M, H] and W_out is [H, M]; dims left out keep their defaults");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
+    // A mesh or dims this lesson cannot cut: one sentence, before the MPI check and any output.
+    refuse_bad_ffn_line(cli.common, "Y=4", dims_flag, "B=8,S=4,M=16,H=64", "lesson 09");
     Session session("09_column_row_pairwise", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
@@ -42,7 +53,7 @@ int main(int argc, char** argv) {
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
     config.strategy = "row_column";
-    const FfnPlan row_col = plan_ffn(mesh, config);  // checks a one-axis mesh and the dims first
+    const FfnPlan row_col = plan_ffn(mesh, config);
     config.strategy = "pairwise";
     const FfnPlan pairwise = plan_ffn(mesh, config);
     refuse_ffn_over_memory(pairwise, config, cli.common.backend == "mpi" ? 1 : mesh.devices());
@@ -50,64 +61,65 @@ int main(int argc, char** argv) {
     const std::vector<std::string> T = {Y};
     const int n = mesh.devices();
     const FfnDims& d = config.dims;
-    const Shape xs{d.b, d.s, d.m}, as{d.m, d.h}, bs{d.h, d.m};
+    const Shape xs{d.b, d.s, d.m}, ws{d.m, d.h};  // x and W_in
     const Spec whole = Spec::parse("_,_,_"), x_cols = Spec::parse("_,_," + Y);
-    const Spec a_cols = Spec::parse("_," + Y), a_rows = Spec::parse(Y + ",_");
+    const Spec w_cols = Spec::parse("_," + Y), w_rows = Spec::parse(Y + ",_");  // a weight cut by columns, by rows
 
-    // X holds B*S tokens of M features; A = W_in, B = W_out of the FFN.
+    // x holds B*S tokens of M features; h = x W_in, g = gelu(h), y = g W_out.
     const FfnInputs in = ffn_inputs(d, config.seed);
     const Einsum up = Einsum::parse("bsm,mh->bsh"), down = Einsum::parse("bsh,hm->bsm");
-    const Tensor xa = contract(up, in.x, in.w_in), y = contract(down, gelu(xa), in.w_out);
+    const Tensor h = contract(up, in.x, in.w_in), y = contract(down, gelu(h), in.w_out);
 
     auto& out = session.out();
-    out << "1. Mesh " << mesh.text() << ": a line of " << n << " devices.\n" << mesh.picture() << "\n";
-    out << "2. The two cuts of A[M, H] (" << d.m << "x" << d.h << ") and what X must look like for each:\n";
-    Table cuts({"cut", "A", "A block", "X", "X block", "XA on each device"});
-    cuts.add({"column-wise", a_cols.notation("A", {"M", "H"}), shape_text(local_shape(mesh, a_cols, as)),
-              whole.notation("X", {"B", "S", "M"}), shape_text(xs), "whole columns [B,S,H/" + std::to_string(n) + "]"});
-    cuts.add({"row-wise", a_rows.notation("A", {"M", "H"}), shape_text(local_shape(mesh, a_rows, as)),
-              x_cols.notation("X", {"B", "S", "M"}), shape_text(local_shape(mesh, x_cols, xs)),
+    out << "1. Mesh " << mesh.text() << ": a line of " << n << (n == 1 ? " device.\n" : " devices.\n") << mesh.picture()
+        << "\n";
+    out << "2. The two cuts of W_in[M, H] (" << d.m << "x" << d.h << ") in h = x W_in, and what x must look like for each:\n";
+    Table cuts({"cut", "W_in", "W_in block", "x", "x block", "h on each device"});
+    cuts.add({"column-wise", w_cols.notation("W_in", {"M", "H"}), shape_text(local_shape(mesh, w_cols, ws)),
+              whole.notation("x", {"B", "S", "M"}), shape_text(xs), "whole columns [B,S,H/" + std::to_string(n) + "]"});
+    cuts.add({"row-wise", w_rows.notation("W_in", {"M", "H"}), shape_text(local_shape(mesh, w_rows, ws)),
+              x_cols.notation("x", {"B", "S", "M"}), shape_text(local_shape(mesh, x_cols, xs)),
               "full size, partial sums {U_" + Y + "}"});
-    out << cuts.text() << "   Cutting X by columns is free: each device keeps its slice of a replicated X.\n"
-        << "   rows:cols of A on each device, column-wise then row-wise:\n"
-        << blocks_picture(mesh, a_cols, as) << blocks_picture(mesh, a_rows, as) << "\n";
+    out << cuts.text() << "   Cutting x by columns is free: each device keeps its slice of a replicated x.\n"
+        << "   rows:cols of W_in on each device, column-wise then row-wise:\n"
+        << blocks_picture(mesh, w_cols, ws) << blocks_picture(mesh, w_rows, ws) << "\n";
 
     // Each program is what every device runs; the collective is the only line that talks.
     RunResult col = session.run([&](Device& dev) -> Outputs {
-      const Tensor mine = contract(up, in.x, local_block(in.w_in, mesh, a_cols, dev.id()));  // [B,S,H/n]
-      return {{"XA", all_gather(dev, mine, T, 2, "XA")}};                                  // [B,S,H]
+      const Tensor mine = contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()));  // [B,S,H/n]
+      return {{"h", all_gather(dev, mine, T, 2, "h")}};                                    // [B,S,H]
     });
     RunResult row = session.run([&](Device& dev) -> Outputs {
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()),  // [B,S,M/n] x [M/n,H]
-                                   local_block(in.w_in, mesh, a_rows, dev.id()));
-      return {{"XA", all_reduce(dev, part, T, "XA")}};  // [B,S,H], summed
+                                   local_block(in.w_in, mesh, w_rows, dev.id()));
+      return {{"h", all_reduce(dev, part, T, "h")}};  // [B,S,H], summed
     });
     RunResult rc = session.run([&](Device& dev) -> Outputs {  // row then column
-      const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, a_rows, dev.id()));
+      const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, w_rows, dev.id()));
       const Tensor g = gelu(all_reduce(dev, part, T, "h"));  // GELU needs the whole sum: every device, all of h
-      const Tensor cols = contract(down, g, local_block(in.w_out, mesh, a_cols, dev.id()));  // [B,S,M/n]
+      const Tensor cols = contract(down, g, local_block(in.w_out, mesh, w_cols, dev.id()));  // [B,S,M/n]
       return {{"y", all_gather(dev, cols, T, 2, "y")}};
     });
     RunResult pw = session.run([&](Device& dev) -> Outputs {  // column then row: pairwise
-      const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, a_cols, dev.id())));  // [B,S,H/n], whole columns
-      const Tensor part = contract(down, g, local_block(in.w_out, mesh, a_rows, dev.id()));      // [B,S,M], partial
+      const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id())));  // [B,S,H/n], whole columns
+      const Tensor part = contract(down, g, local_block(in.w_out, mesh, w_rows, dev.id()));      // [B,S,M], partial
       return {{"y", all_reduce(dev, part, T, "y")}};
     });
     if (!session.runtime().is_root()) return session.finish();
 
     auto& checks = session.report().checks;
     // x W_in is exact (integers times eighths); y sums H terms after GELU: reduction_tolerance.
-    const double tol_y = reduction_tolerance(d.h, xt::amax(xt::abs(gelu(xa)))() * xt::amax(xt::abs(in.w_out))(), session.dtype(), mesh.devices());
+    const double tol_y = reduction_tolerance(d.h, xt::amax(xt::abs(gelu(h)))() * xt::amax(xt::abs(in.w_out))(), session.dtype(), mesh.devices());
     const RunResult* runs[] = {&col, &row, &rc, &pw};
-    const char* names[] = {"XA column-wise", "XA row-wise", "FFN row then column", "FFN pairwise"};
-    const char* tensor[] = {"XA", "XA", "y", "y"};
+    const char* names[] = {"x W_in column-wise", "x W_in row-wise", "FFN row then column", "FFN pairwise"};
+    const char* tensor[] = {"h", "h", "y", "y"};
     for (int i = 0; i < 4; ++i) {
-      checks.push_back(verify_output(mesh, whole, *runs[i], tensor[i], session.expected(i < 2 ? xa : y), i < 2 ? 0 : tol_y));
+      checks.push_back(verify_output(mesh, whole, *runs[i], tensor[i], session.expected(i < 2 ? h : y), i < 2 ? 0 : tol_y));
       checks.back().name = std::string(names[i]) + " vs unsharded";
     }
     // The planner, given only the specs of each layout, derives the same collectives and bytes.
-    const Plan col_plan = plan_contraction(up, mesh, {"X", whole, xs}, {"A", a_cols, as}, whole, {false, "XA", session.element_bytes()});
-    const Plan row_plan = plan_contraction(up, mesh, {"X", x_cols, xs}, {"A", a_rows, as}, whole, {false, "XA", session.element_bytes()});
+    const Plan col_plan = plan_contraction(up, mesh, {"x", whole, xs}, {"W_in", w_cols, ws}, whole, {false, "h", session.element_bytes()});
+    const Plan row_plan = plan_contraction(up, mesh, {"x", x_cols, xs}, {"W_in", w_rows, ws}, whole, {false, "h", session.element_bytes()});
     const std::string agree[] = {plan_vs_ledger(col_plan, summarize(col.ledger)), plan_vs_ledger(row_plan, summarize(row.ledger)),
                                  ffn_plan_vs_ledger(row_col, summarize(rc.ledger)), ffn_plan_vs_ledger(pairwise, summarize(pw.ledger))};
     for (int i = 0; i < 4; ++i) {
@@ -135,10 +147,15 @@ int main(int argc, char** argv) {
     }
     out << t.text() << "   Planner for the FFN layouts: row then column: " << ffn_collectives_summary(row_col, FfnPhase::forward)
         << "\n                                pairwise:         " << ffn_collectives_summary(pairwise, FfnPhase::forward)
-        << "\n   Pairwise sends " << bytes[3] << " bytes per device against " << bytes[2]
-        << ", in one collective\n   instead of two, and no device repeats another's GELU.\n\n";
+        << "\n";
+    if (n > 1)
+      out << "   Pairwise sends " << bytes[3] << " bytes per device against " << bytes[2]
+          << ", in one collective\n   instead of two, and no device repeats another's GELU.\n\n";
+    else
+      out << "   A line of 1 device sends nothing in any layout; --mesh Y=4 shows pairwise's one collective\n"
+             "   against two.\n\n";
 
-    out << "4. Verdict against the unsharded X A and gelu(X A) B:\n";
+    out << "4. Verdict against the unsharded h = x W_in and y = gelu(h) W_out:\n";
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";
     out << "\nTakeaway: a column cut gathers its outputs, a row cut sums them; cutting W_in by columns and\n"
            "          W_out by rows lets GELU run on the split hidden layer and leaves one AllReduce for the\n"

@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/ffn_line.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
 #include "core/text.hpp"
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
+    // A mesh or dims this lesson cannot cut: one sentence, before the MPI check and any output.
+    refuse_bad_ffn_line(cli.common, "Y=4", dims_flag, "B=8,S=4,M=16,H=64", "lesson 10");
     Session session("10_pairwise_backward", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;

@@ -8,15 +8,15 @@
 using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
-  TEST_CASE("lesson 09 (ffn column/row/pairwise) --json: AG XA, AR XA, AR h + AG y, AR y with ring bytes") {
+  TEST_CASE("lesson 09 (ffn column/row/pairwise) --json: AG h, AR h, AR h + AG y, AR y with ring bytes") {
     auto r = run_binary("09_column_row_pairwise --dtype float64 --json");
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["pass"] == true);
     REQUIRE(j["collectives"].size() == 5);
-    // B=8,S=4,M=16,H=64 on Y=4 (n=4), 8-byte doubles. XA is [8,4,64] = 2048 numbers, y [8,4,16] = 512.
+    // B=8,S=4,M=16,H=64 on Y=4 (n=4), 8-byte doubles. h = x W_in is [8,4,64] = 2048 numbers, y [8,4,16] = 512.
     const char* op[] = {"all_gather", "all_reduce", "all_reduce", "all_gather", "all_reduce"};
-    const char* tensor[] = {"XA", "XA", "h", "y", "y"};
+    const char* tensor[] = {"h", "h", "h", "y", "y"};
     const double bytes[] = {3 * 512 * 8, 2 * 3 * 2048 * 8 / 4, 2 * 3 * 2048 * 8 / 4, 3 * 128 * 8, 2 * 3 * 512 * 8 / 4};
     for (int i = 0; i < 5; ++i) {
       CAPTURE(i);
@@ -32,7 +32,7 @@ TEST_SUITE("lessons") {
   TEST_CASE("lesson 09 (ffn column/row/pairwise) text: the cuts, the side-by-side table, the verdict") {
     auto r = run_binary("09_column_row_pairwise --dtype float64");
     CHECK(r.status == 0);
-    for (const char* s : {"A[M, H_Y]", "A[M_Y, H]", "X[B, S, M_Y]", "all_reduce h + all_gather y", "Pairwise sends 6144 bytes per device against 27648",
+    for (const char* s : {"W_in[M, H_Y]", "W_in[M_Y, H]", "x[B, S, M_Y]", "all_reduce h + all_gather y", "Pairwise sends 6144 bytes per device against 27648",
                           "Takeaway:", "Next:", "\nPASS 09_column_row_pairwise"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
   }

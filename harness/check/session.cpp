@@ -21,10 +21,21 @@ std::ostream& null_stream() {
   static std::ostream sink(nullptr);
   return sink;
 }
+
+// Where the devices ran, said once beside the verdict: a run under mpiexec and a run on threads
+// print the same report otherwise.
+std::string where_it_ran(const Runtime& runtime, int devices) {
+  const std::string n = std::to_string(devices);
+  if (runtime.backend() == Backend::mpi)
+    return "ran on " + n + " MPI process" + (devices == 1 ? "" : "es") + " (mpiexec -n " + n + "), one device each" +
+           (runtime.native() ? ", with MPICH's own collectives" : "");
+  return "ran on a simulated mesh: " + n + (devices == 1 ? " device as a thread" : " devices as threads") +
+         " of one process";
+}
 }  // namespace
 
 Session::Session(const std::string& case_name, const CommonOptions& options, bool devices)
-    : options_(options), mesh_(Mesh::parse(options.mesh)) {
+    : options_(options), mesh_(Mesh::parse(options.mesh)), devices_(devices) {
   set_collective_timeout(options.collective_timeout);
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
@@ -114,7 +125,10 @@ int Session::finish() {
     if (options_.json) {
       std::cout << report_json(report_) << std::endl;
     } else {
-      if (!options_.quiet) std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
+      if (!options_.quiet) {
+        std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
+        if (devices_) std::cout << where_it_ran(*runtime_, mesh_.devices()) << "\n";
+      }
       std::cout << verdict_line(report_) << std::endl;
     }
     status = std::max(status, keep_trace());

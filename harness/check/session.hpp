@@ -45,7 +45,8 @@ class Session {
 
   Report& report() { return report_; }
   // Prints the collectives table and verdict (text), or the JSON, and keeps the trace; returns 0
-  // pass, 1 fail, 3 when the trace could not be written.
+  // pass, 1 fail, 3 when the trace could not be written. The text names the element type and,
+  // for a session that ran devices, where they ran (MPI processes or threads of one process).
   int finish();
   // --trace FILE: the root writes every run's timeline there (harness/check/trace.hpp). Returns 0,
   // or 3 (after one sentence on stderr) when it cannot. For commands that print their own JSON.
@@ -54,6 +55,7 @@ class Session {
  private:
   CommonOptions options_;
   Mesh mesh_;
+  bool devices_;  // false: a session that only plans, and so ran nowhere
   std::unique_ptr<Runtime> runtime_;
   Report report_;
   std::vector<LedgerRow> ledger_;  // every run's rows, calls numbered on across runs

@@ -122,6 +122,20 @@ TEST_SUITE("mpi binaries") {
     }
   }
 
+  TEST_CASE("a text report under mpiexec -n 2 says once, beside its verdict, that it ran on 2 MPI processes") {
+    if (!runs_here()) return;
+    for (const char* program : {"03_dot_product_and_matmul --mesh X=1,Y=2", "09_column_row_pairwise", "shardlab ffn --mesh X=1,Y=2"}) {
+      const std::string command = std::string(program) + " --backend mpi";
+      CAPTURE(command);
+      auto r = run_binary(command, kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ");
+      CHECK(r.status == 0);
+      const std::size_t at = r.out.find("\nran on 2 MPI processes (mpiexec -n 2), one device each\nPASS ");
+      CHECK(at != std::string::npos);
+      CHECK(r.out.find("ran on", at + 2) == std::string::npos);  // once: rank 0 alone prints
+      CHECK(r.out.find("simulated") == std::string::npos);
+    }
+  }
+
   TEST_CASE("--trace under mpiexec -n 2: one device track per process, every ledger row once on its device") {
     if (!runs_here()) return;
     const std::string path = "/tmp/shardlab_mpi_trace_" + std::to_string(::getpid()) + ".json";
