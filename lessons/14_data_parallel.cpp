@@ -4,7 +4,7 @@
 // backward passes need no communication at all; each device's weight gradient is the sum over its
 // own examples only. One AllReduce of every weight gradient adds them up, so every device holds
 // the full-batch gradient, takes the same optimizer step, and ends with the same weights - equal
-// to the unsharded step. The AllReduce sends 2(N-1)/N of the gradients' bytes per device.
+// to the unsharded step. The AllReduce sends 2(n-1)/n of the gradients' bytes per device.
 //
 // The model is the FFN as a program; its backward is derived by rule (harness/plan/gradient.hpp)
 // and an SGD step W_next = W - lr dW is appended to it. L = sum(y * R) over the whole batch, so the
@@ -13,7 +13,7 @@
 // Run:    build/bin/14_data_parallel [--mesh X=8] [--json]
 //         mpiexec -n 8 build/bin/14_data_parallel --backend mpi
 // Prints: the mesh; the step as a program; each device's slice of the batch; the collectives with
-//         bytes per device against 2(N-1)/N of the gradients; the verdict for y, the gradients
+//         bytes per device against 2(n-1)/n of the gradients; the verdict for y, the gradients
 //         and the updated weights (identical on every device) against the unsharded step.
 #include <string>
 #include <vector>
@@ -104,14 +104,14 @@ int main(int argc, char** argv) {
       report.checks.push_back(verify_output(mesh, prop.specs.at(name).spec, run, name,
                                             session.expected(ref.values.at(name), ref.bounds.at(name)),
                                             ref.bounds.at(name)));
-    // Only the weight gradients move: 2 (N-1)/N of each, in the element type.
+    // Only the weight gradients move: 2 (n-1)/n of each, in the element type.
     const std::size_t eb = session.element_bytes();
     std::size_t params = 0;
     for (const char* w : {"W_in", "W_out"}) params += element_count(c.program.shape(w));
-    Table t({"collective", "tensor", "bytes/device", "2(N-1)/N of its bytes"});
+    Table t({"collective", "tensor", "bytes/device", "2(n-1)/n of its bytes"});
     std::size_t sent = 0;
     Verdict formula;
-    formula.name = "each AllReduce sends 2(N-1)/N of its gradient's bytes";
+    formula.name = "each AllReduce sends 2(n-1)/n of its gradient's bytes";
     for (const auto& s : report.collectives) {
       const std::size_t bytes = element_count(c.program.shape(s.tensor == "dW_in" ? "W_in" : "W_out")) * eb;
       const std::size_t want = 2 * static_cast<std::size_t>(n - 1) * bytes / static_cast<std::size_t>(n);
@@ -125,14 +125,14 @@ int main(int argc, char** argv) {
     report.numbers["parameter_bytes"] = static_cast<double>(params * eb);
     out << "4. Communication: nothing forward, nothing for dx; one AllReduce per weight gradient:\n"
         << (report.collectives.empty() ? "   (none: one device)\n" : t.text()) << "   " << sent << " bytes per device for "
-        << params * eb << " bytes of parameters: 2(N-1)/N = " << format_number(2.0 * (n - 1) / n, "%.3f")
-        << " of them.\n\n";
+        << params * eb << " bytes of parameters: 2(n-1)/n = " << format_number(2.0 * (n - 1) / n, "%.3f")
+        << " of them,\n   with n = " << n << " devices in the AllReduce's group.\n\n";
 
     out << "5. Verdict against the unsharded step (y, the gradients, the updated weights):\n";
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "   The updated weights are compared replica by replica: every device holds the same W_next.\n"
         << "\nTakeaway: data parallelism needs no communication until the gradients, then one AllReduce of\n"
-           "          all of them - 2(N-1)/N of the parameters' bytes per device, whatever the batch.\n"
+           "          all of them - 2(n-1)/n of the parameters' bytes per device, whatever the batch.\n"
            "Next:     build/bin/shardlab zero --params 7.5B --devices 64\n"
            "          what each device must hold, and how ZeRO splits it.\n"
            "Exercise: build/bin/shardlab exercise --lesson 14\n";

@@ -50,8 +50,8 @@ std::vector<double> held_formula(ZeroMode mode, double p, double n, double layer
   return {};
 }
 
-// Bytes one device sends per step by formula: ring AllReduce 2(N-1)/N, ReduceScatter and
-// AllGather (N-1)/N each, of the P parameters' bytes.
+// Bytes one device sends per step by formula: ring AllReduce 2(n-1)/n, ReduceScatter and
+// AllGather (n-1)/n each, of the P parameters' bytes.
 double bytes_formula(ZeroMode mode, double p, double n, double eb) {
   const double share = (n - 1) / n * p * eb;
   return mode == ZeroMode::zero3 ? 3 * share : 2 * share;

@@ -1,5 +1,5 @@
 // Lesson 14: one data-parallel step on 8 devices: only the two weight gradients are all-reduced,
-// each sending 2(N-1)/N of its bytes; y, the gradients and the updated weights (the same on every
+// each sending 2(n-1)/n of its bytes; y, the gradients and the updated weights (the same on every
 // device) equal the unsharded step; a corrupted reference is caught.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -9,7 +9,7 @@
 using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
-  TEST_CASE("lesson 14 (data parallel) --json: two AllReduces of 2(N-1)/N of the parameters") {
+  TEST_CASE("lesson 14 (data parallel) --json: two AllReduces of 2(n-1)/n of the parameters") {
     auto r = run_binary("14_data_parallel --json");
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);

@@ -48,6 +48,17 @@ TEST_CASE("shardlab cost: tables for people, every preset, and the crossover lin
   const auto six = run_binary("shardlab cost --devices 6 --op all_reduce");
   CHECK(six.status == 0);
   CHECK(six.out.find("needs a power-of-two group") != std::string::npos);
+  // One convention with the lessons and nccl-tests (issue 18): n devices in the group, S bytes of
+  // the tensor; the header fits 100 columns.
+  for (const char* s : {"n = devices in the group; S = bytes of the whole tensor",
+                        "ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g", "doubling all_reduce log2(n) a"})
+    CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  CHECK(r.out.find("(p-1)") == std::string::npos);
+  CHECK(r.out.find("log2(p)") == std::string::npos);
+  const std::string header = r.out.substr(0, r.out.find("\nPresets"));
+  std::size_t start = 0;
+  for (std::size_t end; (end = header.find('\n', start)) != std::string::npos; start = end + 1)
+    CHECK(end - start <= 100);
   const auto sources = run_binary("shardlab cost --sources --preset tpu-v2");
   CHECK(sources.out.find("Jouppi") != std::string::npos);
 }

@@ -2,6 +2,7 @@
 // line and the JSON report, over ledger rows made by hand.
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,13 @@ TEST_CASE("verdict_line") {
   bad.case_name = "x";
   bad.checks.push_back(verdict("C", false, 1.0, 0.0));
   CHECK(verdict_line(bad) == "FAIL x: max_abs_err=1 (exact); C: first bad index [0]: got 1, want 2");
+  // Several checks erred: the largest error is named, with its own check's tolerance (issue 18:
+  // lesson 10's line showed a finite-difference error beside another check's tolerance).
+  Report several;
+  several.case_name = "fd";
+  several.checks.push_back(verdict("y vs unsharded", true, 1e-9, 1e-3));
+  several.checks.push_back(verdict("dW_in vs central differences", true, 3e-7, 1e-5));
+  CHECK(verdict_line(several) == "PASS fd: max_abs_err=3e-07 (tol 1e-05) in dW_in");
 }
 
 TEST_CASE("collectives_table marks matches, mismatches and modeled rows") {
@@ -167,6 +175,26 @@ TEST_CASE("collectives_table marks matches, mismatches and modeled rows") {
   CHECK(has(m, "100*"));
   CHECK(has(m, "modeled"));
   CHECK(has(m, "* modeled: MPICH's own collective"));
+}
+
+TEST_CASE("collectives_table says what msgs and bytes/device count, within 100 columns") {
+  // Issue 18: the msgs column was never explained. The hand ledger's counts are the ring's: 3 = n-1
+  // messages for the all_gather, 6 = 2(n-1) for the all_reduce, in a group of n = 4.
+  const std::string t = collectives_table(summarize(hand_ledger()));
+  CHECK(has(t, "\n  msgs: messages one device sent; in a group of n: n-1, all_reduce 2(n-1)\n"));
+  CHECK(has(t, "\n  bytes/device: bytes the busiest device sent, not the tensor's size\n"));
+  CHECK_FALSE(has(t, "send 1"));  // no point-to-point rows
+  CHECK_FALSE(has(t, "* modeled"));
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 100);
+  auto l = hand_ledger();
+  for (auto& r : l)
+    if (r.op == "all_reduce") r.op = "all_reduce_max";
+  CHECK(has(collectives_table(summarize(l)), "n-1, all_reduce and all_reduce_max 2(n-1)\n"));
+  LedgerRow send = row(0, 2, "send", "", "act", 2, 64, 64, 1, 0.0);
+  send.peer = 1;
+  l.push_back(send);
+  CHECK(has(collectives_table(summarize(l)), "2(n-1); send 1, recv 0\n"));
 }
 
 TEST_CASE("collectives_table with no collectives says so") {

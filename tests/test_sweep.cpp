@@ -107,7 +107,7 @@ TEST_CASE("sweep bytes and memory equal the ledger and the blocks of running eve
 TEST_CASE("sweep bytes at the default model: data parallel by hand") {
   const DatTable t = bytes_sweep();  // B=64,S=8,M=256,H=1024, float32
   // D=2: forward moves nothing; backward all-reduces dW_in and dW_out, 256*1024 floats = 1 MiB
-  // each, and a ring AllReduce sends 2(p-1)/p of it = all of it at p = 2.
+  // each, and a ring AllReduce sends 2(n-1)/n of it = all of it at n = 2.
   CHECK(t.number(0, 1, "data_fwd_B") == 0);
   CHECK(t.number(0, 1, "data_B") == 2 * 1048576.0);
   // The same in bfloat16: half the bytes; in float64: twice.
@@ -336,6 +336,13 @@ TEST_CASE("machine: the link fitted from a benchmark's all_reduce rows, written 
   CHECK(t.number(0, 0, "link_GBps") == doctest::Approx(4));
   CHECK(t.number(0, 0, "gemm_GFLOPs") == doctest::Approx(20));
   CHECK(std::isnan(machine_table(m).number(0, 0, "link_GBps")));  // sim: no link
+  // The fitted formula's letters are the lessons' (issue 18): n devices, S bytes; the gemm's size is
+  // a number, not a second n.
+  const std::string text = t.text();
+  CHECK(text.find("fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce") != std::string::npos);
+  CHECK(text.find("for n devices all-reducing S bytes") != std::string::npos);
+  CHECK(text.find("2 x 512^3 FLOPs") != std::string::npos);
+  CHECK(text.find("(p-1)") == std::string::npos);
   BenchResult none;
   none.group_size = 2;
   CHECK_THROWS_AS(fit_bench_link(none, 12e9), Error);

@@ -108,11 +108,13 @@ int run(const CostOptions& o) {
 
   std::string text = "shardlab cost: modeled time of collectives on a group of " + std::to_string(p) +
                      " devices (alpha-beta-gamma)\n"
-                     "  a = alpha, s per message; b = s per byte on a link; g = s per byte reduced; n = whole tensor\n"
-                     "  ring all_gather (p-1)a + n(p-1)/p b; reduce_scatter adds n(p-1)/p g;\n"
-                     "  ring all_reduce 2(p-1)a + 2n(p-1)/p b + n(p-1)/p g\n"
-                     "  recursive doubling: log2(p) a, all_gather and reduce_scatter sending the same bytes;\n"
-                     "  doubling all_reduce log2(p) a + n log2(p) (b + g)\n"
+                     "  n = devices in the group; S = bytes of the whole tensor (the size column; all_to_all: each\n"
+                     "  device's buffer); a = alpha, s per message; b = s per byte on a link; g = s per byte reduced\n"
+                     "  ring all_gather (n-1)a + S(n-1)/n b; reduce_scatter adds S(n-1)/n g;\n"
+                     "  ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g; pairwise all_to_all (n-1)a + S(n-1)/n b\n"
+                     "  recursive doubling: log2(n) a, all_gather and reduce_scatter sending the same bytes;\n"
+                     "  doubling all_reduce log2(n) a + S log2(n) (b + g)\n"
+                     "  *_sent: bytes one device sends; busbw: S/time x 2(n-1)/n (all_reduce) or (n-1)/n (nccl-tests)\n"
                      "  wired_us: the bandwidth algorithm on the preset's wiring (harness/cost/topology.hpp): a torus\n"
                      "  uses both directions of every axis the group spans (" + join(axes_words, "x") +
                      " here; --axes 4,4 spans two)\n  and prices all_to_all by its bisection\n\nPresets";
@@ -214,9 +216,9 @@ Command add_cost_command(CLI::App& app) {
                                "collectives, ring against recursive doubling, and where one overtakes the other");
   c->add_option("--op", o->ops, "collectives, comma separated: all_reduce, all_gather, reduce_scatter, all_to_all, or all")
       ->capture_default_str();
-  c->add_option("--bytes", o->sizes, "message sizes, comma separated (the whole tensor; K, M, G suffixes)")
+  c->add_option("--bytes", o->sizes, "message sizes S, comma separated (the whole tensor; K, M, G suffixes)")
       ->capture_default_str();
-  c->add_option("--devices", o->devices, "devices in the group")->capture_default_str()->each([o](const std::string&) {
+  c->add_option("--devices", o->devices, "devices in the group, n")->capture_default_str()->each([o](const std::string&) {
     o->devices_given = true;
   });
   c->add_option("--axes", o->axes,

@@ -508,13 +508,15 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
   t.notes = {"shardlab sweep --what machine: this machine's figures for the this-machine preset (harness/cost/cost.cpp); "
              "float64, one device = one core (one BLAS thread)",
              "gemm: best of repeated " + integer(r.gemm_n) + "x" + integer(r.gemm_n) +
-                 " matmul (core/einsum.hpp, OpenBLAS), 2n^3 FLOPs; reduce: best of repeated acc[i] += in[i] over " +
+                 " matmul (core/einsum.hpp, OpenBLAS), 2 x " + integer(r.gemm_n) + "^3 FLOPs; reduce: best of repeated acc[i] += in[i] over " +
                  integer(r.reduce_bytes) + " B (the ring's reduction loop), bytes of `in` per second",
              "BLAS: " + blas_description(),
              "measured: " + machine_identity(),
-             link ? "alpha, link: " + link_source + "; fitted to 2(p-1) alpha + 2n(p-1)/p / link + n(p-1)/p / reduce "
-                        "(least squares on relative error); fit_err_pct = the largest |model - measured| / measured"
+             link ? "alpha, link: " + link_source + "; fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce"
                   : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
+  if (link)
+    t.notes.push_back("  for n devices all-reducing S bytes (least squares on relative error); fit_err_pct = the "
+                      "largest |model - measured| / measured");
   t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),
                             num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.4g") : "-",
