@@ -51,18 +51,20 @@ std::string cut(const Plan& p) {
   return "replicated";
 }
 
-// Every collective of the three runs, with the layout and pass it belongs to.
+// Every collective of the three runs, with the layout and pass it belongs to, and the notes of
+// every collectives table (what msgs and bytes/device count).
 std::string run_table(const std::vector<FfnResult>& results) {
   Table t({"#", "layout", "pass", "collective", "over", "tensor", "msgs", "bytes/device", "predicted", "match"});
-  int call = 0;
+  std::vector<CollectiveSummary> all;
   for (const auto& r : results)
     for (std::size_t i = 0; i < r.collectives.size(); ++i) {
       const auto& c = r.collectives[i];
-      t.add({std::to_string(call++), i == 0 ? r.plan.strategy.name : "", i < r.forward_collectives ? "forward" : "backward",
-             c.op, c.axes, c.tensor, std::to_string(c.messages), std::to_string(c.bytes_per_device) + (c.modeled ? "*" : ""),
-             std::to_string(c.predicted_bytes_per_device), c.matches() ? (c.modeled ? "modeled" : "yes") : "NO"});
+      t.add({std::to_string(all.size()), i == 0 ? r.plan.strategy.name : "",
+             i < r.forward_collectives ? "forward" : "backward", c.op, c.axes, c.tensor, std::to_string(c.messages),
+             measured_cell(c), std::to_string(c.predicted_bytes_per_device), match_cell(c)});
+      all.push_back(c);
     }
-  return t.text();
+  return t.text() + collectives_notes(all);
 }
 
 std::string ops(const FfnPlan& p, FfnPhase phase) {
@@ -178,9 +180,7 @@ int main(int argc, char** argv) {
            "   dW_in = x^T dh and dW_out = g^T dy need no message in any of the three, because no mesh axis\n"
            "   splits the batch here: they come out split like W_in and W_out. With data parallelism\n"
            "   (lesson 14) each device holds part of the batch and its weight gradients need an AllReduce.\n"
-        << "   Every collective of every run, in order (each device sends the bytes shown; msgs: how many\n"
-           "   messages, n-1 for a ring gather of n devices, 2(n-1) for a ring AllReduce):\n"
-        << run_table(results) << "\n";
+        << "   Every collective of every run, in order:\n" << run_table(results) << "\n";
 
     out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones (the\n"
            "   central-difference checks of section 2 count too):\n";

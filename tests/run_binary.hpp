@@ -54,6 +54,23 @@ inline std::string flat(const std::string& s) {
   return out;
 }
 
+// `command` as a user would paste it into a shell: through sh -c (quoted so that its own quotes
+// stay as typed), killed after `timeout_s` seconds; `redirect` follows (e.g. "</dev/null >/dev/null
+// 2>&1"). Returns the exit status, -1 when a signal ended it.
+inline int shell_status(const std::string& command, int timeout_s, const std::string& redirect) {
+  std::string quoted;
+  for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const int raw =
+      std::system(("timeout -k 10 " + std::to_string(timeout_s) + " sh -c '" + quoted + "' " + redirect).c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+// `s` without the spaces and tabs around it.
+inline std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -14,13 +14,10 @@
 
 using shardlab::testing::bin_dir;
 using shardlab::testing::run_binary;
+using shardlab::testing::shell_status;
+using shardlab::testing::trim;
 
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto a = s.find_first_not_of(' ');
-  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(' ') - a + 1);
-}
 
 // The commands in a lesson's output, continuation lines joined.
 std::vector<std::string> printed_commands(const std::string& out) {
@@ -66,13 +63,9 @@ TEST_CASE("lessons: every command a lesson prints runs as printed") {
       CAPTURE(cmd);
       const bool exercise = cmd.find("shardlab exercise") != std::string::npos;
       exercises += exercise;
-      // "build/bin/x ..." -> "x ..." under $SHARDLAB_BIN; through sh -c, quoting as a user's shell does.
-      std::string rest = cmd.substr(std::string("build/bin/").size()), quoted;
-      for (char c : bin_dir() + "/" + rest) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      FILE* p = ::popen(("timeout -k 10 300 sh -c '" + quoted + "' </dev/null >/dev/null 2>&1").c_str(), "r");
-      REQUIRE(p);
-      const int raw = ::pclose(p);
-      const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+      // "build/bin/x ..." -> "x ..." under $SHARDLAB_BIN, as a user's shell would run it.
+      const std::string rest = cmd.substr(std::string("build/bin/").size());
+      const int status = shell_status(bin_dir() + "/" + rest, 300, "</dev/null >/dev/null 2>&1");
       if (exercise)
         CHECK((status == 0 || status == 1));
       else

@@ -22,6 +22,8 @@
 #include "tests/run_binary.hpp"
 
 using shardlab::testing::bin_dir;
+using shardlab::testing::shell_status;
+using shardlab::testing::trim;
 
 namespace {
 
@@ -49,11 +51,6 @@ struct Command {
   int line = 0;              // in README.md
   bool shows_error = false;  // the README shows it answering with an `error: ` line
 };
-
-std::string trim(const std::string& s) {
-  const auto a = s.find_first_not_of(" \t");
-  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \t") - a + 1);
-}
 
 // `s` without its VAR=value assignments in front: what the command runs.
 std::string program_part(const std::string& s) {
@@ -206,11 +203,8 @@ TEST_CASE("readme: every command README.md shows runs as printed") {
     }
     std::string cmd = replace_all(c.text, "/tmp/", tmp + "/");
     if (bin_dir() != "build/bin") cmd = replace_all(cmd, "build/bin/", bin_dir() + "/");
-    std::string quoted;  // through sh -c, quoting as a user's shell does
-    for (char ch : cmd) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
     const std::string err = tmp + "/.stderr";
-    const int raw = std::system(("timeout -k 10 120 sh -c '" + quoted + "' </dev/null >/dev/null 2>" + err).c_str());
-    const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    const int status = shell_status(cmd, 120, "</dev/null >/dev/null 2>" + err);
     const std::string stderr_text = read_file(err);
     CAPTURE(stderr_text);
     if (c.text.find("shardlab exercise") != std::string::npos)

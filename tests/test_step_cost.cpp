@@ -54,6 +54,7 @@ TEST_CASE("step cost: one row per collective of the plan, in order, with its gro
   CHECK(c.collectives[0].axes == "Y");
   CHECK(c.collectives[0].group == 4);
   CHECK(c.collectives[0].n_bytes == 10485760.0 * 4);
+  CHECK(c.collectives[0].sent_bytes == 10485760.0 * 4 * 3 / 4);  // a ring of 4 sends 3/4 of it
   CHECK(c.collectives[1].tensor == "W_in");
   CHECK(c.collectives[1].group == 2);
   CHECK(c.collectives[3].op == "reduce_scatter");

@@ -76,21 +76,30 @@ double Report::tolerance() const {
   return t;
 }
 
+std::string measured_cell(const CollectiveSummary& r) {
+  return std::to_string(r.bytes_per_device) + (r.modeled ? "*" : "");
+}
+
+std::string match_cell(const CollectiveSummary& r) { return r.matches() ? (r.modeled ? "modeled" : "yes") : "NO"; }
+
 std::string collectives_table(const std::vector<CollectiveSummary>& rows) {
   if (rows.empty()) return "  no collectives: 0 bytes moved between devices\n";
   Table t({"#", "collective", "over", "tensor", "group", "algorithm", "msgs", "bytes/device", "predicted", "match"});
   for (const auto& r : rows) {
     t.add({std::to_string(r.call), r.op, r.axes.empty() ? "-" : r.axes, r.tensor, std::to_string(r.group_size),
-           r.algorithm, std::to_string(r.messages), std::to_string(r.bytes_per_device) + (r.modeled ? "*" : ""),
-           std::to_string(r.predicted_bytes_per_device), r.matches() ? (r.modeled ? "modeled" : "yes") : "NO"});
+           r.algorithm, std::to_string(r.messages), measured_cell(r), std::to_string(r.predicted_bytes_per_device),
+           match_cell(r)});
   }
+  return t.text() + collectives_notes(rows);
+}
+
+std::string collectives_notes(const std::vector<CollectiveSummary>& rows) {
   // What the two count columns mean (issue 18: "msgs" was never explained), with the ledger's
   // counts (collectives/predict.cpp): each ring or pairwise step sends one message, all_reduce is
   // a reduce_scatter then an all_gather.
   bool p2p = false, modeled = false, max = false;
   for (const auto& r : rows) p2p |= r.peer >= 0, modeled |= r.modeled, max |= r.op == "all_reduce_max";
-  std::string out = t.text();
-  out += "  msgs: messages one device sent; in a group of n: n-1, all_reduce";
+  std::string out = "  msgs: messages one device sent; in a group of n: n-1, all_reduce";
   out += max ? " and all_reduce_max 2(n-1)" : " 2(n-1)";
   out += p2p ? "; send 1, recv 0\n" : "\n";
   out += "  bytes/device: bytes the busiest device sent, not the tensor's size\n";

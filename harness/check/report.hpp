@@ -51,7 +51,13 @@ struct Report {
   double tolerance() const;
 };
 
-std::string collectives_table(const std::vector<CollectiveSummary>& rows);  // aligned text
+std::string collectives_table(const std::vector<CollectiveSummary>& rows);  // aligned text, then its notes
+// The lines under a table of these rows saying what msgs and bytes/device count (and '*', when a
+// row is modeled), for tables of collectives built elsewhere.
+std::string collectives_notes(const std::vector<CollectiveSummary>& rows);
+// A row's measured bytes ("96", "96*" when modeled) and its match cell ("yes", "NO", "modeled").
+std::string measured_cell(const CollectiveSummary& r);
+std::string match_cell(const CollectiveSummary& r);
 std::string verdict_line(const Report& report);  // "PASS case: max_abs_err=0 (exact)" one line
 std::string report_json(const Report& report);   // one JSON object (README lists the fields)
 

@@ -605,8 +605,8 @@ std::string ffn_collectives_table(const FfnResult& r) {
   for (std::size_t i = 0; i < r.collectives.size(); ++i) {
     const auto& c = r.collectives[i];
     t.add({std::to_string(i + 1), i < r.forward_collectives ? "forward" : "backward", c.op, c.axes, c.tensor,
-           std::to_string(c.group_size), std::to_string(c.bytes_per_device) + (c.modeled ? "*" : ""),
-           std::to_string(c.predicted_bytes_per_device), c.matches() ? (c.modeled ? "modeled" : "yes") : "NO"});
+           std::to_string(c.group_size), measured_cell(c), std::to_string(c.predicted_bytes_per_device),
+           match_cell(c)});
   }
   return t.text();
 }

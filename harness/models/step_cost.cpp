@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "collectives/predict.hpp"
 #include "core/text.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/topology.hpp"
@@ -39,6 +40,8 @@ StepCost ffn_step_cost(const FfnPlan& p, bool backward, const Hardware& hw) {
       k.axes = axes_text(s->axes);
       k.group = p.mesh.axes_size(s->axes);
       k.n_bytes = modeled_bytes(*s, hw);
+      const auto element = static_cast<std::size_t>(hw.element_bytes);
+      k.sent_bytes = double(predicted_bytes_sent(k.op, k.group, element_count(s->local_before) * element, element));
       std::vector<int> sizes;
       for (const auto& a : s->axes) sizes.push_back(p.mesh.axis_size(a));
       k.seconds = topology_seconds(k.op, sizes, k.n_bytes, hw);
@@ -60,12 +63,9 @@ StepCost ffn_step_cost(const std::string& strategy, const std::string& mesh, con
 
 std::string step_cost_text(const StepCost& cost, const Hardware& hw) {
   Table t({"phase", "collective", "tensor", "over", "n", "size", "sent", "modeled_us"});
-  for (const auto& k : cost.collectives) {
-    // A ring moves (n-1)/n of the whole tensor out of each device; an AllReduce twice that.
-    const double share = double(k.group - 1) / k.group * (k.op.rfind("all_reduce", 0) == 0 ? 2 : 1);
+  for (const auto& k : cost.collectives)
     t.add({phase_name(k.phase), k.op, k.tensor, k.axes, std::to_string(k.group), human_bytes(k.n_bytes),
-           human_bytes(k.n_bytes * share), format_number(k.seconds * 1e6, "%.1f")});
-  }
+           human_bytes(k.sent_bytes), format_number(k.seconds * 1e6, "%.1f")});
   std::string out = cost.collectives.empty() ? "  (no collectives)\n" : t.text();
   if (!cost.collectives.empty())
     out += "  size: the whole tensor on each device of the group (after an all_gather, before the others);\n"

@@ -18,6 +18,7 @@ struct CollectiveCost {
   std::string op, tensor, axes;
   int group = 1;        // devices in the group
   double n_bytes = 0;   // the whole tensor of collective_seconds, in the preset's element size
+  double sent_bytes = 0;  // what one device sends of it (collectives/predict.hpp), same element size
   double seconds = 0;
 };
 
