@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -477,3 +478,47 @@ TEST_CASE("collective argument errors stop the run with a typed error") {
 }
 
 }  // TEST_SUITE("collectives")
+
+// bfloat16's rounding is shared by a sharded run and its reference (both round through the same
+// code), so no lesson's comparison can see it go wrong. Here a bfloat16 run meets float64 instead:
+// an all_reduce over 2 devices of bfloat16 values in [1, 4) adds them exactly in float32 and rounds
+// once to bfloat16, so round to nearest is off by at most 2^-8 of the exact sum (half a unit in the
+// last place). Truncation is off by up to 2^-7 and breaks that bound on about a third of the
+// elements; rounding that ignores ties-to-even shows in the ties' last bit.
+template <class T>
+void check_bfloat16_rounding_of_sums() {
+  const Mesh mesh = Mesh::parse("X=2");
+  const std::size_t n = 4096;
+  auto v = [](int d, std::size_t i) {  // bfloat16 values: 8 significant bits, in [1, 4)
+    const std::size_t k = (i * 37 + 11 * d + i / 7) % 256;
+    return (1.0 + double(k) / 256.0) * (((i + d) % 2) ? 2.0 : 1.0) * 1.0;
+  };
+  Runtime rt(Backend::sim, false, DType::bfloat16);
+  const RunResult r = rt.run(mesh, [&](Device& dev) {
+    xt::xarray<double> in = xt::empty<double>(Shape{n});
+    for (std::size_t i = 0; i < n; ++i) in(i) = round_to(DType::bfloat16, v(dev.id(), i));
+    return Outputs{{"ar", converted<double>(all_reduce(dev, converted<T>(in), {"X"}, "A"))}};
+  });
+  std::size_t over = 0, ties = 0, odd_ties = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double exact = round_to(DType::bfloat16, v(0, i)) + round_to(DType::bfloat16, v(1, i));
+    const double got = r.outputs[0].at("ar")(i);
+    over += std::fabs(got - exact) > std::ldexp(std::fabs(exact), -8);
+    // a tie: exact lies halfway between two bfloat16 neighbours; the even one must win
+    const int e = std::ilogb(exact);
+    const double ulp = std::ldexp(1.0, e - 7), q = exact / ulp;
+    if (q - std::floor(q) == 0.5) {
+      ++ties;
+      odd_ties += std::fmod(got / ulp, 2.0) != 0.0;
+    }
+  }
+  CHECK(over == 0);
+  CHECK(ties > 100);  // the check of ties-to-even has ties to look at
+  CHECK(odd_ties == 0);
+  CHECK(r.outputs[1].at("ar") == r.outputs[0].at("ar"));
+}
+
+TEST_CASE("a bfloat16 all_reduce against float64: every sum within half an ulp, ties to even") {
+  check_bfloat16_rounding_of_sums<bfloat16>();
+  check_bfloat16_rounding_of_sums<double>();
+}

@@ -279,3 +279,20 @@ TEST_CASE("summarize: a collective is one entry for its group; each send or rece
   CHECK(s[2].device == 1);
   CHECK(s[2].bytes_per_device == 0);
 }
+
+TEST_CASE("report JSON: each compared check carries its power, the dtype's floor and whether it is weak") {
+  Report r;
+  r.case_name = "c";
+  r.dtype = DType::float32;
+  const Tensor want = Tensor{{1.0, -1.0}};
+  r.checks.push_back(compare("strong", want, want, 1e-4));
+  r.checks.push_back(compare("weak", want, want, 0.5));
+  const auto j = nlohmann::json::parse(report_json(r));
+  REQUIRE(j["checks"].size() == 2);
+  CHECK(j["checks"][0]["power"].get<double>() == doctest::Approx(1e-4));
+  CHECK(j["checks"][0]["power_floor"].get<double>() == 1e-3);
+  CHECK(j["checks"][0]["weak"] == false);
+  CHECK(j["checks"][1]["power"].get<double>() == doctest::Approx(0.5));
+  CHECK(j["checks"][1]["weak"] == true);
+  CHECK(j["checks"][1]["tolerance_over_value_median"].get<double>() == doctest::Approx(0.5));
+}

@@ -267,3 +267,48 @@ TEST_CASE("compare: equal infinities agree; a NaN fails against anything, whatev
   CHECK(!compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})).pass);
   CHECK(!compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf})).pass);
 }
+
+TEST_CASE("power: the smallest one-element error a check is sure to catch, times the RMS of its values") {
+  const Tensor want = Tensor{{3.0, -4.0}, {0.0, 0.0}};  // RMS sqrt(25 / 4) = 2.5
+  // exact: any wrong element is caught
+  CHECK(compare("a", want, want).power == 0);
+  // one tolerance 0.5, no error: an element off by more than 0.5 fails, 0.5 / 2.5 = 0.2
+  const Verdict s = compare("a", want, want, 0.5);
+  CHECK(s.power == doctest::Approx(0.2));
+  CHECK(s.tol_over_value_max == doctest::Approx(0.5 / 3.0));  // over the nonzero values only
+  // per element, with an error already used up: element 1 at tol 0.3 is off by 0.2 already, so a
+  // further 0.5 against it might still pass; the sure catch is 0.3 + 0.2 = 0.5 there
+  const Tensor tol = Tensor{{0.1, 0.3}, {0.0, 0.0}};
+  const Tensor got = Tensor{{3.0, -3.8}, {0.0, 0.0}};
+  const Verdict p = compare("a", got, want, tol);
+  REQUIRE(p.pass);
+  CHECK(p.power == doctest::Approx(0.5 / 2.5));
+  CHECK(p.tol_over_value_max == doctest::Approx(0.3 / 4.0));
+  CHECK(p.tol_over_value_median == doctest::Approx(0.3 / 4.0));  // the upper of two middles
+  // What power promises, tried on every element both ways: an extra error just over power x RMS
+  // fails the check, wherever it lands.
+  for (std::size_t i = 0; i < want.size(); ++i)
+    for (double sign : {1.0, -1.0}) {
+      Tensor bad = got;
+      bad.data()[i] += sign * p.power * 2.5 * 1.001;
+      CAPTURE(i);
+      CAPTURE(sign);
+      // the worst direction is the one the existing error already points in; the other may pass
+      const bool same_way = (got.data()[i] - want.data()[i]) * sign >= 0;
+      if (same_way) CHECK_FALSE(compare("a", bad, want, tol).pass);
+    }
+  // all-zero values under a nonzero tolerance: nothing to be relative to, so no power at all
+  CHECK(std::isinf(compare("z", Tensor{{0.0, 0.0}}, Tensor{{0.0, 0.0}}, 1e-3).power));
+}
+
+TEST_CASE("power floors: float64 1e-9, float32 1e-3, bfloat16 3e-2; a whole is as weak as its weakest part") {
+  CHECK(power_floor(DType::float64) == 1e-9);
+  CHECK(power_floor(DType::float32) == 1e-3);
+  CHECK(power_floor(DType::bfloat16) == 3e-2);
+  Verdict whole;
+  const Tensor want = Tensor{{1.0, -1.0}};
+  absorb(whole, compare("a", want, want, 1e-4), "a");
+  absorb(whole, compare("b", want, want, 2e-2), "b");
+  CHECK(whole.power == doctest::Approx(2e-2));
+  CHECK(whole.pass);
+}

@@ -183,6 +183,13 @@ std::string report_json(const Report& report) {
       nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
                                     {"tolerance", c.tolerance}, {"detail", c.detail}};
       if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
+      if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
+        one["power"] = number_json(c.power);
+        one["power_floor"] = power_floor(report.dtype);
+        one["weak"] = !(c.power <= power_floor(report.dtype));
+        one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
+        one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
+      }
       j["checks"].push_back(one);
     }
   } else {

@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <iomanip>
+#include <vector>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -38,7 +39,48 @@ std::string index_text(const Shape& shape, std::size_t flat) {
 }
 }  // namespace
 
+double power_floor(DType t) {
+  switch (t) {
+    case DType::float64: return 1e-9;
+    case DType::float32: return 1e-3;
+    case DType::bfloat16: return 3e-2;
+  }
+  return 0;
+}
+
+namespace {
+// Fills v's power and tolerance/value figures; tol(i) is element i's tolerance, err(i) its error.
+template <class Tol, class Err>
+void measure_power(Verdict& v, const Tensor& want, const Tol& tol, const Err& err) {
+  const std::size_t n = want.size();
+  double sum_sq = 0, guaranteed = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = want.data()[i];
+    if (std::isfinite(w)) sum_sq += w * w;
+    guaranteed = std::max(guaranteed, tol(i) + (std::isfinite(err(i)) ? err(i) : 0.0));
+  }
+  const double rms = n ? std::sqrt(sum_sq / static_cast<double>(n)) : 0.0;
+  v.power = guaranteed == 0 ? 0.0 : rms > 0 ? guaranteed / rms : INFINITY;
+  const std::size_t stride = std::max<std::size_t>(1, n >> 20);
+  std::vector<double> rel;
+  rel.reserve(n / stride + 1);
+  for (std::size_t i = 0; i < n; i += stride) {
+    const double w = std::fabs(want.data()[i]);
+    if (w > 0 && std::isfinite(w)) rel.push_back(tol(i) / w);
+  }
+  if (rel.empty()) return;
+  auto mid = rel.begin() + static_cast<long>(rel.size() / 2);
+  std::nth_element(rel.begin(), mid, rel.end());
+  v.tol_over_value_median = *mid;
+  v.tol_over_value_max = *std::max_element(rel.begin(), rel.end());
+}
+}  // namespace
+
 void absorb(Verdict& whole, const Verdict& part, const std::string& label) {
+  // The whole is as weak as its weakest part.
+  whole.power = std::max(whole.power, part.power);
+  whole.tol_over_value_median = std::max(whole.tol_over_value_median, part.tol_over_value_median);
+  whole.tol_over_value_max = std::max(whole.tol_over_value_max, part.tol_over_value_max);
   whole.pass = whole.pass && part.pass;
   whole.max_abs_error = std::max(whole.max_abs_error, part.max_abs_error);
   whole.tolerance = std::max(whole.tolerance, part.tolerance);
@@ -69,6 +111,8 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
       first = false;
     }
   }
+  measure_power(v, want, [&](std::size_t) { return tolerance; },
+                [&](std::size_t i) { return std::fabs(got.data()[i] - want.data()[i]); });
   return v;
 }
 
@@ -96,6 +140,8 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
       v.pass = false;
     }
   }
+  measure_power(v, want, [&](std::size_t i) { return tolerance.data()[i]; },
+                [&](std::size_t i) { return std::fabs(got.data()[i] - want.data()[i]); });
   return v;
 }
 

@@ -20,10 +20,22 @@ struct Verdict {
   // limit; an error where the tolerance is 0 makes it infinite). Negative: one scalar tolerance.
   double worst_ratio = -1;
   std::string detail;      // first bad index or replica disagreement, empty on PASS
+  // Power: the smallest error in one element that this check is guaranteed to catch, relative
+  // to the RMS of the expected values: max over elements of (tol_i + |got_i - want_i|) / RMS.
+  // 0 for an exact check; infinite when want is all zeros and the tolerance is not. Negative:
+  // not measured (a check that is not a comparison of values).
+  double power = -1;
+  // tol_i / |want_i| over the elements with want_i != 0 (median and largest; a sample of 2^20
+  // evenly spaced elements for larger tensors): how a tolerance compares with what it guards.
+  double tol_over_value_median = 0, tol_over_value_max = 0;
   // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
   // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
 };
+
+// The weakest power a check of element type t may have and still be trusted: float64 1e-9,
+// float32 1e-3, bfloat16 3e-2 (times the RMS of the checked values).
+double power_floor(DType t);
 
 // Folds one part's check into a check of several (a model's weights, say): it passes only if every
 // part does; its error and tolerance are the largest of theirs; its detail is the first failing
