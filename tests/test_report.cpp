@@ -296,3 +296,22 @@ TEST_CASE("report JSON: each compared check carries its power, the dtype's floor
   CHECK(j["checks"][1]["weak"] == true);
   CHECK(j["checks"][1]["tolerance_over_value_median"].get<double>() == doctest::Approx(0.5));
 }
+
+TEST_CASE("power line and verdict: the weakest check's power, and WEAK beside the verdict when above the floor") {
+  Report r;
+  r.case_name = "c";
+  r.dtype = DType::float32;
+  const Tensor want = Tensor{{1.0, -1.0}};
+  r.checks.push_back(compare("y vs unsharded", want, want, 1e-4));
+  CHECK(power_line(r) == "power: the weakest check (y) is sure to catch one wrong element off by 0.0001 x RMS; "
+                         "floor for float32: 1e-03, every check within it");
+  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.0001)");
+  r.checks.push_back(compare("dx against the unsharded gradient", want, want, 0.5));
+  CHECK(power_line(r) == "power: the weakest check (dx) is sure to catch one wrong element off by 0.5 x RMS; "
+                         "floor for float32: 1e-03; 1 of 2 checks are above it (WEAK: a wrong answer that small "
+                         "could pass them)");
+  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); 1/2 WEAK");
+  Report none;  // no comparison of values: no power to speak of
+  none.case_name = "n";
+  CHECK(power_line(none).empty());
+}

@@ -107,6 +107,31 @@ std::string collectives_notes(const std::vector<CollectiveSummary>& rows) {
   return out;
 }
 
+PowerSummary power_summary(const Report& report) {
+  PowerSummary ps;
+  ps.floor = power_floor(report.dtype);
+  for (const auto& c : report.checks) {
+    if (c.power < 0) continue;
+    ++ps.compared;
+    ps.weak += !(c.power <= ps.floor);
+    if (!ps.weakest || !(c.power <= ps.weakest->power)) ps.weakest = &c;
+  }
+  return ps;
+}
+
+std::string power_line(const Report& report) {
+  const PowerSummary ps = power_summary(report);
+  if (!ps.weakest) return "";
+  std::string subject = ps.weakest->name;
+  for (const char* tail : {" vs ", " against ", " (", " = "}) subject = subject.substr(0, subject.find(tail));
+  std::string out = "power: the weakest check (" + subject + ") is sure to catch one wrong element off by " +
+                    format_number(ps.weakest->power, "%.2g") + " x RMS; floor for " + dtype_name(report.dtype) + ": " +
+                    format_number(ps.floor, "%.0e");
+  if (ps.weak == 0) return out + ", every check within it";
+  return out + "; " + std::to_string(ps.weak) + " of " + std::to_string(ps.compared) +
+         " checks are above it (WEAK: a wrong answer that small could pass them)";
+}
+
 std::string verdict_line(const Report& report) {
   std::ostringstream out;
   const bool pass = report.pass();
@@ -127,6 +152,8 @@ std::string verdict_line(const Report& report) {
     for (const char* tail : {" vs ", " against ", " (", " = "}) subject = subject.substr(0, subject.find(tail));
     out << " in " << subject;
   }
+  const PowerSummary ps = power_summary(report);
+  if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
   for (const auto& c : report.checks)
     if (!c.pass) out << "; " << c.name << ": " << (c.detail.empty() ? "over tolerance" : c.detail);
   for (const auto& c : report.collectives)
@@ -178,6 +205,9 @@ std::string report_json(const Report& report) {
     j["pass"] = report.pass();
     j["max_abs_error"] = report.max_abs_error();
     j["tolerance"] = report.tolerance();
+    double power = -1;  // the weakest compared check's (verify.hpp), null when one has none
+    for (const auto& c : report.checks) power = std::max(power, c.power);
+    if (power >= 0) j["power"] = number_json(power);
     j["checks"] = nlohmann::ordered_json::array();
     for (const auto& c : report.checks) {
       nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},

@@ -59,6 +59,17 @@ std::string collectives_notes(const std::vector<CollectiveSummary>& rows);
 std::string measured_cell(const CollectiveSummary& r);
 std::string match_cell(const CollectiveSummary& r);
 std::string verdict_line(const Report& report);  // "PASS case: max_abs_err=0 (exact)" one line
+// Power over a report's comparisons (verify.hpp): how many, how many above the element type's
+// floor (weak), and the weakest (null when no check compared values).
+struct PowerSummary {
+  int compared = 0, weak = 0;
+  double floor = 0;
+  const Verdict* weakest = nullptr;
+};
+PowerSummary power_summary(const Report& report);
+// "power: the weakest check (dx) is sure to catch one wrong element off by 1.7e+03 x RMS; ..."
+// for the line before the verdict; empty when no check compared values.
+std::string power_line(const Report& report);
 std::string report_json(const Report& report);   // one JSON object (README lists the fields)
 
 }  // namespace shardlab

@@ -126,6 +126,8 @@ int Session::finish() {
       std::cout << report_json(report_) << std::endl;
     } else {
       if (!options_.quiet) {
+        const std::string power = power_line(report_);  // above the lines that sit beside the verdict
+        if (!power.empty()) std::cout << wrap_lines(power) << "\n";
         std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
         if (devices_) std::cout << where_it_ran(*runtime_, mesh_.devices()) << "\n";
       }

@@ -105,13 +105,16 @@ int run(const CheckOptions& o) {
         if (!v.pass && first.empty()) first = v.name + ": " + check_text(v);
       }
       if (!pass && first.empty()) first = "a collective's measured bytes differ from its prediction";
+      int weak = 0;  // checks whose power is above the element type's floor (verify.hpp): said, not yet failed
+      for (const auto& v : r.checks) weak += v.power >= 0 && !(v.power <= power_floor(session.dtype()));
       (pass ? passed : failed) += 1;
       // The file is named when its case is named otherwise, or failed (to open it next).
       const std::string stem = std::filesystem::path(path).stem().string();
       line = std::string(pass ? "PASS " : "FAIL ") + c.program.name +
              (pass && stem == c.program.name ? "" : " (" + path + ")") + ": " + std::to_string(r.collectives.size()) +
              (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(r.checks.size()) +
-             " checks" + (c.plan_only ? " (planned, not run)" : "") + (pass ? "" : "; " + first);
+             " checks" + (c.plan_only ? " (planned, not run)" : "") + (weak ? ", " + std::to_string(weak) + " WEAK" : "") +
+             (pass ? "" : "; " + first);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::fault) throw;  // a runtime fault (a collective timeout) ends the check: exit 3
       ++invalid;
