@@ -1,6 +1,7 @@
 #include "harness/check/session.hpp"
 
 #include "core/wrap.hpp"
+#include "harness/check/progress.hpp"
 
 #include <limits>
 
@@ -55,6 +56,10 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
       throw Error(ErrorKind::io, why.empty() ? "the root process cannot write the trace" : why);
     runtime_->record_trace();
   }
+  // Long runs (article-size lessons) say on a terminal where they are; never under --json or
+  // --quiet, and only from the printing process.
+  // A quiet session inside a command that shows its own progress (check) leaves that display on.
+  if (!options.json && !options.quiet && runtime_->is_root()) progress::enable(case_name, true);
   report_.case_name = case_name;
   report_.backend = options.backend;
   report_.dtype = dtype;

@@ -1,4 +1,5 @@
 #include "harness/cli/cmd_check.hpp"
+#include "harness/check/progress.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -71,7 +72,10 @@ int run(const CheckOptions& o) {
   const bool root = process_is_root();
   std::vector<JunitSuite> suites;
   int passed = 0, failed = 0, invalid = 0;
+  progress::enable("shardlab check", !o.common.json && !o.common.quiet && root);
+  progress::Phase shown("case files", 0, static_cast<double>(files.size()));
   for (const auto& path : files) {
+    shown.advance(static_cast<double>(&path - files.data()));
     const auto t0 = std::chrono::steady_clock::now();
     JunitSuite suite;
     suite.name = path;
@@ -128,6 +132,7 @@ int run(const CheckOptions& o) {
     }
     suite.seconds = since(t0);
     if (!suite.cases.empty()) suite.cases.back().seconds = suite.seconds;
+    progress::clear();  // the case's line starts on a clean line of the terminal
     if (root) std::cout << line << std::endl;
     suites.push_back(std::move(suite));
   }

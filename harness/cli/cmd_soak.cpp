@@ -9,7 +9,11 @@
 #include <random>
 
 #include <CLI/CLI.hpp>
+#include <optional>
+
 #include <nlohmann/json.hpp>
+
+#include "harness/check/progress.hpp"
 
 #include "collectives/mpi.hpp"
 #include "collectives/runtime.hpp"
@@ -75,7 +79,11 @@ int soak(const SoakOptions& o) {
   Tally t;
   bool warm = false;
   int runs_at_warm = 0;
+  progress::enable("shardlab soak", !o.json && process_is_root());
+  std::optional<progress::Phase> shown;  // ended before the results print
+  shown.emplace("random cases", o.cases > 0 ? 0 : budget, o.cases > 0 ? o.cases : 0);
   for (int i = 0;; ++i) {
+    shown->advance(i);
     // Every rank draws the same case; whether to go on is agreed, since clocks differ.
     const bool more = o.cases > 0 ? i < o.cases : elapsed() < budget;
     if ((backend == Backend::mpi ? mpi::agree(more ? 0 : 1) : (more ? 0 : 1)) != 0) break;
@@ -112,6 +120,7 @@ int soak(const SoakOptions& o) {
                         dtype_name(dtype) + ": " + (v.pass ? bytes.detail : v.detail);
     }
   }
+  shown.reset();
   t.rss_end = resident_mib();
   if (!warm) t.rss_warm = t.rss_end;
   // Memory is judged only over enough cases after the warm-up: a handful still fill the allocator.

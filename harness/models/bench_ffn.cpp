@@ -1,4 +1,5 @@
 #include "harness/models/bench_ffn.hpp"
+#include "harness/check/progress.hpp"
 
 #include <sys/resource.h>
 
@@ -66,6 +67,9 @@ int bench_ffn(const FfnBenchOptions& o) {
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const double rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
+  // On a terminal, each phase with the time left (the sharded run's estimate: the FLOP floor).
+  progress::enable("bench ffn", !o.json);
+  config.expected_run_seconds = plan.flops_per_device() * mesh.devices() / (rate * 1e9 * cores);
   Runtime runtime(Backend::sim, false, dtype);
   if (!o.trace.empty()) {
     check_writable(o.trace, "trace");

@@ -97,6 +97,9 @@ struct FfnConfig {
   // on its own inputs with random projections (ffn_run.cpp); auto: full up to
   // ffn_full_verify_flops unsharded FLOPs, sketch above.
   std::string verify = "auto";
+  // The sharded run's expected seconds, for the progress display's estimate (bench ffn sets it
+  // from the GEMM rate it measures); 0: measured when the display is on and the layer is large.
+  double expected_run_seconds = 0;
 };
 // Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches: about 2 s of float32
 // GEMM on this 2-core machine, where the reference starts to cost as much as the sharded run.

@@ -1,0 +1,148 @@
+#include "harness/check/progress.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "core/text.hpp"
+
+namespace shardlab::progress {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The display: one phase at a time, redrawn by a ticker thread while a phase lives.
+struct Display {
+  std::mutex mu;
+  std::condition_variable wake;
+  bool on = false, active = false, drawn = false, stop = false;
+  std::string title, name;
+  double expected = 0, total = 0, done = 0;
+  Clock::time_point start;
+  std::thread ticker;
+
+  void draw_locked() {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (elapsed < 1.0) return;  // short phases stay silent
+    const std::string text = line(title, name, elapsed, expected, total, done);
+    std::fprintf(stderr, "\r%s\033[K", text.c_str());
+    std::fflush(stderr);
+    drawn = true;
+  }
+  void clear_locked() {
+    if (!drawn) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    drawn = false;
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      wake.wait_for(lock, std::chrono::milliseconds(500));
+      if (active && !stop) draw_locked();
+    }
+  }
+  ~Display() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    wake.notify_all();
+    if (ticker.joinable()) ticker.join();
+  }
+};
+
+Display& display() {
+  static Display d;
+  return d;
+}
+
+std::string seconds_text(double s) {
+  if (s < 60) return format_number(s, "%.0f") + " s";
+  return format_number(s / 60, "%.1f") + " min";
+}
+
+}  // namespace
+
+void enable(const std::string& title, bool wanted) {
+  const char* env = std::getenv("SHARDLAB_PROGRESS");
+  const std::string mode = env ? env : "";
+  bool on = wanted && (mode == "always" || (mode != "never" && ::isatty(STDERR_FILENO)));
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.title = title;
+  d.on = on;
+  if (on && !d.ticker.joinable()) d.ticker = std::thread([&d] { d.run(); });
+}
+
+bool enabled() {
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.on;
+}
+
+void clear() {
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.clear_locked();
+}
+
+Phase::Phase(const std::string& name, double expected_seconds, double total) {
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.on) return;
+  d.clear_locked();
+  had_outer_ = d.active;
+  outer_name_ = d.name;
+  outer_expected_ = d.expected;
+  outer_total_ = d.total;
+  outer_done_ = d.done;
+  outer_start_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(d.start.time_since_epoch()).count();
+  d.active = true;
+  d.name = name;
+  d.expected = expected_seconds;
+  d.total = total;
+  d.done = 0;
+  d.start = Clock::now();
+}
+
+Phase::~Phase() {
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.on) return;
+  d.clear_locked();
+  d.active = had_outer_;
+  if (!had_outer_) return;
+  d.name = outer_name_;
+  d.expected = outer_expected_;
+  d.total = outer_total_;
+  d.done = outer_done_;
+  d.start = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(outer_start_ns_)));
+}
+
+void Phase::advance(double done) {
+  Display& d = display();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.done = done;
+}
+
+std::string line(const std::string& title, const std::string& name, double elapsed, double expected_seconds,
+                 double total, double done) {
+  std::string out = title + ": " + name;
+  if (total > 0) out += " " + format_number(done, "%.0f") + "/" + format_number(total, "%.0f");
+  out += ", " + seconds_text(elapsed);
+  double left = -1;
+  if (total > 0 && done > 0) left = elapsed * (total - done) / done;
+  else if (expected_seconds > 0) left = expected_seconds - elapsed;
+  if (left > 0) out += ", about " + seconds_text(left) + " left";
+  else if (expected_seconds > 0 && left <= 0) out += ", longer than expected";
+  return out;
+}
+
+}  // namespace shardlab::progress
