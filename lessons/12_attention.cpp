@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
         << ", here at 1/320 of the embed\n   and 1/5 of the heads.\n\n";
 
     std::vector<CaseRun> runs;
-    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i]));
+    // The gradient rules against central differences are the program's, not a layout's: once.
+    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i], i == 0));
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();
@@ -158,8 +159,12 @@ int main(int argc, char** argv) {
       const int passed = add_layout_checks(report, kLayouts[i].name, runs[i], out);
       out << "   " << kLayouts[i].name << ": " << passed << " of " << runs[i].checks.size() << " checks pass\n";
     }
-    out << "   (each: y and the 5 gradients against the unsharded block, each gradient against central\n"
-        << "   differences in float64, the ledger against the plan, the peak memory against the plan)\n";
+    out << "   (each layout: y and the 5 gradients against the unsharded block, the ledger against the\n"
+        << "   plan, the peak memory against the plan)\n";
+    const int rules = add_rule_checks(report, runs[0], out);
+    out << "   gradient rules, once for the program (float64 central differences of the unsharded block,\n"
+        << "   on inputs of their own; the same in every layout): " << rules << " of " << runs[0].rule_checks.size()
+        << " pass\n";
     Verdict megatron;
     megatron.name = "megatron: one AllReduce forward and one backward";
     const auto& ran = runs[0].collectives;

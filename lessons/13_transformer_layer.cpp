@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
     out << "\n";
 
     std::vector<CaseRun> runs;
-    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i]));
+    // The gradient rules against central differences are the program's, not a layout's: once.
+    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i], i == 0));
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();
@@ -171,6 +172,10 @@ int main(int argc, char** argv) {
       const int passed = add_layout_checks(report, kLayouts[i].name, runs[i], out);
       out << "   " << kLayouts[i].name << ": " << passed << " of " << runs[i].checks.size() << " checks pass\n";
     }
+    const int rules = add_rule_checks(report, runs[0], out);
+    out << "   gradient rules, once for the program (float64 central differences of the unsharded layer,\n"
+        << "   on inputs of their own; the same in every layout): " << rules << " of " << runs[0].rule_checks.size()
+        << " pass\n";
     Verdict four;
     four.name = "megatron: one AllReduce per sublayer each way";
     const auto& ran = runs[1].collectives;

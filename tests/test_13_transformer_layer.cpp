@@ -19,6 +19,16 @@ TEST_SUITE("lessons") {
     CHECK(j["megatron_collectives"] == 4);
     // att, ff, df, da: [2, 8, 16] floats = 1024 B each, all-reduced over 8: 2 (n-1)/n of it.
     CHECK(j["megatron_bytes_per_device"] == 4 * (2 * 7 * 1024 / 8));
+    // Central differences check the gradient rules, the same in both layouts: reported once, under
+    // their own name, and not among either layout's checks (issue 33 item 4).
+    int rules = 0, per_layout = 0;
+    for (const auto& c : j["checks"]) {
+      const std::string name = c["name"];
+      rules += name.rfind("gradient rules: ", 0) == 0 && name.find("central differences") != std::string::npos;
+      per_layout += name.rfind("gspmd_2d: ", 0) == 0 && name.find("central differences") != std::string::npos;
+    }
+    CHECK(rules == 11);
+    CHECK(per_layout == 0);
   }
 
   TEST_CASE("lesson 13 (transformer layer) text: where the collectives come from, the verdict") {
@@ -26,7 +36,8 @@ TEST_SUITE("lessons") {
     CHECK(r.status == 0);
     for (const char* s : {"all_reduce mu1, all_reduce var1, all_reduce mu2, all_reduce var2",
                           "forward   attention  1 all_reduce", "backward  ffn        1 all_reduce",
-                          "megatron: one AllReduce per sublayer each way: PASS", "Takeaway:", "Next:",
+                          "megatron: one AllReduce per sublayer each way: PASS", "gspmd_2d: 14 of 14 checks pass",
+                          "in every layout): 11 of 11 pass", "Takeaway:", "Next:",
                           "\nPASS 13_transformer_layer"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
     CHECK(run_binary("13_transformer_layer --perturb-expected --quiet").status == 1);

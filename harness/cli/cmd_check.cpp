@@ -100,7 +100,9 @@ int run(const CheckOptions& o) {
       if (!c.plan_only && !o.common.trace.empty()) traces.push_back({c.program.name, session.runtime().trace()});
       const bool pass = case_passed(r, session.report());
       std::string first;
-      for (const auto& v : r.checks) {
+      std::vector<Verdict> all = r.checks;  // the layout's checks, then the gradient rules'
+      all.insert(all.end(), r.rule_checks.begin(), r.rule_checks.end());
+      for (const auto& v : all) {
         JunitCase k;
         k.name = v.name;
         k.pass = v.pass;
@@ -110,13 +112,13 @@ int run(const CheckOptions& o) {
       }
       if (!pass && first.empty()) first = "a collective's measured bytes differ from its prediction";
       int weak = 0;  // checks whose power is above the element type's floor (verify.hpp): said, not yet failed
-      for (const auto& v : r.checks) weak += v.power >= 0 && !(v.power <= power_floor(session.dtype()));
+      for (const auto& v : all) weak += v.power >= 0 && !(v.power <= power_floor(session.dtype()));
       (pass ? passed : failed) += 1;
       // The file is named when its case is named otherwise, or failed (to open it next).
       const std::string stem = std::filesystem::path(path).stem().string();
       line = std::string(pass ? "PASS " : "FAIL ") + c.program.name +
              (pass && stem == c.program.name ? "" : " (" + path + ")") + ": " + std::to_string(r.collectives.size()) +
-             (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(r.checks.size()) +
+             (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(all.size()) +
              " checks" + (c.plan_only ? " (planned, not run)" : "") + (weak ? ", " + std::to_string(weak) + " WEAK" : "") +
              (pass ? "" : "; " + first);
     } catch (const Error& e) {

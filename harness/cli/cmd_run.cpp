@@ -126,6 +126,7 @@ int run(const RunOptions& o) {
   const CaseRun r = run_case(session, c, plan);
   Report& report = session.report();
   report.checks.insert(report.checks.end(), r.checks.begin(), r.checks.end());
+  report.checks.insert(report.checks.end(), r.rule_checks.begin(), r.rule_checks.end());
   report.numbers["peak_memory_per_device"] = static_cast<double>(r.peak_bytes);
   report.numbers["predicted_peak_memory_per_device"] = static_cast<double>(r.predicted_peak_bytes);
   report.numbers["annotated_tensors"] = plan.propagation.annotated;
@@ -135,6 +136,11 @@ int run(const RunOptions& o) {
       << "  " << r.bytes_per_device << " bytes sent per device (the busiest); peak " << r.peak_bytes
       << " bytes held per device (planned " << r.predicted_peak_bytes << ")\n\nChecks:\n";
   for (const auto& v : r.checks) out << "  " << v.name << ": " << check_text(v) << "\n";
+  if (!r.rule_checks.empty()) {
+    out << "Gradient rules (the derivation, not this layout: float64 central differences of the unsharded\n"
+           "program on inputs of their own):\n";
+    for (const auto& v : r.rule_checks) out << "  " << v.name << ": " << check_text(v) << "\n";
+  }
   if (!common.json) return session.finish();
   auto j = nlohmann::ordered_json::parse(report_json(report));
   j["file"] = c.path;

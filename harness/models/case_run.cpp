@@ -105,7 +105,7 @@ void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int dev
                         c.path + " (" + c.program.name + ")", "check its plan with --plan-only, or give smaller dims");
 }
 
-CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules) {
   CaseRun r;
   r.plan = plan;
   r.predicted_peak_bytes = predicted_peak_bytes(plan);
@@ -131,8 +131,7 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan) {
              " against the unsharded program";
     r.checks.push_back(v);
   }
-  if (c.backward)
-    for (const auto& v : central_difference_checks(c.program, plan.gradient, c.seed)) r.checks.push_back(v);
+  if (c.backward && rules) r.rule_checks = central_difference_checks(c.program, plan.gradient, c.seed);
   r.checks.push_back(ledger_check(plan, mine));
   expect_checks(c, r);
   r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
@@ -184,8 +183,21 @@ std::string check_text(const Verdict& v) {
   return v.pass ? "PASS" : "FAIL " + v.detail;
 }
 
+int add_rule_checks(Report& report, const CaseRun& run, std::ostream& out) {
+  int passed = 0;
+  for (auto v : run.rule_checks) {
+    passed += v.pass ? 1 : 0;
+    if (!v.pass) out << "   gradient rules: " << v.name << ": " << check_text(v) << "\n";
+    v.name = "gradient rules: " + v.name;
+    report.checks.push_back(v);
+  }
+  return passed;
+}
+
 bool case_passed(const CaseRun& r, const Report& report) {
   for (const auto& v : r.checks)
+    if (!v.pass) return false;
+  for (const auto& v : r.rule_checks)
     if (!v.pass) return false;
   for (const auto& c : report.collectives)
     if (!c.matches()) return false;

@@ -17,6 +17,9 @@ namespace shardlab {
 struct CaseRun {
   ProgramPlan plan;
   std::vector<Verdict> checks;          // each output, then each expectation, then memory
+  // The gradient rules against central differences (float64, the unsharded program on inputs of
+  // its own): checks of the derivation, the same whatever the layout, so kept apart from `checks`.
+  std::vector<Verdict> rule_checks;
   std::vector<std::string> collectives; // what the ledger saw: "all_gather x over Y", in order
   std::size_t bytes_per_device = 0;     // the busiest device's bytes sent, whole run
   std::size_t peak_bytes = 0, predicted_peak_bytes = 0;
@@ -25,7 +28,9 @@ struct CaseRun {
 // The session's mesh and dtype must be the case's (case_options gives them). Throws Error(parse)
 // for annotations that do not fit; Error(unsupported) when an op cannot be planned.
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
-CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan);
+// `rules`: also check the gradient rules (a backward case); a lesson running one program under
+// several layouts asks once.
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules = true);
 // Before anything is allocated: refuses (one sentence with the estimate) a case whose unsharded
 // tensors (held in float64 for the reference, once for the inputs and once as computed) plus every
 // device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed what the
@@ -53,6 +58,9 @@ CaseFile layout_case(const std::string& body, const std::string& shard, const st
 // A run's checks into `report`, each named "<layout>: <check>"; the failing ones printed to `out`.
 // Returns how many passed.
 int add_layout_checks(Report& report, const std::string& layout, const CaseRun& run, std::ostream& out);
+// The run's gradient-rule checks into `report`, each named "gradient rules: <check>", the failing
+// ones printed to `out`; returns how many passed.
+int add_rule_checks(Report& report, const CaseRun& run, std::ostream& out);
 
 // For people: the program, every tensor's spec and origin, and the plan of each op.
 std::string case_plan_text(const CaseFile& c, const ProgramPlan& plan);
