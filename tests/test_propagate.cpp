@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "harness/check/case_file.hpp"
+#include "harness/models/case_run.hpp"
 #include "harness/plan/propagate.hpp"
 
 using namespace shardlab;
@@ -79,5 +80,28 @@ TEST_CASE("propagate: annotations that do not fit are refused naming the tensor"
     } catch (const Error& e) {
       CHECK(std::string(e.what()).find(tensor) != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("propagate: an elementwise op follows its more split operand, whatever the order of declaration") {
+  // c = a + b with a replicated and b split over X: c split like b, so a is sliced for free and
+  // nothing moves. Before, c followed whichever input was declared first, and a-first all-gathered b.
+  for (const bool a_first : {true, false}) {
+    CAPTURE(a_first);
+    const std::string inputs = a_first ? R"(inputs = { a = "ij", b = "ij" })" : R"(inputs = { b = "ij", a = "ij" })";
+    const std::string text = R"(name = "add"
+mesh = "X=4"
+dims = { i = 8, j = 6 }
+)" + inputs + R"(
+ops = [ { out = "c", op = "add", in = ["a", "b"] } ]
+outputs = ["c"]
+shard = { a = "_,_", b = "X,_" }
+)";
+    const CaseFile c = parse_case_file(text, "add.toml");
+    const Mesh mesh = Mesh::parse("X=4");
+    const Propagation p = propagate(c.program, mesh, c.shard);
+    CHECK(p.specs.at("c").spec.text() == "X,_");
+    CHECK(p.specs.at("c").origin == "like b (same dims ij)");
+    CHECK(plan_case(c, mesh).predicted_bytes_per_device() == 0);
   }
 }

@@ -46,15 +46,18 @@ class Propagator {
     for (const auto& [tensor, s] : fixed) out_.specs[tensor] = s;
   }
 
-  // Rule 2: tensors with exactly an annotated tensor's dims.
+  // Rule 2: tensors with exactly an annotated tensor's dims; of several, the most split (as
+  // DTensor's pointwise strategy follows its most sharded operand), so the order in which tensors
+  // are declared does not decide; ties go to the first declared.
   void like_annotated() {
     for (const auto& t : p_.tensors()) {
       if (known(t)) continue;
+      std::string best;  // tensors() is a copy: keep the name, not a pointer into it
       for (const auto& u : p_.tensors())
-        if (known(u) && out_.specs.at(u).annotated && p_.dims.at(u) == p_.dims.at(t)) {
-          set(t, out_.specs.at(u).spec, "like " + u + " (same dims " + p_.dims.at(t) + ")");
-          break;
-        }
+        if (known(u) && out_.specs.at(u).annotated && p_.dims.at(u) == p_.dims.at(t) &&
+            (best.empty() || split_ways(u) > split_ways(best)))
+          best = u;
+      if (!best.empty()) set(t, out_.specs.at(best).spec, "like " + best + " (same dims " + p_.dims.at(t) + ")");
     }
   }
 
@@ -67,9 +70,10 @@ class Propagator {
       for (const auto& t : op.in)
         if (known(t)) from.push_back(t);
       if (from.empty()) continue;
+      most_split_first(from);
       const std::string& dims = p_.dims.at(op.out);
       std::map<char, Axes> axes;
-      // The first operand that has a letter gives its axes (a rename's: by position).
+      // The most split operand that has a letter gives its axes (a rename's: by position).
       for (const auto& t : from)
         for (const auto& [c, a] : by_letter(op.kind == OpKind::rename ? op.to : p_.dims.at(t), spec(t)))
           if (!axes.count(c)) axes[c] = a;
@@ -88,6 +92,7 @@ class Propagator {
           if (u != t && known(u)) from.push_back(u);
         if (known(op.out)) from.push_back(op.out);
         if (from.empty()) continue;
+        most_split_first(from);
         std::map<char, Axes> axes;
         for (const auto& u : from) {
           const bool renamed = op.kind == OpKind::rename && u == op.out;  // by position
@@ -125,6 +130,17 @@ class Propagator {
 
  private:
   bool known(const std::string& t) const { return out_.specs.count(t) > 0; }
+  // Into how many blocks a known tensor is split: the product of its axes' sizes.
+  int split_ways(const std::string& t) const {
+    int n = 1;
+    for (const auto& d : spec(t).dims)
+      for (const auto& a : d) n *= mesh_.axis_size(a);
+    return n;
+  }
+  // The most split tensors first; equal ones keep their order (declaration, or the op's inputs).
+  void most_split_first(std::vector<std::string>& ts) const {
+    std::stable_sort(ts.begin(), ts.end(), [&](const std::string& a, const std::string& b) { return split_ways(a) > split_ways(b); });
+  }
   const Spec& spec(const std::string& t) const { return out_.specs.at(t).spec; }
   void set(const std::string& t, const Spec& s, const std::string& origin) { out_.specs[t] = {s, origin, false}; }
 
