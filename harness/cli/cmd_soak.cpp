@@ -83,11 +83,13 @@ int soak(const SoakOptions& o) {
   std::optional<progress::Phase> shown;  // ended before the results print
   shown.emplace("random cases", o.cases > 0 ? 0 : budget, o.cases > 0 ? o.cases : 0);
   for (int i = 0;; ++i) {
-    shown->advance(i);
-    // Every rank draws the same case; whether to go on is agreed, since clocks differ.
-    const bool more = o.cases > 0 ? i < o.cases : elapsed() < budget;
+    shown->advance(o.cases > 0 ? t.run : i);
+    // Every rank draws the same case; whether to go on is agreed, since clocks differ. --cases
+    // counts cases run, not draws (a draw whose specs do not divide its shape is no case); a mesh
+    // list on which draws almost never fit gives up after 100 draws per case asked.
+    const bool more = o.cases > 0 ? t.run < o.cases && i < 100 * o.cases : elapsed() < budget;
     if ((backend == Backend::mpi ? mpi::agree(more ? 0 : 1) : (more ? 0 : 1)) != 0) break;
-    const bool past_warmup = o.cases > 0 ? i >= o.cases / 5 : elapsed() >= budget / 5;
+    const bool past_warmup = o.cases > 0 ? t.run >= o.cases / 5 : elapsed() >= budget / 5;
     if (past_warmup && !warm) {
       t.rss_warm = resident_mib();
       runs_at_warm = t.run;
@@ -121,6 +123,18 @@ int soak(const SoakOptions& o) {
     }
   }
   shown.reset();
+  // A verdict over no case would say nothing: refuse it (every rank counted the same draws).
+  if (t.run == 0 && t.skipped == 0)
+    throw Error(ErrorKind::parse, "soak ran no case: --minutes " + format_number(o.minutes, "%g") +
+                                      " was over before the first; give more --minutes");
+  if (t.run == 0)
+    throw Error(ErrorKind::parse, "soak ran no case: all " + std::to_string(t.skipped) + " random draws on the meshes " +
+                                      join(mesh_list, " ") + " had specs that do not divide their shapes; " +
+                                      (backend == Backend::mpi ? "run it on 2, 4 or 8 processes" : "give more --minutes"));
+  if (o.cases > 0 && t.run < o.cases)
+    throw Error(ErrorKind::parse, "soak ran " + std::to_string(t.run) + " of the " + std::to_string(o.cases) +
+                                      " cases asked in " + std::to_string(t.run + t.skipped) + " draws on the meshes " +
+                                      join(mesh_list, " ") + "; run it on 2, 4 or 8 processes");
   t.rss_end = resident_mib();
   if (!warm) t.rss_warm = t.rss_end;
   // Memory is judged only over enough cases after the warm-up: a handful still fill the allocator.
