@@ -40,3 +40,13 @@ TEST_CASE("bench plan: bad input exits 2 with one sentence") {
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("bench plan: a mesh on which every case is refused gives no timing: one sentence, exit 2") {
+  // 7 and 9 divide no dim of 256: every random spec that uses an axis is refused, and with two
+  // axes every draw here uses one. A "slowest search 0.0 ms" over nothing would be a false figure.
+  const auto r = shardlab::testing::run_binary("shardlab bench plan --cases 5 --meshes X=7,Y=9");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(shardlab::testing::count_lines(r.err) == 1);
+  CHECK(r.err.find("searched nothing on mesh X=7,Y=9") != std::string::npos);
+}

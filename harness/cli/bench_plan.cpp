@@ -80,6 +80,11 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o) {
       row.max_layouts = std::max(row.max_layouts, r.layouts_explored);
     }
     row.searched = static_cast<int>(ms.size());
+    // A time over no search would be a figure measured on nothing: refuse it.
+    if (row.searched == 0)
+      throw Error(ErrorKind::parse, "bench plan searched nothing on mesh " + mesh.text() + ": all " +
+                                        std::to_string(row.refused) + " random cases were refused (dims of 256 do not " +
+                                        "split over its axes); give meshes whose axis sizes divide 256");
     row.median_ms = quantile(ms, 0.5);
     row.p95_ms = quantile(ms, 0.95);
     row.median_layouts = static_cast<std::size_t>(quantile(layouts, 0.5));
