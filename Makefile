@@ -47,12 +47,14 @@ LIB := $(BUILD)/libshardlab.a
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
 LESSONS := $(LESSON_SRCS:lessons/%.cpp=$(BUILD)/bin/%)
 TEST_SRCS := $(wildcard tests/test_*.cpp)
-# ThreadSanitizer runs the suites where device threads meet: the sim runtime and transport, the
-# collectives and point-to-point, the watchdog, traces, and programs, plans, gradients, FFN
-# strategies, ZeRO and pipelines run on the sim mesh; with shardlab and the three lessons those
-# suites start. Suites that only parse, print or run single-threaded code have no thread to race.
+# ThreadSanitizer runs the suites where threads meet in the code they test: the sim runtime and
+# transport, the collectives and point-to-point, the watchdog, traces, the progress display's
+# ticker, and programs, plans, gradients, FFN strategies, ZeRO and pipelines run on the sim mesh
+# (in-process); with shardlab and the three lessons those suites start. The suites left out test
+# commands and lessons through their output; the sim threads they start run the same runtime and
+# collectives the suites above race-check directly.
 TSAN_SUITES := sim runtime collectives p2p watchdog trace ledger program program_plan planner \
-               planner_property plan_search gradient ffn zero_run pipeline
+               planner_property plan_search gradient ffn zero_run pipeline progress
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
 ifeq ($(SAN),thread)
   TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)
@@ -290,7 +292,10 @@ test-plots:
 # entropy (vm.mmap_rnd_bits > 28); running without address randomization avoids that, where allowed.
 NO_ASLR = $(shell setarch $$(uname -m) -R true 2>/dev/null && echo setarch $$(uname -m) -R)
 ASAN_HALF := *test_lessons_dtype*,*test_hostile_input*,*test_lesson_reports*,*test_lesson_commands*
-ASAN_RUN := SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 build/asan/bin/tests
+# exitcode 86/87: a finding in a lesson or shardlab that a test runs must not look like the exit 1
+# a test expects from a failing verdict (ASan and UBSan exit 1 by default); 86 or 87 fails the test.
+ASAN_RUN := SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
+            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87 OPENBLAS_NUM_THREADS=1 build/asan/bin/tests
 .PHONY: sanitize-suites tsan-suite asan-suite
 sanitize: deps
 	@$(MAKE) --no-print-directory SAN=thread bins

@@ -109,4 +109,14 @@ std::string read_text_file(const std::string& path, const std::string& what) {
   return s.str();
 }
 
+std::string excerpt(const std::string& text, std::size_t max) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace shardlab

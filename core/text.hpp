@@ -20,6 +20,10 @@ std::string read_text_file(const std::string& path, const std::string& what);
 // A whole positive integer; otherwise Error(parse): "<what> has 'x', expected a positive integer".
 long parse_positive(const std::string& text, const std::string& what);
 bool is_identifier(const std::string& text);  // letters, digits, '_' ; not starting with a digit
+// What a user typed, safe to quote in a one-line error: at most `max` characters, each byte
+// outside printable ASCII shown as '?' (so no control sequence reaches the terminal and no UTF-8
+// character is cut in half), "..." after a cut.
+std::string excerpt(const std::string& text, std::size_t max = 40);
 // Split on `sep` at parenthesis depth 0: "(X,Y),_" -> {"(X,Y)", "_"}.
 std::vector<std::string> split_top(const std::string& text, char sep);
 

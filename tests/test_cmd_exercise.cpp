@@ -94,3 +94,25 @@ TEST_CASE("shardlab exercise: bad values are one sentence and exit 2") {
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("shardlab exercise: stdin is read within bounds; a bad answer is quoted short and printable") {
+  // /dev/zero never sends a newline: refused at the line bound, at once, in little memory.
+  const auto zero = run_binary("shardlab exercise --lesson 04 < /dev/zero");
+  CHECK(zero.status == 2);
+  CHECK(count_lines(zero.err) == 1);
+  CHECK(zero.err.find("longer than 4096 bytes") != std::string::npos);
+  CHECK(zero.err.size() < 200);
+  // An answer with a terminal escape and half a UTF-8 character: one sentence, nothing raw echoed.
+  const std::string path = "/tmp/shardlab_exercise_escape_" + std::to_string(::getpid());
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "all_reduce \x1b[31mC\xc3 over Y 12\n";
+  }
+  const auto bad = run_binary("shardlab exercise --lesson 04 < " + path);
+  std::remove(path.c_str());
+  CHECK(bad.status == 2);
+  CHECK(count_lines(bad.err) == 1);
+  CHECK(bad.err.find('\x1b') == std::string::npos);
+  CHECK(bad.err.find('\xc3') == std::string::npos);
+  CHECK(bad.err.find("names tensor '?[31mC?'") != std::string::npos);
+}

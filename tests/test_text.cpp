@@ -105,3 +105,11 @@ TEST_CASE("read_text_file: the whole file, or an io error naming what and where"
     CHECK(std::string(e.what()) == "cannot read --bench-csv /nonexistent/f.csv: No such file or directory");
   }
 }
+
+TEST_CASE("excerpt: at most max characters of printable ASCII, the rest as '?', '...' after a cut") {
+  CHECK(excerpt("all_reduce C over Y 12") == "all_reduce C over Y 12");
+  CHECK(excerpt("a\x1b[31mb") == "a?[31mb");                // no escape sequence reaches a terminal
+  CHECK(excerpt("caf\xc3\xa9") == "caf??");                  // no UTF-8 character cut in half
+  CHECK(excerpt(std::string(100, 'x'), 5) == "xxxxx...");
+  CHECK(excerpt(std::string(3, '\0')) == "???");
+}

@@ -30,8 +30,9 @@ struct ScalarAdam {
 
 TEST_CASE("Adam with a constant gradient g moves each weight by lr/(1 + eps/|g|) against g's sign, every step") {
   // By hand: with g constant, m_t = (1 - beta1^t) g and v_t = (1 - beta2^t) g^2, so the corrected
-  // m^ = g and v^ = g^2 at every t, and each step is lr g / (|g| + eps). A first moment that decays
-  // by beta2, or a missing bias correction, changes steps 2 and later (step 1 alone cannot tell).
+  // m^ = g and v^ = g^2 at every t, and each step is lr g / (|g| + eps). A missing bias correction
+  // changes every step; a first moment that decays by beta2 but is corrected by beta1 changes steps
+  // 2 and later (step 1 alone cannot tell; the next test covers decay and correction both by beta2).
   const AdamParams p;  // lr 0.01, beta1 0.9, beta2 0.999, eps 1e-8
   Tensor w = Tensor{{1.0, -2.0, 0.5}};
   const Tensor g = Tensor{{0.5, -0.25, 4.0}};

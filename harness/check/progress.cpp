@@ -22,6 +22,7 @@ struct Display {
   std::mutex mu;
   std::condition_variable wake;
   bool on = false, active = false, drawn = false, stop = false;
+  bool from_start = false;  // SHARDLAB_PROGRESS=always: draw each phase as it starts (scripts, tests)
   std::string title, name;
   double expected = 0, total = 0, done = 0;
   Clock::time_point start;
@@ -29,7 +30,7 @@ struct Display {
 
   void draw_locked() {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (elapsed < 1.0) return;  // short phases stay silent
+    if (elapsed < 1.0 && !from_start) return;  // short phases stay silent
     const std::string text = line(title, name, elapsed, expected, total, done);
     std::fprintf(stderr, "\r%s\033[K", text.c_str());
     std::fflush(stderr);
@@ -45,7 +46,7 @@ struct Display {
     std::unique_lock<std::mutex> lock(mu);
     while (!stop) {
       wake.wait_for(lock, std::chrono::milliseconds(500));
-      if (active && !stop) draw_locked();
+      if (on && active && !stop) draw_locked();
     }
   }
   ~Display() {
@@ -73,11 +74,13 @@ std::string seconds_text(double s) {
 void enable(const std::string& title, bool wanted) {
   const char* env = std::getenv("SHARDLAB_PROGRESS");
   const std::string mode = env ? env : "";
-  bool on = wanted && (mode == "always" || (mode != "never" && ::isatty(STDERR_FILENO)));
+  bool on = wanted && (mode == "always" || mode == "terminal" || (mode != "never" && ::isatty(STDERR_FILENO)));
   Display& d = display();
   std::lock_guard<std::mutex> lock(d.mu);
+  if (!on) d.clear_locked();
   d.title = title;
   d.on = on;
+  d.from_start = mode == "always";
   if (on && !d.ticker.joinable()) d.ticker = std::thread([&d] { d.run(); });
 }
 
@@ -110,6 +113,7 @@ Phase::Phase(const std::string& name, double expected_seconds, double total) {
   d.total = total;
   d.done = 0;
   d.start = Clock::now();
+  if (d.from_start) d.draw_locked();
 }
 
 Phase::~Phase() {

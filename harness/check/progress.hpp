@@ -4,7 +4,9 @@
 // Only for people at a terminal: nothing unless stderr is a terminal, nothing under --json or
 // --quiet, nothing in a phase's first second (short runs stay silent), and the line is cleared
 // when its phase ends, so what the program prints next starts on a clean line. The environment
-// variable SHARDLAB_PROGRESS=always draws it whatever stderr is (tests), =never never does.
+// variable SHARDLAB_PROGRESS=terminal behaves as on a terminal whatever stderr is, =always also
+// draws every phase as it starts (scripts and tests: the line does not depend on speed), =never
+// never draws.
 // One display per process: the command that owns the run turns it on; any code may name phases.
 #pragma once
 #include <string>

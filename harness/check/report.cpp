@@ -205,16 +205,18 @@ std::string report_json(const Report& report) {
     j["pass"] = report.pass();
     j["max_abs_error"] = report.max_abs_error();
     j["tolerance"] = report.tolerance();
-    double power = -1;  // the weakest compared check's (verify.hpp), null when one has none
+    // The weakest compared check's power (verify.hpp); absent when no check compared values, null
+    // when infinite (JSON has no infinity): a check that is sure to catch nothing.
+    double power = -1;
     for (const auto& c : report.checks) power = std::max(power, c.power);
-    if (power >= 0) j["power"] = number_json(power);
+    if (power >= 0) j["power"] = std::isfinite(power) ? number_json(power) : nlohmann::ordered_json(nullptr);
     j["checks"] = nlohmann::ordered_json::array();
     for (const auto& c : report.checks) {
       nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
                                     {"tolerance", c.tolerance}, {"detail", c.detail}};
       if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
       if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
-        one["power"] = number_json(c.power);
+        one["power"] = std::isfinite(c.power) ? number_json(c.power) : nlohmann::ordered_json(nullptr);  // null: infinite
         one["power_floor"] = power_floor(report.dtype);
         one["weak"] = !(c.power <= power_floor(report.dtype));
         one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);

@@ -61,13 +61,34 @@ nlohmann::ordered_json question_json(const Exercise& e, const Plan& plan) {
 
 // One collective per line until an empty line or the end of input. At a terminal a line that is
 // not understood is explained and asked again; from a pipe it is bad input (Error, exit 2).
+// Input is bounded as case files are: a line of at most kAnswerLine bytes, at most kAnswerLines
+// lines (an answer has a handful; /dev/zero or a stray binary file must not fill the memory).
+constexpr std::size_t kAnswerLine = 4096;
+constexpr int kAnswerLines = 256;
+
+// One line of stdin into `line`; false at the end of input. Error(parse) past kAnswerLine bytes.
+bool read_answer_line(std::string& line) {
+  line.clear();
+  for (int c; (c = std::cin.get()) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() == kAnswerLine)
+      throw Error(ErrorKind::parse, "an answer line is longer than " + std::to_string(kAnswerLine) +
+                                        " bytes (it starts '" + excerpt(line) + "'); give one collective per line");
+    line += static_cast<char>(c);
+  }
+  return !line.empty();
+}
+
 std::vector<AnswerItem> read_answer_interactively() {
   const bool tty = isatty(STDIN_FILENO);
   std::vector<AnswerItem> all;
   std::string line;
-  for (int n = 1;;) {
+  for (int n = 1, lines = 0;; ++lines) {
+    if (lines == kAnswerLines)
+      throw Error(ErrorKind::parse, "the answer has more than " + std::to_string(kAnswerLines) +
+                                        " lines; an exercise needs a handful, then an empty line");
     if (tty) std::cout << "answer " << n << " (empty line to finish)> " << std::flush;
-    if (!std::getline(std::cin, line) || trim(line).empty()) break;
+    if (!read_answer_line(line) || trim(line).empty()) break;
     try {
       for (const AnswerItem& a : parse_answer(line)) all.push_back(a);
       ++n;

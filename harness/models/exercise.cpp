@@ -237,18 +237,25 @@ std::vector<AnswerItem> parse_answer(const std::string& text) {
     for (std::string w; in >> w;) words.push_back(w);
     const std::string form = "write it as <op> <tensor> over <axes> <bytes>, like all_reduce C over Y 192";
     if (words.size() != 5 || words[2] != "over")
-      throw Error(ErrorKind::parse, "the answer '" + item + "' is not understood; " + form);
+      throw Error(ErrorKind::parse, "the answer '" + excerpt(item) + "' is not understood; " + form);
     AnswerItem a;
     a.op = normal_op(words[0]);
     if (a.op.empty())
-      throw Error(ErrorKind::parse, "the answer '" + item + "' names no collective; use all_gather, all_reduce, "
+      throw Error(ErrorKind::parse, "the answer '" + excerpt(item) + "' names no collective; use all_gather, all_reduce, "
                                     "reduce_scatter, all_to_all or all_reduce_max");
+    if (!is_identifier(words[1]))  // echoed in the grade: nothing but a name reaches the terminal
+      throw Error(ErrorKind::parse, "the answer '" + excerpt(item) + "' names tensor '" + excerpt(words[1], 20) +
+                                        "'; a tensor is a name of letters, digits and _");
     a.tensor = words[1];
     a.axes = normal_axes(words[3]);
+    for (const std::string& axis : split(a.axes, ','))
+      if (!is_identifier(axis))
+        throw Error(ErrorKind::parse, "the answer '" + excerpt(item) + "' gives axes '" + excerpt(words[3], 20) +
+                                          "'; name mesh axes, like Y or X,Y");
     std::string bytes = words[4];
     if (bytes.size() > 1 && (bytes.back() == 'B' || bytes.back() == 'b')) bytes.pop_back();
     if (bytes.empty() || bytes.size() > 15 || !std::all_of(bytes.begin(), bytes.end(), ::isdigit))
-      throw Error(ErrorKind::parse, "the answer '" + item + "' gives '" + words[4] + "' bytes; give a whole number");
+      throw Error(ErrorKind::parse, "the answer '" + excerpt(item) + "' gives '" + excerpt(words[4], 20) + "' bytes; give a whole number");
     a.bytes = std::stoull(bytes);
     out.push_back(a);
   }
