@@ -21,17 +21,16 @@ using Clock = std::chrono::steady_clock;
 struct Display {
   std::mutex mu;
   std::condition_variable wake;
-  bool on = false, active = false, drawn = false, stop = false;
+  bool on = false, drawn = false, stop = false;
   bool from_start = false;  // SHARDLAB_PROGRESS=always: draw each phase as it starts (scripts, tests)
-  std::string title, name;
-  double expected = 0, total = 0, done = 0;
-  Clock::time_point start;
+  std::string title;
+  Shown phase;
   std::thread ticker;
 
   void draw_locked() {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - phase.start).count();
     if (elapsed < 1.0 && !from_start) return;  // short phases stay silent
-    const std::string text = line(title, name, elapsed, expected, total, done);
+    const std::string text = line(title, phase.name, elapsed, phase.expected, phase.total, phase.done);
     std::fprintf(stderr, "\r%s\033[K", text.c_str());
     std::fflush(stderr);
     drawn = true;
@@ -46,7 +45,7 @@ struct Display {
     std::unique_lock<std::mutex> lock(mu);
     while (!stop) {
       wake.wait_for(lock, std::chrono::milliseconds(500));
-      if (on && active && !stop) draw_locked();
+      if (on && phase.active && !stop) draw_locked();
     }
   }
   ~Display() {
@@ -101,18 +100,8 @@ Phase::Phase(const std::string& name, double expected_seconds, double total) {
   std::lock_guard<std::mutex> lock(d.mu);
   if (!d.on) return;
   d.clear_locked();
-  had_outer_ = d.active;
-  outer_name_ = d.name;
-  outer_expected_ = d.expected;
-  outer_total_ = d.total;
-  outer_done_ = d.done;
-  outer_start_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(d.start.time_since_epoch()).count();
-  d.active = true;
-  d.name = name;
-  d.expected = expected_seconds;
-  d.total = total;
-  d.done = 0;
-  d.start = Clock::now();
+  outer_ = d.phase;
+  d.phase = Shown{true, name, expected_seconds, total, 0, Clock::now()};
   if (d.from_start) d.draw_locked();
 }
 
@@ -121,19 +110,13 @@ Phase::~Phase() {
   std::lock_guard<std::mutex> lock(d.mu);
   if (!d.on) return;
   d.clear_locked();
-  d.active = had_outer_;
-  if (!had_outer_) return;
-  d.name = outer_name_;
-  d.expected = outer_expected_;
-  d.total = outer_total_;
-  d.done = outer_done_;
-  d.start = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(outer_start_ns_)));
+  d.phase = outer_;
 }
 
 void Phase::advance(double done) {
   Display& d = display();
   std::lock_guard<std::mutex> lock(d.mu);
-  d.done = done;
+  d.phase.done = done;
 }
 
 std::string line(const std::string& title, const std::string& name, double elapsed, double expected_seconds,

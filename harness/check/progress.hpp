@@ -9,6 +9,7 @@
 // never draws.
 // One display per process: the command that owns the run turns it on; any code may name phases.
 #pragma once
+#include <chrono>
 #include <string>
 
 namespace shardlab::progress {
@@ -19,6 +20,14 @@ void enable(const std::string& title, bool wanted);
 bool enabled();
 // Clears the drawn line now (before printing to the terminal); the next tick draws it again.
 void clear();
+
+// What the display shows of a phase.
+struct Shown {
+  bool active = false;
+  std::string name;
+  double expected = 0, total = 0, done = 0;
+  std::chrono::steady_clock::time_point start;
+};
 
 // One phase of work, shown while the object lives; phases nest (the inner one is shown until it
 // ends, then the outer one again). `expected_seconds` (> 0) gives the estimate of
@@ -33,11 +42,7 @@ class Phase {
   void advance(double done);  // units done so far (of total)
 
  private:
-  // The phase this one interrupts (a case file's run inside `check`): shown again when this ends.
-  bool had_outer_ = false;
-  std::string outer_name_;
-  double outer_expected_ = 0, outer_total_ = 0, outer_done_ = 0;
-  long long outer_start_ns_ = 0;
+  Shown outer_;  // the phase this one interrupts (a case file's run inside `check`): shown again when this ends
 };
 
 // The line as drawn for a phase `name` at `elapsed` seconds, with its expectation and units (the

@@ -107,10 +107,20 @@ std::string collectives_notes(const std::vector<CollectiveSummary>& rows) {
   return out;
 }
 
-PowerSummary power_summary(const Report& report) {
+namespace {
+// A check's subject, for a line that names it: "column: dW_out vs unsharded analytic" -> "column: dW_out".
+std::string check_subject(std::string name) {
+  for (const char* tail : {" vs ", " against ", " (", " = "}) name = name.substr(0, name.find(tail));
+  return name;
+}
+}  // namespace
+
+PowerSummary power_summary(const Report& report) { return power_summary(report.checks, report.dtype); }
+
+PowerSummary power_summary(const std::vector<Verdict>& checks, DType t) {
   PowerSummary ps;
-  ps.floor = power_floor(report.dtype);
-  for (const auto& c : report.checks) {
+  ps.floor = power_floor(t);
+  for (const auto& c : checks) {
     if (c.power < 0) continue;
     ++ps.compared;
     ps.weak += !(c.power <= ps.floor);
@@ -122,9 +132,7 @@ PowerSummary power_summary(const Report& report) {
 std::string power_line(const Report& report) {
   const PowerSummary ps = power_summary(report);
   if (!ps.weakest) return "";
-  std::string subject = ps.weakest->name;
-  for (const char* tail : {" vs ", " against ", " (", " = "}) subject = subject.substr(0, subject.find(tail));
-  std::string out = "power: the weakest check (" + subject + ") is sure to catch one wrong element off by " +
+  std::string out = "power: the weakest check (" + check_subject(ps.weakest->name) + ") is sure to catch one wrong element off by " +
                     format_number(ps.weakest->power, "%.2g") + " x RMS; floor for " + dtype_name(report.dtype) + ": " +
                     format_number(ps.floor, "%.0e");
   if (ps.weak == 0) return out + ", every check within it";
@@ -147,11 +155,7 @@ std::string verdict_line(const Report& report) {
   if (report.tolerance() == 0) out << " (exact)";
   else if (worst && worst->max_abs_error > 0) out << " (tol " << format_number(worst->tolerance, "%.3g") << ")";
   else out << " (tol " << format_number(report.tolerance(), "%.3g") << ")";
-  if (erred > 1) {  // the check's subject: "column: dW_out vs unsharded analytic" -> "column: dW_out"
-    std::string subject = worst->name;
-    for (const char* tail : {" vs ", " against ", " (", " = "}) subject = subject.substr(0, subject.find(tail));
-    out << " in " << subject;
-  }
+  if (erred > 1) out << " in " << check_subject(worst->name);
   const PowerSummary ps = power_summary(report);
   if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
   for (const auto& c : report.checks)
@@ -207,9 +211,8 @@ std::string report_json(const Report& report) {
     j["tolerance"] = report.tolerance();
     // The weakest compared check's power (verify.hpp); absent when no check compared values, null
     // when infinite (JSON has no infinity): a check that is sure to catch nothing.
-    double power = -1;
-    for (const auto& c : report.checks) power = std::max(power, c.power);
-    if (power >= 0) j["power"] = std::isfinite(power) ? number_json(power) : nlohmann::ordered_json(nullptr);
+    const PowerSummary ps = power_summary(report);
+    if (ps.weakest) j["power"] = std::isfinite(ps.weakest->power) ? number_json(ps.weakest->power) : nlohmann::ordered_json(nullptr);
     j["checks"] = nlohmann::ordered_json::array();
     for (const auto& c : report.checks) {
       nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
@@ -217,8 +220,8 @@ std::string report_json(const Report& report) {
       if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
       if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
         one["power"] = std::isfinite(c.power) ? number_json(c.power) : nlohmann::ordered_json(nullptr);  // null: infinite
-        one["power_floor"] = power_floor(report.dtype);
-        one["weak"] = !(c.power <= power_floor(report.dtype));
+        one["power_floor"] = ps.floor;
+        one["weak"] = !(c.power <= ps.floor);
         one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
         one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
       }

@@ -66,7 +66,8 @@ struct PowerSummary {
   double floor = 0;
   const Verdict* weakest = nullptr;
 };
-PowerSummary power_summary(const Report& report);
+PowerSummary power_summary(const std::vector<Verdict>& checks, DType t);
+PowerSummary power_summary(const Report& report);  // over report.checks, in report.dtype
 // "power: the weakest check (dx) is sure to catch one wrong element off by 1.7e+03 x RMS; ..."
 // for the line before the verdict; empty when no check compared values.
 std::string power_line(const Report& report);

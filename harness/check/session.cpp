@@ -56,9 +56,9 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
       throw Error(ErrorKind::io, why.empty() ? "the root process cannot write the trace" : why);
     runtime_->record_trace();
   }
-  // Long runs (article-size lessons) say on a terminal where they are; never under --json or
-  // --quiet, and only from the printing process.
-  // A quiet session inside a command that shows its own progress (check) leaves that display on.
+  // Long runs (article-size lessons) say on a terminal where they are, from the printing process.
+  // A --json or --quiet session turns nothing off: inside a command that shows its own progress
+  // (check) that display stays on.
   if (!options.json && !options.quiet && runtime_->is_root()) progress::enable(case_name, true);
   report_.case_name = case_name;
   report_.backend = options.backend;

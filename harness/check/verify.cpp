@@ -49,15 +49,16 @@ double power_floor(DType t) {
 }
 
 namespace {
-// Fills v's power and tolerance/value figures; tol(i) is element i's tolerance, err(i) its error.
-template <class Tol, class Err>
-void measure_power(Verdict& v, const Tensor& want, const Tol& tol, const Err& err) {
+// Fills v's power and tolerance/value figures; tol(i) is element i's tolerance (got and want have
+// one shape: compare() checked it).
+template <class Tol>
+void measure_power(Verdict& v, const Tensor& got, const Tensor& want, const Tol& tol) {
   const std::size_t n = want.size();
   double sum_sq = 0, guaranteed = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const double w = want.data()[i];
+    const double w = want.data()[i], err = std::fabs(got.data()[i] - w);
     if (std::isfinite(w)) sum_sq += w * w;
-    guaranteed = std::max(guaranteed, tol(i) + (std::isfinite(err(i)) ? err(i) : 0.0));
+    guaranteed = std::max(guaranteed, tol(i) + (std::isfinite(err) ? err : 0.0));
   }
   const double rms = n ? std::sqrt(sum_sq / static_cast<double>(n)) : 0.0;
   v.power = guaranteed == 0 ? 0.0 : rms > 0 ? guaranteed / rms : INFINITY;
@@ -111,8 +112,7 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
       first = false;
     }
   }
-  measure_power(v, want, [&](std::size_t) { return tolerance; },
-                [&](std::size_t i) { return std::fabs(got.data()[i] - want.data()[i]); });
+  measure_power(v, got, want, [&](std::size_t) { return tolerance; });
   return v;
 }
 
@@ -140,8 +140,7 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
       v.pass = false;
     }
   }
-  measure_power(v, want, [&](std::size_t i) { return tolerance.data()[i]; },
-                [&](std::size_t i) { return std::fabs(got.data()[i] - want.data()[i]); });
+  measure_power(v, got, want, [&](std::size_t i) { return tolerance.data()[i]; });
   return v;
 }
 

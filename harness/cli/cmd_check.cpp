@@ -111,8 +111,7 @@ int run(const CheckOptions& o) {
         if (!v.pass && first.empty()) first = v.name + ": " + check_text(v);
       }
       if (!pass && first.empty()) first = "a collective's measured bytes differ from its prediction";
-      int weak = 0;  // checks whose power is above the element type's floor (verify.hpp): said, not yet failed
-      for (const auto& v : all) weak += v.power >= 0 && !(v.power <= power_floor(session.dtype()));
+      const int weak = power_summary(all, session.dtype()).weak;  // above the floor (verify.hpp): said, not yet failed
       (pass ? passed : failed) += 1;
       // The file is named when its case is named otherwise, or failed (to open it next).
       const std::string stem = std::filesystem::path(path).stem().string();

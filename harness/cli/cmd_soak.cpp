@@ -8,18 +8,17 @@
 #include <memory>
 #include <random>
 
-#include <CLI/CLI.hpp>
 #include <optional>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-
-#include "harness/check/progress.hpp"
 
 #include "collectives/mpi.hpp"
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "harness/check/progress.hpp"
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/matmul_case.hpp"

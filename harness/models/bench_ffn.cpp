@@ -53,6 +53,11 @@ double single_core_gemm_gflops(const std::string& dtype, std::size_t n) {
   return parse_dtype(dtype) == DType::float64 ? gemm_gflops<double>(n) : gemm_gflops<float>(n);
 }
 
+double ffn_floor_seconds(const FfnPlan& plan, double one_core_gflops) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return plan.flops_per_device() * plan.mesh.devices() / (one_core_gflops * 1e9 * cores);
+}
+
 int bench_ffn(const FfnBenchOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   FfnConfig config;
@@ -67,9 +72,10 @@ int bench_ffn(const FfnBenchOptions& o) {
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const double rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
+  const double floor = ffn_floor_seconds(plan, rate);
   // On a terminal, each phase with the time left (the sharded run's estimate: the FLOP floor).
   progress::enable("bench ffn", !o.json);
-  config.expected_run_seconds = plan.flops_per_device() * mesh.devices() / (rate * 1e9 * cores);
+  config.expected_run_seconds = floor;
   Runtime runtime(Backend::sim, false, dtype);
   if (!o.trace.empty()) {
     check_writable(o.trace, "trace");
@@ -84,7 +90,6 @@ int bench_ffn(const FfnBenchOptions& o) {
   };
 
   const double flops = plan.flops_per_device() * mesh.devices();
-  const double floor = flops / (rate * 1e9 * cores);
   const double ratio = r.seconds_run / floor;
   // What the plan says all devices hold at their peak, plus the whole layer once (the reference,
   // or for a sketch the gathered intermediates it checks): the memory this process should need.

@@ -23,6 +23,10 @@ struct FfnBenchOptions {
 // few sgemm/dgemm calls of n x n x n with one BLAS thread (bfloat16 computes as float32).
 double single_core_gemm_gflops(const std::string& dtype, std::size_t n = 1536);
 
+struct FfnPlan;
+// The floor above, in seconds, for `plan` at `one_core_gflops` on this machine's cores.
+double ffn_floor_seconds(const FfnPlan& plan, double one_core_gflops);
+
 int bench_ffn(const FfnBenchOptions& o);
 
 }  // namespace shardlab

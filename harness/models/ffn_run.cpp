@@ -497,7 +497,7 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Back
   const bool sketch = r.verify == "sketch";
 
   auto t0 = std::chrono::steady_clock::now();
-  std::optional<progress::Phase> shown;  // the phase on the progress display (progress.hpp), if on
+  std::optional<progress::Phase> shown;  // the phase on the progress display (progress.hpp); emplace ends the last
   shown.emplace("generating inputs x, W_in, W_out" + std::string(c.backward ? ", R" : ""));
   const FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
   r.seconds_inputs = seconds_since(t0);
@@ -505,16 +505,12 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Back
   const Mesh& mesh = plan.mesh;
   Blocks<T> blocks(static_cast<std::size_t>(mesh.devices()));
   double expected = c.expected_run_seconds;
-  if (expected <= 0 && progress::enabled() && plan.unsharded_flops() > 1e10) {  // ~0.1 s to measure
-    const double cores = std::max(1u, std::thread::hardware_concurrency());
-    expected = plan.flops_per_device() * mesh.devices() / (single_core_gemm_gflops(dtype_name(c.dtype)) * 1e9 * cores);
-  }
-  shown.reset();
+  if (expected <= 0 && progress::enabled() && plan.unsharded_flops() > 1e10)  // ~0.1 s to measure
+    expected = ffn_floor_seconds(plan, single_core_gemm_gflops(dtype_name(c.dtype)));
   shown.emplace("sharded run on " + std::to_string(mesh.devices()) + " devices", expected);
   t0 = std::chrono::steady_clock::now();
   const RunResult run = runner(typed_program<T>(plan, in, backend == Backend::sim ? &blocks : nullptr, sketch));
   r.seconds_run = seconds_since(t0);
-  shown.reset();
   if (!root) return r;
 
   shown.emplace(r.verify + " verification against the unsharded layer");
