@@ -2,6 +2,7 @@
 // receives member r-s's slice for r. Each member sends n-1 of its n slices, in the device's
 // element type (packed into scratch space when they are not contiguous or the program holds
 // another type).
+#include <algorithm>
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -60,6 +61,8 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
       const int to = (g.me + s) % n, from = (g.me + n - s) % n;
       dev.transport().sendrecv(g, to, send + to * cb, cb, from, recv + from * cb, cb);
     }
+    if (n > 1 && dev.strike(FaultKind::swap_blocks))  // --inject: its own block and the next's swapped
+      std::swap_ranges(recv + g.me * cb, recv + (g.me + 1) * cb, recv + (g.me + 1) % n * cb);
   }
   if (!direct_recv)
     for (int i = 0; i < n; ++i)

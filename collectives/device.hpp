@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/fault.hpp"
 #include "collectives/ledger.hpp"
 #include "collectives/transport.hpp"
 #include "core/dtype.hpp"
@@ -38,6 +39,17 @@ class Device {
   // The compute spans of this device's program, when the run is traced (core/trace.hpp).
   std::vector<Span>& spans() { return spans_; }
 
+  // --inject (collectives/fault.hpp): the fault planted in this run (the runtime sets it on every
+  // device). strike(k): true once, on the mesh's last device, when the planted fault is of kind
+  // k: the caller then plants it. struck(): it was planted here.
+  void set_fault(const Fault& f) { fault_ = f; }
+  const Fault& fault() const { return fault_; }
+  bool strike(FaultKind k) {
+    if (fault_.kind != k || struck_ || id_ != mesh_.devices() - 1) return false;
+    return struck_ = true;
+  }
+  bool struck() const { return struck_; }
+
  private:
   int id_;
   const Mesh& mesh_;
@@ -46,6 +58,8 @@ class Device {
   std::vector<Span> spans_;
   bool native_;
   DType dtype_;
+  Fault fault_;
+  bool struck_ = false;
   struct Scratch {
     std::unique_ptr<unsigned char[]> data;
     std::size_t size = 0;

@@ -217,7 +217,7 @@ void check_world(const Mesh& mesh) {
                                          std::to_string(p.size()) + fix);
 }
 
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace) {
+RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace, const Fault& fault) {
   MpiProcess& p = MpiProcess::get();
   check_world(mesh);
   MpiRun run(p, p.next_epoch());
@@ -226,6 +226,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   Outcome mine;
   {
     Device dev(p.rank(), mesh, transport, native, dtype);
+    dev.set_fault(fault);
     auto fail = [&](ErrorKind kind, const std::string& message) {
       mine.status = failed;
       mine.kind = kind;
@@ -235,6 +236,7 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
     if (trace) set_trace_spans(&dev.spans());
     try {
       mine.outputs = program(dev);
+      if (dev.struck()) mine.outputs[kFaultStruck] = xt::ones<double>({1});
       transport.finish_sends();  // a send nobody takes shows as a stuck device, named
     } catch (const MpiAborted&) {
       mine.status = aborted;  // another rank failed first; its error is the one reported

@@ -3,6 +3,7 @@
 // holds the wire type and the chunks are contiguous, the ring reads the input and writes the
 // result in place; otherwise the local block is packed into the device's scratch space (converted
 // to the wire type, e.g. float64 lesson blocks moved as bfloat16), moved, and unpacked.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -37,6 +38,11 @@ void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, u
     const int send = mod(r - s - 1, n), recv = mod(r - s - 2, n);
     const unsigned char* from = (s == 0 ? in : acc) + off[send] * eb;
     unsigned char* to = s == n - 2 ? last : acc + off[recv] * eb;
+    if (dev.strike(FaultKind::skip_add)) {  // --inject skip-add: keep what came, add nothing of ours
+      dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(), to,
+                               (off[recv + 1] - off[recv]) * eb);
+      continue;
+    }
     dev.transport().sendrecv_add(g, g.next(), from, off[send + 1] - off[send], g.prev(), in + off[recv] * eb, to,
                                  off[recv + 1] - off[recv], dev.dtype(), op);
   }
@@ -53,7 +59,20 @@ void ring_all_gather(Device& dev, const Group& g, unsigned char* buf, const std:
     const unsigned char* from = s == 0 && own ? own : buf + off[send] * eb;
     dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(),
                              buf + off[recv] * eb, (off[recv + 1] - off[recv]) * eb);
+    if (s > 0 && dev.strike(FaultKind::stale_receive)) {  // --inject: the previous step's block again
+      const int before = mod(r - s, n);
+      std::memcpy(buf + off[recv] * eb, buf + off[before] * eb,
+                  std::min(off[recv + 1] - off[recv], off[before + 1] - off[before]) * eb);
+    }
   }
+}
+
+// --inject gather-offset: chunks 0 and 1 of a gathered buffer trade places (as if each block had
+// landed at the other's offset).
+void misplace_blocks(Device& dev, unsigned char* buf, const std::vector<std::size_t>& off) {
+  if (off.size() < 3 || off[1] - off[0] != off[2] - off[1] || !dev.strike(FaultKind::gather_offset)) return;
+  const std::size_t eb = dev.element_bytes();
+  std::swap_ranges(buf + off[0] * eb, buf + off[1] * eb, buf + off[1] * eb);
 }
 
 template <class T>
@@ -107,6 +126,7 @@ xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vec
     convert_elements(dtype_of<T>(), local.data(), w, staging + off[g.me] * eb, local.size());
     ring_all_gather(dev, g, staging, off);
   }
+  misplace_blocks(dev, staging, off);
   if (!in_place)
     for (int i = 0; i < n; ++i)
       copy_in(out.data(), dtype_of<T>(), out_shape, dim, i * in_shape[dim], in_shape[dim], staging + off[i] * eb, w);
@@ -192,6 +212,7 @@ xt::xarray<T> all_reduce_as(Device& dev, const xt::xarray<T>& local, const std::
     const auto off = chunk_offsets(local.size(), n);
     ring_reduce_scatter(dev, g, in, buf, off, buf + off[g.me] * eb, op);
     ring_all_gather(dev, g, buf, off);
+    misplace_blocks(dev, buf, off);
   }
   if (!direct) convert_elements(w, buf, dtype_of<T>(), out.data(), out.size());
   rec.done(out.size() * eb, modeled);

@@ -68,12 +68,13 @@ struct SimRun {
   std::vector<Outputs> outputs;
 };
 
-RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace) {
+RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace, const Fault& fault) {
   const int n = mesh.devices();
   auto run = std::make_shared<SimRun>(mesh, program, n);
   for (int d = 0; d < n; ++d) {
     run->transports.push_back(std::make_unique<SimTransport>(run->world, d));
     run->devices.push_back(std::make_unique<Device>(d, run->mesh, *run->transports[d], false, dtype));
+    run->devices.back()->set_fault(fault);
   }
   run->outputs.resize(n);
   std::vector<std::thread> threads;
@@ -103,6 +104,7 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool tr
   RunResult result;
   result.outputs = std::move(run->outputs);
   for (const auto& dev : run->devices) {
+    if (dev->struck()) result.outputs[static_cast<std::size_t>(dev->id())][kFaultStruck] = xt::ones<double>({1});
     result.ledger.insert(result.ledger.end(), dev->ledger().rows().begin(), dev->ledger().rows().end());
     if (trace) result.spans.push_back(std::move(dev->spans()));
   }
@@ -111,13 +113,28 @@ RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool tr
   return result;
 }
 
+// perturb:E on the root, after the run: one element of each block the last device returned.
+bool perturb_last_device(RunResult& r, double e) {
+  if (r.outputs.empty()) return false;
+  bool struck = false;
+  for (auto& [name, t] : r.outputs.back())
+    if (!is_bookkeeping(name) && t.size() > 0) {
+      perturb_block(t.data(), t.size(), e);
+      struck = true;
+    }
+  return struck;
+}
+
 }  // namespace
 
 RunResult Runtime::run(const Mesh& mesh, const Program& program) {
   if (native_ && backend_ == Backend::sim)
     throw Error(ErrorKind::unsupported, "--collectives native needs the mpi backend (MPICH's own collectives)");
-  RunResult r = backend_ == Backend::mpi ? mpi::run(mesh, program, native_, dtype_, tracing_)
-                                         : run_sim(mesh, program, dtype_, tracing_);
+  RunResult r = backend_ == Backend::mpi ? mpi::run(mesh, program, native_, dtype_, tracing_, fault_)
+                                         : run_sim(mesh, program, dtype_, tracing_, fault_);
+  for (auto& out : r.outputs)
+    if (out.erase(kFaultStruck)) struck_ = true;
+  if (fault_.kind == FaultKind::perturb && is_root()) struck_ = perturb_last_device(r, fault_.size) || struck_;
   if (tracing_ && is_root()) trace_.push_back(TraceRun{r.ledger, r.spans});
   return r;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/device.hpp"
+#include "collectives/fault.hpp"
 #include "collectives/ledger.hpp"
 #include "core/mesh.hpp"
 #include "core/tensor.hpp"
@@ -23,6 +24,8 @@ std::string backend_name(Backend b);
 
 using Outputs = std::map<std::string, Tensor>;  // a device's named local blocks
 using Program = std::function<Outputs(Device&)>;
+// The output a device adds when it planted the run's fault (--inject); Runtime::run removes it.
+inline constexpr const char* kFaultStruck = "fault_struck";
 
 struct RunResult {
   std::vector<Outputs> outputs;    // outputs[d] from device d (root only; empty elsewhere)
@@ -60,6 +63,14 @@ class Runtime {
   // --trace: from now on every run records its devices' compute spans, and the root keeps each
   // run's spans and ledger for a timeline (harness/check/trace.hpp).
   void record_trace() { tracing_ = true; }
+  // --inject: every later run plants this fault (collectives/fault.hpp); struck() says whether
+  // any run has planted it (known on the root).
+  void inject(const Fault& f) { fault_ = f; }
+  const Fault& fault() const { return fault_; }
+  bool struck() const { return struck_; }
+  // For a program that hands its results over outside the returned blocks (the FFN's sim path):
+  // it planted the fault itself.
+  void mark_struck() { struck_ = true; }
   bool tracing() const { return tracing_; }
   const std::vector<TraceRun>& trace() const { return trace_; }
 
@@ -69,6 +80,8 @@ class Runtime {
   DType dtype_;
   bool tracing_ = false;
   std::vector<TraceRun> trace_;
+  Fault fault_;
+  bool struck_ = false;
 };
 
 // True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime

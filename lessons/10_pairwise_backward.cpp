@@ -94,7 +94,6 @@ int main(int argc, char** argv) {
     config.seed = cli.common.seed;
     config.backward = true;
     config.finite_differences = false;  // once below, for the unsharded layer all three share
-    config.perturb_expected = cli.common.perturb_expected;
     const std::vector<std::string> strategies = {"column", "row", "pairwise"};
     std::vector<FfnPlan> plans;
     for (const auto& s : strategies) {  // checks a one-axis mesh and the dims before anything prints

@@ -182,10 +182,10 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 3; ++k) {
         const std::string g = std::string("d") + kWeights[k];
         const Verdict vg = verify_output(mesh, split ? rows_spec : whole_spec, runs[s], g,
-                                         session.expected(ref.gradient[k], ref.gradient_tolerance[k]),
+                                         ref.gradient[k],
                                          ref.gradient_tolerance[k]);
         const Verdict vw = verify_output(mesh, kModes[s] == ZeroMode::zero3 ? rows_spec : whole_spec, runs[s], kWeights[k],
-                                         session.expected(ref.weights[k], ref.tolerance[k]), ref.tolerance[k]);
+                                         ref.weights[k], ref.tolerance[k]);
         absorb(grads, vg, kWeights[k]);
         absorb(weights, vw, kWeights[k]);
       }

@@ -182,13 +182,13 @@ int main(int argc, char** argv) {
       };
       const Outputs& o = run.outputs[id];
       const std::vector<std::pair<Verdict, Verdict*>> vs = {
-          {compare("dW1", o.at("dW1"), session.expected(own(shard(ref.g1[p], true)), own(shard(ref.g1_tol[p], true))),
+          {compare("dW1", o.at("dW1"), own(shard(ref.g1[p], true)),
                    own(shard(ref.g1_tol[p], true))), &grads},
-          {compare("dW2", o.at("dW2"), session.expected(own(shard(ref.g2[p], false)), own(shard(ref.g2_tol[p], false))),
+          {compare("dW2", o.at("dW2"), own(shard(ref.g2[p], false)),
                    own(shard(ref.g2_tol[p], false))), &grads},
-          {compare("W1", o.at("W1"), session.expected(shard(ref.w1[p], true), shard(ref.w1_tol[p], true)),
+          {compare("W1", o.at("W1"), shard(ref.w1[p], true),
                    shard(ref.w1_tol[p], true)), &weights},
-          {compare("W2", o.at("W2"), session.expected(shard(ref.w2[p], false), shard(ref.w2_tol[p], false)),
+          {compare("W2", o.at("W2"), shard(ref.w2[p], false),
                    shard(ref.w2_tol[p], false)), &weights}};
       for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
     }

@@ -45,7 +45,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 03 fails when its expected results are wrong, and bad input exits 2") {
-    auto f = run_binary("03_dot_product_and_matmul --dtype float64 --quiet --perturb-expected");
+    auto f = run_binary("03_dot_product_and_matmul --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     auto d = run_binary("03_dot_product_and_matmul --dtype float64 --mesh X=3,Y=3");

@@ -49,7 +49,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 05 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("05_inner_axes_mismatch --dtype float64 --quiet --perturb-expected").status == 1);
+    CHECK(run_binary("05_inner_axes_mismatch --dtype float64 --quiet --inject perturb:1e-9").status == 1);
     auto d = run_binary("05_inner_axes_mismatch --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);

@@ -34,7 +34,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 06 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("06_outer_axes --dtype float64 --quiet --perturb-expected").status == 1);
+    CHECK(run_binary("06_outer_axes --dtype float64 --quiet --inject perturb:1e-9").status == 1);
     auto d = run_binary("06_outer_axes --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);

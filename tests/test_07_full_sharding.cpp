@@ -31,7 +31,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 07 fails when its expected result is wrong, and bad input exits 2") {
-    CHECK(run_binary("07_full_sharding --dtype float64 --quiet --perturb-expected").status == 1);
+    CHECK(run_binary("07_full_sharding --dtype float64 --quiet --inject perturb:1e-9").status == 1);
     auto d = run_binary("07_full_sharding --dtype float64 --mesh X=3,Y=3");
     CHECK(d.status == 2);
     CHECK(shardlab::testing::count_lines(d.err) == 1);

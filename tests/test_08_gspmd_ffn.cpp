@@ -61,7 +61,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 08 (gspmd ffn) fails on a wrong reference; bad input exits 2 with one sentence") {
-    auto f = run_binary("08_gspmd_ffn --dtype float64 --quiet --perturb-expected");
+    auto f = run_binary("08_gspmd_ffn --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--dims M=6", "--mesh Y=8", "--mesh X=3,Y=3", "--dims B=8,Q=2"}) {

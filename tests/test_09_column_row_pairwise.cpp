@@ -39,7 +39,7 @@ TEST_SUITE("lessons") {
 
   TEST_CASE("lesson 09 (ffn column/row/pairwise) on 8 devices, a wrong reference, bad input") {
     CHECK(run_binary("09_column_row_pairwise --dtype float64 --mesh tp=8 --quiet").status == 0);
-    auto f = run_binary("09_column_row_pairwise --dtype float64 --quiet --perturb-expected");
+    auto f = run_binary("09_column_row_pairwise --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--mesh X=2,Y=2", "--dims M=6", "--dims H=0"}) {

@@ -49,7 +49,7 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 10 (ffn backward): a wrong reference fails, bad input exits 2") {
-    auto f = run_binary("10_pairwise_backward --dtype float64 --quiet --perturb-expected");
+    auto f = run_binary("10_pairwise_backward --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
     for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30", "--mesh Y=0"}) {

@@ -49,7 +49,7 @@ TEST_SUITE("lessons") {
                           "3 of 13 tensors", "the same backward collectives as shardlab ffn --backward: PASS",
                           "dW_in vs central differences: PASS", "Takeaway:", "Next:", "\nPASS 11_propagation"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
-    auto bad = run_binary("11_propagation --perturb-expected --quiet");
+    auto bad = run_binary("11_propagation --inject perturb:1e-3 --quiet");
     CHECK(bad.status == 1);
     auto line = run_binary("11_propagation --mesh Y=4");
     CHECK(line.status == 2);

@@ -42,7 +42,7 @@ TEST_SUITE("lessons") {
       if (next == std::string::npos) next = r.out.size();
       CHECK_MESSAGE(next - at <= 100, r.out.substr(at, next - at));
     }
-    CHECK(run_binary("12_attention --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("12_attention --inject perturb:1e-3 --quiet").status == 1);
     auto line = run_binary("12_attention --mesh Y=4");
     CHECK(line.status == 2);
     CHECK(count_lines(line.err) == 1);

@@ -40,7 +40,7 @@ TEST_SUITE("lessons") {
                           "in every layout): 11 of 11 pass", "Takeaway:", "Next:",
                           "\nPASS 13_transformer_layer"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
-    CHECK(run_binary("13_transformer_layer --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("13_transformer_layer --inject perturb:1e-3 --quiet").status == 1);
     auto line = run_binary("13_transformer_layer --mesh Y=4");
     CHECK(line.status == 2);
     CHECK(count_lines(line.err) == 1);

@@ -18,7 +18,7 @@ TEST_SUITE("lessons") {
     const auto j = nlohmann::json::parse(run_binary("16_pipeline --json").out);
     CHECK(j["pass"] == true);
     CHECK(j["global_batch"] == 1024);
-    CHECK(run_binary("16_pipeline --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("16_pipeline --inject perturb:1e-3 --quiet").status == 1);
     CHECK(run_binary("16_pipeline --mesh X=2").status == 2);
   }
 }

@@ -20,7 +20,7 @@ TEST_SUITE("lessons") {
     CHECK(j["bytes_P"] == 128);
     CHECK(j["bytes_D"] == 512);
     CHECK(j["modeled_s_gpt3_tp_inside"] < j["modeled_s_gpt3_tp_across"]);
-    CHECK(run_binary("17_3d_parallelism --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("17_3d_parallelism --inject perturb:1e-3 --quiet").status == 1);
     CHECK(run_binary("17_3d_parallelism --mesh X=8").status == 2);
   }
 }

@@ -212,7 +212,7 @@ TEST_SUITE("cmd_matmul") {
   TEST_CASE("a failed verdict exits 1 and writes no output file") {
     const std::string c_out = temp("never.npy");
     std::remove(c_out.c_str());
-    auto r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec Y,_ --out " + c_out + " --quiet --perturb-expected");
+    auto r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec Y,_ --out " + c_out + " --quiet --inject perturb:1e-9");
     CHECK(r.status == 1);
     CHECK(r.out.rfind("FAIL", 0) == 0);
     CHECK(r.err.find("not writing") != std::string::npos);

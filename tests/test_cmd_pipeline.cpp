@@ -37,6 +37,6 @@ TEST_SUITE("cmd pipeline") {
       CHECK(count_lines(r.err) == 1);
       CHECK(r.out.empty());
     }
-    CHECK(run_binary("shardlab pipeline --perturb-expected --quiet").status == 1);
+    CHECK(run_binary("shardlab pipeline --inject perturb:1e-3 --quiet").status == 1);
   }
 }

@@ -317,8 +317,8 @@ TEST_SUITE("ffn") {
     CHECK(j["collectives"][1]["tensor"] == "dx");
   }
 
-  TEST_CASE("shardlab ffn: --perturb-expected fails, --plan-only predicts, bad input exits 2") {
-    auto f = run_binary("shardlab ffn --dtype float64 --strategy row --backward --quiet --perturb-expected");
+  TEST_CASE("shardlab ffn: --inject perturb fails, --plan-only predicts, bad input exits 2") {
+    auto f = run_binary("shardlab ffn --dtype float64 --strategy row --backward --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL ffn", 0) == 0);
     auto p = ffn_json("--strategy gspmd --dims article --backward --plan-only --json");
@@ -421,7 +421,7 @@ TEST_SUITE("ffn") {
             CHECK(compared == 4);  // y, dx, dW_in, dW_out
             if (seed != 1) continue;
             // Sketch verification, projections and sampled rows: passes; a planted missing reduction
-            // in y (--perturb-expected) fails.
+            // in y (--inject skip-add) fails.
             c.verify = "sketch";
             const FfnResult sk = run_ffn(rt, mesh, c);
             CHECK(sk.pass());
@@ -434,8 +434,10 @@ TEST_SUITE("ffn") {
                 ++sketched;
               }
             CHECK(sketched == 6);  // h, y, dg, dW_out, dx, dW_in
-            c.perturb_expected = true;
+            rt.inject(parse_fault("skip-add"));  // y's reduction loses one device's part on one step
             CHECK_FALSE(run_ffn(rt, mesh, c).pass());
+            CHECK(rt.struck());
+            rt.inject(Fault{});
           }
       }
     }
@@ -520,12 +522,12 @@ TEST_SUITE("ffn") {
                        "rows is missed with probability <= (7/8)^64 = 0.00019") != std::string::npos);
   }
 
-  TEST_CASE("shardlab ffn --dtype bfloat16: passes in both verify modes; --perturb-expected fails them") {
+  TEST_CASE("shardlab ffn --dtype bfloat16: passes in both verify modes; a skipped add in y's reduction fails them") {
     for (const char* mode : {"full", "sketch"}) {
       CAPTURE(mode);
       auto ok = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --verify ") + mode);
       CHECK(ok.status == 0);
-      auto bad = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --perturb-expected --verify ") + mode);
+      auto bad = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --inject skip-add --verify ") + mode);
       CHECK(bad.status == 1);
     }
     // --json: each full check carries its worst error/tolerance; the largest tolerances are well under

@@ -2,6 +2,7 @@
 // elements whatever their type, so its bytes are the float64 run's bytes times element_bytes / 8
 // (and the cost model must predict exactly that); the verdict still passes, a corrupted reference
 // still fails, and a type the lessons do not know is one sentence and exit 2.
+#include <set>
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -80,15 +81,24 @@ TEST_SUITE("lessons") {
     }
   }
 
-  TEST_CASE("every lesson in every element type fails on a corrupted reference") {
+  TEST_CASE("every lesson in every element type fails on one element off by its type's power floor") {
+    // --inject perturb:E multiplies one element of each result block of the last device by (1 + E),
+    // E = the floor (verify.hpp). Lessons whose bfloat16 checks are above the floor (WEAK) may let
+    // it through; they must say WEAK on the verdict line, and are listed here until they reach it.
+    const std::set<std::string> weak_in_bfloat16 = {"11_propagation", "17_3d_parallelism"};
     for (const char* lesson : kLessons)
       for (const Type& t : kTypes) {
-        const std::string command = std::string(lesson) + " --dtype " + t.name + " --quiet --perturb-expected";
+        const std::string e = t.name == std::string("float64") ? "1e-9" : t.name == std::string("float32") ? "1e-3" : "3e-2";
+        const std::string command = std::string(lesson) + " --dtype " + t.name + " --quiet --inject perturb:" + e;
         CAPTURE(command);
         auto r = run_binary(command);
+        CHECK(count_lines(r.out) == 1);
+        if (t.name == std::string("bfloat16") && weak_in_bfloat16.count(lesson) && r.status == 0) {
+          CHECK(r.out.find(" WEAK") != std::string::npos);
+          continue;
+        }
         CHECK(r.status == 1);
         CHECK(r.out.rfind("FAIL", 0) == 0);
-        CHECK(count_lines(r.out) == 1);
       }
   }
 

@@ -78,7 +78,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   r.only(root,
          {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only"},
+          "measured", "plan_only", "allow_weak"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -103,6 +103,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     } catch (const Error& e) {
       r.fail(Reader::line_of(*n), e.what());
     }
+  }
+  if (const auto* n = root.get("allow_weak")) {
+    c.allow_weak = r.text(*n, "allow_weak");
+    if (c.allow_weak.find_first_not_of(" \t") == std::string::npos)
+      r.fail(Reader::line_of(*n), "allow_weak must say why a weak check is acceptable here, e.g. \"bfloat16 gradients "
+                                  "through two layer norms\"");
   }
   if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
   if (const auto* n = root.get("plan")) {

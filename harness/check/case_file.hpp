@@ -61,6 +61,8 @@ struct CaseFile {
   std::string plan = "search";  // or "article"
   bool plan_only = false;       // too big to run here: checked against its plan, no tensors built
   CaseExpect expect;
+  // Why a check above its power floor (WEAK, verify.hpp) is accepted; empty: a WEAK check fails.
+  std::string allow_weak;
   // [measured]: a source's measured share of time spent communicating, by op part ("layer": all),
   // printed beside the modeled one (shardlab run --preset).
   std::string measured_source;

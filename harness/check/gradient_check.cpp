@@ -103,6 +103,7 @@ std::vector<Verdict> central_difference_checks(const TensorProgram& forward, con
     Verdict v = compare(dx + " vs central differences", Tensor(xt::view(want, xt::range(0, taken))), Tensor(used),
                         Tensor(xt::view(tol, xt::range(0, taken))));
     v.name = dx + " vs central differences";
+    v.floor = kFiniteDifferenceFloor;
     v.detail += (v.detail.empty() ? "" : "; ") + std::to_string(taken) + " of " + std::to_string(n) +
                 " elements, float64, step " + format_number(step, "%.3g") +
                 (skipped ? ", " + std::to_string(skipped) + " passed over (a kink within the step)" : "");

@@ -16,7 +16,7 @@ struct CommonOptions {
   bool quiet = false;
   std::string trace;                 // --trace FILE: write a Chrome Trace JSON timeline of every run
   double collective_timeout = 300;   // --collective-timeout: seconds a device may wait (collectives/watchdog.hpp)
-  bool perturb_expected = false;     // testing: corrupt the reference so the verdict must FAIL
+  std::string inject;                // --inject KIND: one bug planted in the sharded run (collectives/fault.hpp)
 };
 
 }  // namespace shardlab

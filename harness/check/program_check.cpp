@@ -1,5 +1,6 @@
 #include "harness/check/program_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -14,7 +15,76 @@ namespace {
 
 Tensor abs_of(const Tensor& t) { return xt::abs(t); }
 
+// t with every element whose index along `axis` lies outside [lo, hi) set to 0.
+Tensor outside_zeroed(const Tensor& t, std::size_t axis, std::size_t lo, std::size_t hi) {
+  Tensor out = t;
+  const Shape s = shape_of(t);
+  std::size_t inner = 1;
+  for (std::size_t k = axis + 1; k < s.size(); ++k) inner *= s[k];
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t at = (i / inner) % s[axis];
+    if (at < lo || at >= hi) out.data()[i] = 0;
+  }
+  return out;
+}
+
+// A sum over the dim `letter` of x (dims `dims`) in order.chunks blocks: sum_of(block) gives one
+// block's sum (the terms outside it zeroed, which adds exact zeros), rounded to t; the blocks are
+// added in t one at a time, in order or from the last.
+template <class SumOf>
+Tensor chunked(const Tensor& x, const std::string& dims, char letter, SumOrder order, DType t, const SumOf& sum_of) {
+  const std::size_t axis = dims.find(letter), n = shape_of(x)[axis];
+  const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, order.chunks)));
+  Tensor acc;
+  for (std::size_t j = 0; j < chunks; ++j) {
+    const std::size_t k = order.reverse ? chunks - 1 - j : j;
+    const Tensor part = rounded(sum_of(outside_zeroed(x, axis, n * k / chunks, n * (k + 1) / chunks)), t);
+    acc = j == 0 ? part : rounded(acc + part, t);
+  }
+  return acc;
+}
+
 }  // namespace
+
+Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std::string, Tensor>& values, DType dtype,
+                SumOrder order) {
+  const std::string& out_dims = p.dims.at(op.out);
+  const Tensor& a = values.at(op.in[0]);
+  switch (op.kind) {
+    case OpKind::einsum: {
+      const Einsum eq = Einsum::parse(op.eq);
+      const Tensor& b = values.at(op.in[1]);
+      const std::string over = eq.contracted();
+      if (order.chunks <= 1 || over.empty()) return contract(eq, a, b, dtype);
+      return chunked(a, eq.a, over[0], order, dtype, [&](const Tensor& part) { return contract(eq, part, b, dtype); });
+    }
+    case OpKind::unary:
+      return rounded(unary_op(op.name, a, op.value), dtype);
+    case OpKind::binary: {
+      const Shape shape = p.shape(op.out);
+      const Tensor x = broadcast_to(a, p.dims.at(op.in[0]), out_dims, shape);
+      const Tensor y = broadcast_to(values.at(op.in[1]), p.dims.at(op.in[1]), out_dims, shape);
+      return rounded(binary_op(op.name, x, out_dims, y, out_dims, out_dims), dtype);
+    }
+    case OpKind::rename:
+      return a;
+    case OpKind::broadcast:
+      return rounded(broadcast_to(a, p.dims.at(op.in[0]), out_dims, p.shape(op.out)) * op.scale, dtype);
+    case OpKind::reduce: {
+      const std::string& in_dims = p.dims.at(op.in[0]);
+      if (op.name == "max" || order.chunks <= 1) return rounded(reduce_op(op.name, a, in_dims, op.over), dtype);
+      const Tensor s = chunked(a, in_dims, op.over[0], order, dtype,
+                               [&](const Tensor& part) { return reduce_op("sum", part, in_dims, op.over); });
+      if (op.name == "sum") return s;
+      double n = 1;
+      for (char c : op.over) n *= double(p.sizes.at(c));
+      return rounded(s / n, dtype);
+    }
+    case OpKind::softmax:
+      return rounded(softmax_op(a, out_dims, op.over[0]), dtype);
+  }
+  throw Error(ErrorKind::unsupported, "op_value: an op of unknown kind");
+}
 
 std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64_t seed) {
   std::map<std::string, Tensor> out;
@@ -38,7 +108,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
     const std::string& out_dims = p.dims.at(op.out);
     const Tensor& a = r.values.at(op.in[0]);
     const Tensor& ea = r.bounds.at(op.in[0]);
-    Tensor v, e;
+    Tensor v = op_value(p, op, r.values, dtype), e;
     switch (op.kind) {
       case OpKind::einsum: {
         const Einsum eq = Einsum::parse(op.eq);
@@ -48,7 +118,6 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         for (char c : eq.contracted()) terms *= p.sizes.at(c);
         const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(group));
         const GemmRounding one = gemm_rounding(dtype, terms, 1);
-        v = contract(eq, a, b, dtype);
         const Tensor aa = abs_of(a), ab = abs_of(b);
         e = contract(eq, aa, eb, DType::float64) + contract(eq, ea, ab, DType::float64) +
             contract(eq, ea, eb, DType::float64) + (g.product + one.product) * contract(eq, aa, ab, DType::float64) +
@@ -57,7 +126,6 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
       case OpKind::unary:
-        v = rounded(unary_op(op.name, a, op.value), dtype);
         e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
         break;
       case OpKind::binary: {
@@ -67,7 +135,6 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const Tensor x = broadcast_to(a, ad, out_dims, shape), ex = broadcast_to(ea, ad, out_dims, shape);
         const Tensor y = broadcast_to(r.values.at(op.in[1]), bd, out_dims, shape);
         const Tensor ey = broadcast_to(r.bounds.at(op.in[1]), bd, out_dims, shape);
-        v = rounded(binary_op(op.name, x, out_dims, y, out_dims, out_dims), dtype);
         const Tensor ax = abs_of(x), ay = abs_of(y);
         if (op.name == "is_max") {  // the operand is x, laid out as out; m = max(x) over the dims bd lacks
           std::string over;
@@ -90,12 +157,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
       case OpKind::rename:
-        v = a;
         e = ea;
         break;
       case OpKind::broadcast: {
         const std::string& in_dims = p.dims.at(op.in[0]);
-        v = rounded(broadcast_to(a, in_dims, out_dims, p.shape(op.out)) * op.scale, dtype);
         e = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale) + 2 * u * abs_of(v);
         break;
       }
@@ -103,7 +168,6 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const std::string& in_dims = p.dims.at(op.in[0]);
         double n = 1;
         for (char c : op.over) n *= double(p.sizes.at(c));
-        v = rounded(reduce_op(op.name, a, in_dims, op.over), dtype);
         if (op.name == "max") {
           e = reduce_op("max", ea, in_dims, op.over);
         } else {
@@ -118,7 +182,6 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         std::string kept;
         for (char c : out_dims)
           if (c != op.over[0]) kept += c;
-        v = rounded(softmax_op(a, out_dims, op.over[0]), dtype);
         const Tensor d = broadcast_to(reduce_op("max", ea, out_dims, o), kept, out_dims, p.shape(op.out));
         const double n = double(p.sizes.at(op.over[0]));
         e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
@@ -140,6 +203,34 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
     // inf * 0 in a bound (a divisor that may reach 0, times a zero) leaves NaN: the bound is unknown.
     r.bounds[op.out] = xt::where(xt::isnan(e), std::numeric_limits<double>::infinity(), e);
     r.values[op.out] = std::move(v);
+  }
+  return r;
+}
+
+ProgramReference checked_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
+                                   int devices, const std::vector<int>& groups, const std::vector<bool>& on_partials) {
+  ProgramReference r = run_reference(p, inputs, dtype, devices, groups, on_partials);
+  std::map<std::string, double> spread;  // the largest |R_order - R| over the tensor and the orders
+  for (int k = 0; k < 3; ++k) {
+    std::map<std::string, Tensor> values;
+    for (const auto& kv : p.inputs) values[kv.first] = r.values.at(kv.first);
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      const int group = std::max(2, i < groups.size() ? groups[i] : devices);
+      const SumOrder order{k == 2 ? 2 * group + 1 : group, k == 1};
+      const ProgramOp& op = p.ops[i];
+      values[op.out] = op_value(p, op, values, dtype, order);
+      const double d = xt::amax(xt::abs(values[op.out] - r.values.at(op.out)))();
+      double& s = spread[op.out];
+      s = std::isnan(d) ? INFINITY : std::max(s, d);
+    }
+  }
+  const double u = unit_roundoff(dtype);
+  for (const auto& [name, s] : spread) {
+    const Tensor& v = r.values.at(name);
+    const double largest = v.size() ? double(xt::amax(xt::abs(v))()) : 0.0;
+    if (!std::isfinite(s) || !std::isfinite(largest)) continue;
+    Tensor& bound = r.bounds.at(name);
+    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest);
   }
   return r;
 }

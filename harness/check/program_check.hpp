@@ -57,4 +57,33 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
                                int devices, const std::vector<int>& groups = {},
                                const std::vector<bool>& on_partials = {});
 
+// How a reference sums a contraction or a sum over dims: in `chunks` blocks of the first
+// contracted (reduced) letter, each block's sum rounded to the element type and the blocks added
+// one at a time in it, from the first block or (reverse) the last. 1: one sum, as the kernel does.
+struct SumOrder {
+  int chunks = 1;
+  bool reverse = false;
+};
+// One op of p on whole tensors (`values` holds its operands), rounded to the element type.
+Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std::string, Tensor>& values, DType dtype,
+                SumOrder order = {});
+
+// The reference a sharded run is checked against: run_reference's values, with each tensor's
+// bound tightened to what rounding in a different order actually does. The worst-case bounds
+// above are sound but ignore cancellation, so through a normalisation or a long backward pass
+// they reach 1e3-1e9 times the real rounding. So the program is run again three times in other
+// orders, as sharded runs sum: in G blocks (G = the devices op i's sum is split over, at least 2),
+// in G blocks added from the last, and in 2G + 1 blocks, each block rounded to the element type as
+// a device's partial sum is. S = the largest |R_order - R| over a tensor's elements and the three
+// orders: how far a change of order moved it, rounding amplified by everything downstream. Each
+// element's bound becomes
+//     min(worst-case bound, kOrderSpreadFactor * S + 2 u max|R|)
+// (2 u max|R|: the two runs' last roundings, for a tensor every order happens to compute alike).
+// This is statistical, not a proof: the sharded run is one more order, and it fails only if its
+// largest difference exceeds kOrderSpreadFactor times the largest of three others'.
+constexpr double kOrderSpreadFactor = 4.0;
+ProgramReference checked_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
+                                   int devices, const std::vector<int>& groups = {},
+                                   const std::vector<bool>& on_partials = {});
+
 }  // namespace shardlab

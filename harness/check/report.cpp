@@ -61,6 +61,7 @@ bool Report::pass() const {
     if (!c.pass) return false;
   for (const auto& c : collectives)
     if (!c.matches()) return false;
+  if (weak_fails && power_summary(*this).weak > 0) return false;
   return !checks.empty();
 }
 
@@ -120,11 +121,13 @@ PowerSummary power_summary(const Report& report) { return power_summary(report.c
 PowerSummary power_summary(const std::vector<Verdict>& checks, DType t) {
   PowerSummary ps;
   ps.floor = power_floor(t);
+  // The weakest: the largest power over its own floor (a NaN power is weak and weakest).
+  auto over = [t](const Verdict& c) { return c.power / floor_for(c, t); };
   for (const auto& c : checks) {
     if (c.power < 0) continue;
     ++ps.compared;
-    ps.weak += !(c.power <= ps.floor);
-    if (!ps.weakest || !(c.power <= ps.weakest->power)) ps.weakest = &c;
+    ps.weak += is_weak(c, t);
+    if (!ps.weakest || !(over(c) <= over(*ps.weakest))) ps.weakest = &c;
   }
   return ps;
 }
@@ -133,8 +136,9 @@ std::string power_line(const Report& report) {
   const PowerSummary ps = power_summary(report);
   if (!ps.weakest) return "";
   std::string out = "power: the weakest check (" + check_subject(ps.weakest->name) + ") is sure to catch one wrong element off by " +
-                    format_number(ps.weakest->power, "%.2g") + " x RMS; floor for " + dtype_name(report.dtype) + ": " +
-                    format_number(ps.floor, "%.0e");
+                    format_number(ps.weakest->power, "%.2g") + " x RMS; floor " +
+                    (ps.weakest->floor >= 0 ? "for finite differences" : "for " + dtype_name(report.dtype)) + ": " +
+                    format_number(floor_for(*ps.weakest, report.dtype), "%.0e");
   if (ps.weak == 0) return out + ", every check within it";
   return out + "; " + std::to_string(ps.weak) + " of " + std::to_string(ps.compared) +
          " checks are above it (WEAK: a wrong answer that small could pass them)";
@@ -158,6 +162,7 @@ std::string verdict_line(const Report& report) {
   if (erred > 1) out << " in " << check_subject(worst->name);
   const PowerSummary ps = power_summary(report);
   if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
+  if (ps.weak > 0 && report.weak_fails) out << " (a case file fails on WEAK; allow_weak = \"why\" accepts it)";
   for (const auto& c : report.checks)
     if (!c.pass) out << "; " << c.name << ": " << (c.detail.empty() ? "over tolerance" : c.detail);
   for (const auto& c : report.collectives)
@@ -220,8 +225,8 @@ std::string report_json(const Report& report) {
       if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
       if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
         one["power"] = std::isfinite(c.power) ? number_json(c.power) : nlohmann::ordered_json(nullptr);  // null: infinite
-        one["power_floor"] = ps.floor;
-        one["weak"] = !(c.power <= ps.floor);
+        one["power_floor"] = floor_for(c, report.dtype);
+        one["weak"] = is_weak(c, report.dtype);
         one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
         one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
       }

@@ -45,8 +45,14 @@ struct Report {
   bool plan_only = false;
   std::vector<CollectiveSummary> planned;
 
+  // A check above its power floor (WEAK) fails the report (case files, unless allow_weak says why);
+  // otherwise WEAK is said beside the verdict.
+  bool weak_fails = false;
+
   void add_ledger(const std::vector<LedgerRow>& ledger);  // fills collectives and bytes_per_device
-  bool pass() const;  // every check passes and every measured byte count equals its prediction
+  // Every check passes (and none is WEAK when weak_fails) and every measured byte count equals
+  // its prediction.
+  bool pass() const;
   double max_abs_error() const;
   double tolerance() const;
 };

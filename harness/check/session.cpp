@@ -40,6 +40,7 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
   set_collective_timeout(options.collective_timeout);
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
+  runtime_->inject(parse_fault(options.inject));
   // A wrong process count is a setup error: say so before any part of a report is printed.
   if (devices) runtime_->check_mesh(mesh_);
   if (!options.trace.empty()) {
@@ -94,29 +95,6 @@ RunResult Session::run(const Program& program) {
   return r;
 }
 
-Tensor Session::expected(const Tensor& want) const {
-  Tensor w = want;
-  if (options_.perturb_expected && w.size() > 0) w.data()[w.size() / 2] += 1.0;
-  return w;
-}
-
-Tensor Session::expected(const Tensor& want, const Tensor& tolerance) const {
-  Tensor w = want;
-  if (!options_.perturb_expected || w.size() == 0) return w;
-  // The middle element, or the nearest after it whose tolerance is finite: moving one with an
-  // infinite tolerance could not fail.
-  const std::size_t n = w.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = (n / 2 + k) % n;
-    if (std::isfinite(tolerance.data()[i])) {
-      w.data()[i] += 1.0 + 2 * tolerance.data()[i];
-      return w;
-    }
-  }
-  w.data()[n / 2] = std::numeric_limits<double>::quiet_NaN();  // nothing finite to move: NaN fails any check
-  return w;
-}
-
 int Session::keep_trace() {
   if (options_.trace.empty() || !runtime_->is_root()) return 0;
   return keep_trace_file(options_.trace, {TraceSource{report_.case_name, runtime_->trace()}});
@@ -127,6 +105,11 @@ int Session::finish() {
   int status = 0;
   if (runtime_->is_root()) {
     status = report_.pass() ? 0 : 1;
+    const Fault& fault = runtime_->fault();
+    if (fault.kind != FaultKind::none) {  // --inject: what was planted, and whether it found a place
+      report_.strings["injected"] = fault_text(fault);
+      report_.numbers["injected_struck"] = runtime_->struck() ? 1 : 0;
+    }
     if (options_.json) {
       std::cout << report_json(report_) << std::endl;
     } else {
@@ -135,6 +118,11 @@ int Session::finish() {
         if (!power.empty()) std::cout << wrap_lines(power) << "\n";
         std::cout << "element type: " << dtype_text(report_.dtype) << "\n";
         if (devices_) std::cout << where_it_ran(*runtime_, mesh_.devices()) << "\n";
+        if (fault.kind != FaultKind::none)
+          std::cout << "injected: " << fault_text(fault)
+                    << (runtime_->struck() ? " (planted on device " + std::to_string(mesh_.devices() - 1) + ")"
+                                           : ", which found no place in this run (nothing here does what it breaks)")
+                    << "\n";
       }
       std::cout << verdict_line(report_) << std::endl;
     }

@@ -35,13 +35,6 @@ class Session {
 
   // Runs the program on every device and records its ledger into the report.
   RunResult run(const Program& program);
-  // `want` with one element moved by 1 when --perturb-expected is given (tests use it to prove a
-  // verdict can fail).
-  Tensor expected(const Tensor& want) const;
-  // The same for a comparison with a tolerance per element: the element moves by 1 plus twice
-  // its tolerance, so that it fails whatever the bound (the middle one, or the next with a
-  // finite tolerance).
-  Tensor expected(const Tensor& want, const Tensor& tolerance) const;
 
   Report& report() { return report_; }
   // Prints the collectives table and verdict (text), or the JSON, and keeps the trace; returns 0

@@ -48,6 +48,18 @@ double power_floor(DType t) {
   return 0;
 }
 
+double floor_for(const Verdict& v, DType t) { return v.floor >= 0 ? v.floor : power_floor(t); }
+
+// A failed check caught something: its power is moot.
+bool is_weak(const Verdict& v, DType t) { return v.pass && v.power >= 0 && !(v.power <= floor_for(v, t)); }
+
+std::string weak_text(const Verdict& v, DType t) {
+  std::ostringstream out;
+  out << std::setprecision(2) << "WEAK: sure to catch only an element off by " << v.power << " x RMS; floor "
+      << floor_for(v, t);
+  return out.str();
+}
+
 namespace {
 // Fills v's power and tolerance/value figures; tol(i) is element i's tolerance (got and want have
 // one shape: compare() checked it).

@@ -28,6 +28,9 @@ struct Verdict {
   // tol_i / |want_i| over the elements with want_i != 0 (median and largest; a sample of 2^20
   // evenly spaced elements for larger tensors): how a tolerance compares with what it guards.
   double tol_over_value_median = 0, tol_over_value_max = 0;
+  // The power this check must reach to be trusted; negative: power_floor() of the run's element
+  // type. A finite-difference check of the gradient rules has its own (gradient_check.hpp).
+  double floor = -1;
   // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
   // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
@@ -36,6 +39,12 @@ struct Verdict {
 // The weakest power a check of element type t may have and still be trusted: float64 1e-9,
 // float32 1e-3, bfloat16 3e-2 (times the RMS of the checked values).
 double power_floor(DType t);
+// v's own floor when it has one, else power_floor(t).
+double floor_for(const Verdict& v, DType t);
+// A passing comparison of values whose power is above its floor (or NaN): a wrong answer that
+// small could pass it. weak_text: "WEAK: sure to catch only an element off by 0.31 x RMS; floor 0.03".
+bool is_weak(const Verdict& v, DType t);
+std::string weak_text(const Verdict& v, DType t);
 
 // Folds one part's check into a check of several (a model's weights, say): it passes only if every
 // part does; its error and tolerance are the largest of theirs; its detail is the first failing

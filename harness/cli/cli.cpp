@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "harness/cli/exit_signals.hpp"
 #include "harness/cli/timeout_option.hpp"
+#include "harness/cli/inject_option.hpp"
 
 namespace shardlab {
 
@@ -38,8 +39,7 @@ Cli::Cli(const std::string& name, const std::string& description, const std::str
   app.add_flag("--json", common.json, "print one JSON object instead of the text report");
   app.add_flag("--quiet", common.quiet, "print only the verdict line");
   app.add_option("--trace", common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  app.add_flag("--perturb-expected", common.perturb_expected,
-               "testing: add 1 to one element of each expected result; the verdict must be FAIL");
+  add_inject_option(&app, common.inject);
   add_collective_timeout(&app, common.collective_timeout);
 }
 

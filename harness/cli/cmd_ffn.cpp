@@ -18,6 +18,7 @@
 #include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"
 #include "harness/cli/timeout_option.hpp"
+#include "harness/cli/inject_option.hpp"
 
 namespace shardlab {
 
@@ -142,7 +143,6 @@ int run(const FfnOptions& o) {
   config.dims = parse_ffn_dims(o.dims);
   config.backward = o.backward;
   config.seed = common.seed;
-  config.perturb_expected = common.perturb_expected;
   config.dtype = parse_dtype(common.dtype);
   config.verify = parse_verify_mode(o.verify);
   // A bad name or machine file: exit 2 now. --machine alone models the step on this machine.
@@ -260,8 +260,7 @@ Command add_ffn_command(CLI::App& app) {
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  c->add_flag("--perturb-expected", o->common.perturb_expected,
-              "testing: add 1 to one element of each expected result; the verdict must be FAIL");
+  add_inject_option(c, o->common.inject);
   return {c, [o] { return run(*o); }};
 }
 

@@ -11,6 +11,7 @@
 #include "harness/models/case_run.hpp"
 #include "harness/models/pipeline_run.hpp"
 #include "harness/cli/timeout_option.hpp"
+#include "harness/cli/inject_option.hpp"
 
 namespace shardlab {
 
@@ -71,8 +72,7 @@ Command add_pipeline_command(CLI::App& app) {
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  c->add_flag("--perturb-expected", o->common.perturb_expected,
-              "testing: add 1 to one element of each expected gradient; the verdict must be FAIL");
+  add_inject_option(c, o->common.inject);
   return {c, [o] { return run(*o); }};
 }
 

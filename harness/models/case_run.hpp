@@ -45,8 +45,9 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
 // One check for people: "PASS", "FAIL <why>", or for an output the verdict line with its error
 // and tolerance.
 std::string check_text(const Verdict& v);
-// Every check passed and every collective moved the bytes predicted for it.
-bool case_passed(const CaseRun& r, const Report& report);
+// Every check passed, none is WEAK (unless c.allow_weak says why) and every collective moved the
+// bytes predicted for it.
+bool case_passed(const CaseFile& c, const CaseRun& r, const Report& report);
 
 // Lessons that run one program under several layouts (12, 13). `text` with A and B replaced by
 // the names of a 2-axis mesh's axes.

@@ -91,7 +91,6 @@ struct FfnConfig {
   bool backward = false;
   std::uint64_t seed = 0;
   DType dtype = DType::float32;    // element type stored and moved (core/dtype.hpp)
-  bool perturb_expected = false;   // testing: one expected element off by 1, so the verdict must fail
   bool finite_differences = true;  // with backward: check the unsharded gradients numerically
   // full: the unsharded layer on one device, every element compared; sketch: each stage checked
   // on its own inputs with random projections (ffn_run.cpp); auto: full up to

@@ -45,10 +45,13 @@ struct PipeInputs {
 };
 PipeInputs pipeline_inputs(const PipelineConfig& c);
 
-// The whole batch through all layers on one device: each weight's gradient, and a tolerance per
-// element for a run whose messages carried element type `wire`: 16 (L + 2) u times the sum of the
-// sizes of the terms each gradient element adds (the order of sums and the rounding of every
-// activation and gradient on the wire).
+// The whole batch through all layers on one device, rounding to the element type `wire` the
+// activations and gradients the stages send each other, where they send them: each weight's
+// gradient, and a tolerance per element for the order of float64 sums, 16 (L + 2) u64 times the
+// sum of the sizes of the terms each gradient element adds. What the wire rounds is thus in the
+// reference, not in the tolerance (which was 16 (L + 2) u_wire: up to 180 times the gradients in
+// bfloat16). The one risk: a value within float64 rounding of a midpoint between two wire
+// numbers rounding apart in the two runs (about 2^-44 per element sent).
 struct PipeReference {
   std::vector<Tensor> grads, tolerance;
 };

@@ -46,7 +46,7 @@ TEST_SUITE("mpi binaries") {
       REQUIRE(mpi.status == 0);
       CHECK(backend_free(mpi.out) == backend_free(sim.out));
       CHECK(nlohmann::json::parse(mpi.out)["backend"] == "mpi");
-      CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --perturb-expected", mpiexec(n)).status == 1);
+      CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --inject perturb:1e-3", mpiexec(n)).status == 1);
     }
   }
 

@@ -49,7 +49,7 @@ TEST_SUITE("mpi binaries") {
       REQUIRE(mpi.status == 0);
       CHECK(backend_free(mpi.out) == backend_free(sim.out));
       CHECK(nlohmann::json::parse(mpi.out)["backend"] == "mpi");
-      auto bad = run_binary(std::string(lesson) + " --quiet --backend mpi --perturb-expected", kMpi8);
+      auto bad = run_binary(std::string(lesson) + " --quiet --backend mpi --inject perturb:1e-3", kMpi8);
       CHECK(bad.status == 1);
     }
   }

@@ -1,0 +1,87 @@
+#include "collectives/fault.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace shardlab {
+
+namespace {
+struct Named {
+  FaultKind kind;
+  const char* name;
+};
+const Named kNames[] = {{FaultKind::skip_add, "skip-add"},           {FaultKind::gather_offset, "gather-offset"},
+                        {FaultKind::swap_blocks, "swap-blocks"},     {FaultKind::stale_receive, "stale-receive"},
+                        {FaultKind::skip_update, "skip-update"},     {FaultKind::swap_microbatches, "swap-microbatches"}};
+const char* kList = "perturb:E (E > 0, e.g. perturb:1e-3), skip-add, gather-offset, swap-blocks, stale-receive, "
+                    "skip-update, swap-microbatches";
+}  // namespace
+
+Fault parse_fault(const std::string& text) {
+  Fault f;
+  if (text.empty() || text == "none") return f;
+  if (text.rfind("perturb:", 0) == 0) {
+    const std::string e = text.substr(8);
+    char* end = nullptr;
+    f.size = e.empty() ? NAN : std::strtod(e.c_str(), &end);
+    if (e.empty() || *end != '\0' || !std::isfinite(f.size) || f.size <= 0)
+      throw Error(ErrorKind::parse, "--inject " + text + ": perturb needs a size E > 0, e.g. perturb:1e-3");
+    f.kind = FaultKind::perturb;
+    return f;
+  }
+  for (const auto& n : kNames)
+    if (text == n.name) {
+      f.kind = n.kind;
+      return f;
+    }
+  throw Error(ErrorKind::parse, "--inject '" + text + "' is not a fault this harness plants; use " + kList);
+}
+
+std::string fault_text(const Fault& f) {
+  if (f.kind == FaultKind::none) return "none";
+  if (f.kind == FaultKind::perturb) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "perturb:%g", f.size);
+    return buf;
+  }
+  for (const auto& n : kNames)
+    if (f.kind == n.kind) return n.name;
+  return "none";
+}
+
+std::vector<std::string> fault_kinds(double e) {
+  std::vector<std::string> out{fault_text(Fault{FaultKind::perturb, e})};
+  for (const auto& n : kNames) out.push_back(n.name);
+  return out;
+}
+
+template <class T>
+void perturb_block(T* data, std::size_t n, double e) {
+  if (n == 0) return;
+  double sum_sq = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = element_cast<double>(data[i]);
+    if (std::isfinite(v)) sum_sq += v * v;
+  }
+  const double rms = std::sqrt(sum_sq / double(n));
+  std::size_t at = 0;
+  auto off = [&](std::size_t i) { return std::fabs(std::fabs(element_cast<double>(data[i])) - rms); };
+  for (std::size_t i = 1; i < n; ++i)
+    if (off(i) < off(at)) at = i;
+  const double v = element_cast<double>(data[at]);
+  data[at] = element_cast<T>(v == 0 ? e : v * (1 + e));
+}
+template void perturb_block<double>(double*, std::size_t, double);
+template void perturb_block<float>(float*, std::size_t, double);
+template void perturb_block<bfloat16>(bfloat16*, std::size_t, double);
+
+bool is_bookkeeping(const std::string& name) {
+  for (const char* n : {"held", "order", "wall", "peak_stash", "flops", "bytes_held"})
+    if (name == n) return true;
+  return name.size() >= 6 && name.compare(name.size() - 6, 6, "_bytes") == 0;
+}
+
+}  // namespace shardlab
