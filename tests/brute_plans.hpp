@@ -275,17 +275,11 @@ struct Cheapest {
   std::vector<std::string> steps;  // one cheapest plan, as lines
 };
 
-// The cheapest plan's bytes per device and steps; nullopt when no sequence of moves reaches `out`.
-// The operands' specs must be valid for their shapes (no partial sums) and `out` valid for the
-// output's shape.
-inline std::optional<Cheapest> brute_cheapest(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
-                                              const Spec& out, std::size_t element_bytes) {
-  constexpr std::size_t inf = std::numeric_limits<std::size_t>::max();
-  const World w{mesh.names(), mesh.sizes(), element_bytes};
-  const Shape out_shape = shape_for(eq.out, eq.sizes(a.shape, b.shape));
-  const Reach ra = explore(w, a.shape, {{to_layout(mesh, a.spec), 0}});
-  const Reach rb = explore(w, b.shape, {{to_layout(mesh, b.spec), 0}});
-
+// Every product layout some pair of operand layouts (reached as `ra` and `rb` list them) can be
+// multiplied into, with the cheapest such pair and the sum of their costs.
+inline std::map<Layout, std::pair<std::size_t, std::pair<int, int>>> brute_products(const Einsum& eq, const World& w,
+                                                                                    const Reach& ra, const Reach& rb) {
+  (void)w;
   // Which dims of A and B hold the shared letters, and which hold the free ones.
   std::vector<std::pair<std::size_t, std::size_t>> shared;
   std::vector<std::size_t> a_free, b_free;
@@ -326,6 +320,21 @@ inline std::optional<Cheapest> brute_cheapest(const Einsum& eq, const Mesh& mesh
       if (it == products.end() || c < it->second.first) products[p] = {c, {static_cast<int>(i), static_cast<int>(j)}};
     }
   }
+  return products;
+}
+
+// The cheapest plan's bytes per device and steps; nullopt when no sequence of moves reaches `out`.
+// The operands' specs must be valid for their shapes (no partial sums) and `out` valid for the
+// output's shape.
+inline std::optional<Cheapest> brute_cheapest(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                              const Spec& out, std::size_t element_bytes) {
+  constexpr std::size_t inf = std::numeric_limits<std::size_t>::max();
+  const World w{mesh.names(), mesh.sizes(), element_bytes};
+  const Shape out_shape = shape_for(eq.out, eq.sizes(a.shape, b.shape));
+  const Reach ra = explore(w, a.shape, {{to_layout(mesh, a.spec), 0}});
+  const Reach rb = explore(w, b.shape, {{to_layout(mesh, b.spec), 0}});
+
+  const auto products = brute_products(eq, w, ra, rb);
   if (products.empty()) return std::nullopt;  // cannot happen: gathering everything always multiplies
 
   std::vector<std::pair<Layout, std::size_t>> starts;
@@ -354,6 +363,17 @@ inline std::optional<std::size_t> brute_min_bytes(const Einsum& eq, const Mesh& 
   const auto c = brute_cheapest(eq, mesh, a, b, out, element_bytes);
   if (!c) return std::nullopt;
   return c->bytes;
+}
+
+// Every layout a contraction's result can be left in, from operands lying as `a` and `b` (shapes
+// `a_shape`, `b_shape`), with the fewest bytes per device that leave it so; partial layouts too.
+inline Reach brute_outputs(const Einsum& eq, const World& w, const Shape& a_shape, const Layout& a,
+                           const Shape& b_shape, const Layout& b) {
+  const Reach ra = explore(w, a_shape, {{a, 0}});
+  const Reach rb = explore(w, b_shape, {{b, 0}});
+  std::vector<std::pair<Layout, std::size_t>> starts;
+  for (const auto& [p, c] : brute_products(eq, w, ra, rb)) starts.push_back({p, c.first});
+  return explore(w, shape_for(eq.out, eq.sizes(a_shape, b_shape)), starts);
 }
 
 inline std::string steps_text(const Cheapest& c) {

@@ -245,15 +245,22 @@ TEST_SUITE("plan search") {
     for (int i = 0; i < 640; ++i) {
       const Case c = random_case(rng);
       CAPTURE(c.text());
-      Spec target;
-      if (c.out) target = *c.out;
-      else target = plan_contraction(c.eq, c.mesh, c.a, c.b).out_spec;
-      const auto brute = brute::brute_cheapest(c.eq, c.mesh, c.a, c.b, target, 8);
       std::optional<SearchResult> found;
       try {
         found = search_contraction(c.eq, c.mesh, c.a, c.b, c.out);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::unsupported) throw;
+      }
+      // Without an output spec the search picks the output (issue 27): the cheapest it can
+      // reach, so no cheaper than the enumerator's plan to the articles' natural output.
+      const Spec natural = plan_contraction(c.eq, c.mesh, c.a, c.b).out_spec;
+      const Spec target = c.out ? *c.out : found ? found->best.out_spec : natural;
+      const auto brute = brute::brute_cheapest(c.eq, c.mesh, c.a, c.b, target, 8);
+      if (!c.out && found) {
+        const auto to_natural = brute::brute_cheapest(c.eq, c.mesh, c.a, c.b, natural, 8);
+        REQUIRE(to_natural.has_value());
+        CHECK(found->best.predicted_bytes_per_device() <= to_natural->bytes);
+        CHECK_FALSE(found->best.out_spec.is_partial());
       }
       if (!found) {
         CHECK_MESSAGE(!brute.has_value(), "the search refuses a reachable output; the enumerator's plan:\n"
@@ -317,7 +324,7 @@ TEST_CASE("search --objective time: alpha-bound small tensors gather, bandwidth-
     PlanOptions o{false, "C", 4};
     o.time_on = hw;
     return search_contraction(eq, mesh, {"A", Spec::parse("_,_"), {8, k}}, {"B", Spec::parse("X,_"), {k, k}},
-                              std::nullopt, o).best;
+                              Spec::parse("_,_"), o).best;
   };
   // k = 128. AllGather of B (n = 128*128*4 = 65536 B): 2 alpha + n 3/4 / (2 x 45e9) = 2.546 us.
   // Slice A and AllReduce C (n = 8*128*4 = 4096 B): 4 alpha + 2 n 3/4 / (2 x 45e9) + n 3/4 / 450e9
@@ -354,13 +361,60 @@ TEST_CASE("search: between plans of equal bytes and collectives, the one with fe
   // with and without FLOPs in the search's cost: without, the search kept 131072 FLOPs per device.
   const Einsum bmm = Einsum::parse("bik,bkj->bij");
   const SearchResult r = search_contraction(bmm, Mesh::parse("X=4"), {"A", Spec::parse("_,_,_"), {16, 16, 16}},
-                                            {"B", Spec::parse("X,_,_"), {16, 16, 16}}, std::nullopt, {false, "C", 4});
+                                            {"B", Spec::parse("X,_,_"), {16, 16, 16}}, Spec::parse("_,_,_"),
+                                            {false, "C", 4});
   CHECK(r.best.predicted_bytes_per_device() == 12288);
   CHECK(r.best.flops_per_device() == doctest::Approx(2.0 * 16 * 16 * 16 * 16 / 4));
   // The same on 2x2x2: 1024 B either way, 1024 FLOPs per device instead of 2048.
   const SearchResult m = search_contraction(Einsum::parse("ik,kj->ij"), Mesh::parse("X=2,Y=2,Z=2"),
                                             {"A", Spec::parse("Z,X"), {16, 16}}, {"B", Spec::parse("Y,(Z,X)"), {16, 16}},
-                                            std::nullopt, {false, "C", 4});
+                                            plan_contraction(Einsum::parse("ik,kj->ij"), Mesh::parse("X=2,Y=2,Z=2"),
+                                                             {"A", Spec::parse("Z,X"), {16, 16}},
+                                                             {"B", Spec::parse("Y,(Z,X)"), {16, 16}})
+                                                .out_spec,
+                                            {false, "C", 4});
   CHECK(m.best.predicted_bytes_per_device() == 1024);
   CHECK(m.best.flops_per_device() == doctest::Approx(1024));
+}
+
+TEST_CASE("search, no output spec (issue 27): the result takes the cheapest layout it can reach") {
+  // einsum bmk,bkn->bmn on X=2,Y=4, A split over b by X, B replicated, b=4 m=8 k=16 n=16 float64.
+  // Each device multiplies its own batches: C is left split over b for nothing (and m sliced over
+  // Y for free: of the layouts costing 0, it splits the most dims). The articles' rules end with C
+  // replicated, gathering the 2x8x16 block over X: (2-1) x 256 x 8 B = 2048 B.
+  const Mesh mesh = Mesh::parse("X=2,Y=4");
+  const SearchResult bmm = search_contraction(Einsum::parse("bmk,bkn->bmn"), mesh,
+                                              {"A", Spec::parse("X,_,_"), {4, 8, 16}},
+                                              {"B", Spec::parse("_,_,_"), {4, 16, 16}}, std::nullopt, {false, "C", 8});
+  CHECK(bmm.best.predicted_bytes_per_device() == 0);
+  CHECK(bmm.best.out_spec == Spec::parse("X,Y,_"));
+  CHECK_FALSE(bmm.best.out_given);
+  CHECK(bmm.article.predicted_bytes_per_device() == 2048);
+  CHECK(bmm.article.out_spec == Spec::parse("_,_,_"));
+  REQUIRE_FALSE(bmm.outputs.empty());
+  CHECK(bmm.outputs.front().first == Spec::parse("X,Y,_"));
+  const std::string why = explain_text(bmm);
+  CHECK(why.find("Why this output (no output spec given): C[B_X, M_Y, N] is the cheapest layout C can reach, 0 B") !=
+        std::string::npos);
+  CHECK(why.find("C[B, M, N]: 2048 B (the articles' natural output)") != std::string::npos);
+
+  // matmul on X=4, A X,_ (4x8), B _,X (8x64), float64. Gathering A's 1x8 block over X sends
+  // 3 x 64 B = 192 B and leaves C as B's columns split: _,X. The articles' rules gather B instead
+  // (3 x 8x16 x 8 B = 3072 B, C X,_); reaching their X,_ from the cheap product costs an AllToAll
+  // of C's 4x16 block on top (3/4 x 512 B = 384 B): 576 B, what the search made before.
+  const Mesh x4 = Mesh::parse("X=4");
+  const Einsum mm = Einsum::parse("ik,kj->ij");
+  const Operand a{"A", Spec::parse("X,_"), {4, 8}}, b{"B", Spec::parse("_,X"), {8, 64}};
+  const SearchResult r = search_contraction(mm, x4, a, b, std::nullopt, {false, "C", 8});
+  CHECK(r.best.predicted_bytes_per_device() == 192);
+  CHECK(r.best.out_spec == Spec::parse("_,X"));
+  CHECK(r.article.predicted_bytes_per_device() == 3072);
+  CHECK(search_contraction(mm, x4, a, b, Spec::parse("X,_"), {false, "C", 8}).best.predicted_bytes_per_device() == 576);
+  // Every ranked output is complete and the list is cheapest first.
+  for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+    CHECK_FALSE(r.outputs[i].first.is_partial());
+    if (i) CHECK(r.outputs[i - 1].second <= r.outputs[i].second);
+  }
+  // An output spec given is kept, and no output ranking is made.
+  CHECK(search_contraction(mm, x4, a, b, Spec::parse("X,_"), {false, "C", 8}).outputs.empty());
 }

@@ -36,7 +36,8 @@ const Mesh kMesh = Mesh::parse("X=2,Y=4");
 }  // namespace
 
 TEST_CASE("propagate: the GSPMD FFN from x, W_in and W_out (article 002)") {
-  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}});
+  // Rules 1-6 alone; rule 7, the layout search, is checked at the end.
+  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}}, {}, false);
   CHECK(p.annotated == 3);
   CHECK(p.specs.at("x").origin == "annotated");
   CHECK(p.specs.at("h").spec.text() == "X,_,Y");  // b from x, h from W_in
@@ -53,12 +54,26 @@ TEST_CASE("propagate: the GSPMD FFN from x, W_in and W_out (article 002)") {
   CHECK(p.specs.at("bias").origin.find("back through op 2 (hb = add") != std::string::npos);
   const std::string text = propagation_text(ffn(), p);
   CHECK(text.find("h[B_X, S, H_Y]") != std::string::npos);
+
+  // Rule 7: g [8, 4, 64] lies as X,_,Y, a 4x4x16 block of 256 elements. The softmax needs h whole:
+  // gathering it over Y sends 3 x 256 elements, moving Y onto b (4 rows here, 1 per device of Y)
+  // by AllToAll 3/4 x 256, so p lies as (X,Y),_,_. The sum over h leaves partial sums over Y:
+  // an AllReduce sends 2 x 3/4 of the 4x4 block, a ReduceScatter onto b 3/4 of it, so r lies as
+  // (X,Y),_. Everything else keeps the rules' spec.
+  const Propagation searched = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}});
+  CHECK(searched.specs.at("p").spec.text() == "(X,Y),_,_");
+  CHECK(searched.specs.at("p").origin.find("with the rules' X,_,_ (") != std::string::npos);
+  CHECK(searched.specs.at("r").spec.text() == "(X,Y),_");
+  for (const char* t : {"h", "hb", "g", "y", "bias"}) {
+    CAPTURE(t);
+    CHECK(searched.specs.at(t).spec == p.specs.at(t).spec);
+  }
 }
 
 TEST_CASE("propagate: conflicts drop an axis and say so; nothing known means replicated") {
   // W_in's m on Y clashes with nothing; x's m on X and b on X would use X twice in h? No: h has no
   // m. Here h's b takes X from x and h's h would take X from W_in: the second X is dropped.
-  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,_"}, {"W_in", "_,X"}});
+  const Propagation p = propagate(ffn(), kMesh, {{"x", "X,_,_"}, {"W_in", "_,X"}}, {}, false);  // the rules alone
   CHECK(p.specs.at("h").spec.text() == "X,_,_");
   CHECK(p.specs.at("h").origin.find("dropped X") != std::string::npos);
   // W_out: nothing annotates it; it takes h from g back through op 4; m from nothing.

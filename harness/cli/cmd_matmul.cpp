@@ -60,7 +60,7 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_option("--seed", o.common.seed, "seed for the random inputs")->capture_default_str();
   c->add_option("--dtype", o.common.dtype, "element type stored and moved: float32, float64 or bfloat16")
       ->capture_default_str();
-  c->add_option("--out-spec", o.out_spec, "spec of the result, e.g. X,Y or _,_{Y} (default: the natural one)");
+  c->add_option("--out-spec", o.out_spec, "spec of the result, e.g. X,Y or _,_{Y} (default: the cheapest it can reach)");
   c->add_option("--a-in", o.a_in, "A from a .npy file (float16, float32 or float64, C order)");
   c->add_option("--b-in", o.b_in, "B from a .npy file");
   c->add_option("--out", o.out, "write the assembled result here (.npy) if it verifies");
@@ -247,6 +247,9 @@ int run_contraction(const ContractionOptions& o) {
     } else {
       out << "the articles' rules cannot reach this output\n\n";
     }
+    if (!so && !o.explain && !found.outputs.empty())
+      out << "  output: no --out-spec, so " << result << " takes the cheapest layout it can reach ("
+          << found.outputs.size() << " compared; --explain lists them)\n\n";
     if (o.explain) {
       out << explain_text(found) << "\n";
       rep.json["alternatives"] = alternatives_json(found);

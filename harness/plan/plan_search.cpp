@@ -18,6 +18,16 @@
 
 namespace shardlab {
 
+// The spec without axes of size 1 (they split nothing).
+Spec without_unit_axes(const Mesh& mesh, Spec s) {
+  auto drop = [&](std::vector<std::string>& l) {
+    l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& a) { return mesh.axis_size(a) == 1; }), l.end());
+  };
+  for (auto& d : s.dims) drop(d);
+  drop(s.partial);
+  return s;
+}
+
 namespace {
 
 using Axes = std::vector<std::string>;
@@ -263,16 +273,6 @@ class Layouts {
   std::vector<std::string> settled_;
 };
 
-// The spec without axes of size 1 (they split nothing).
-Spec without_unit_axes(const Mesh& mesh, Spec s) {
-  auto drop = [&](Axes& l) {
-    l.erase(std::remove_if(l.begin(), l.end(), [&](const std::string& a) { return mesh.axis_size(a) == 1; }), l.end());
-  };
-  for (auto& d : s.dims) drop(d);
-  drop(s.partial);
-  return s;
-}
-
 // A candidate: operand layouts to multiply, the product, and its total cost.
 struct Candidate {
   Spec a_used, b_used;
@@ -321,79 +321,12 @@ PlanStep step_of(const Subject& t, const Mesh& mesh, const Move& m, Spec& cur, i
   return s;
 }
 
-}  // namespace
-
-std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
-                                     const PlanOptions& options) {
-  t.spec.validate(mesh, t.shape, t.name);
-  target.validate(mesh, t.shape, t.name);
-  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
-  const Spec from = without_unit_axes(mesh, t.spec), to = without_unit_axes(mesh, target);
-  const Layouts reach(subject, {{from, Cost{}}}, std::numeric_limits<double>::infinity(), &to);
-  if (!reach.find(to))
-    throw Error(ErrorKind::unsupported, "no collectives take " + t.name + " from " + t.spec.text() + " to " +
-                                            target.text());
-  std::string letters;
-  for (std::size_t d = 0; d < t.shape.size(); ++d) letters += static_cast<char>('a' + d);
-  std::vector<PlanStep> steps;
-  Spec cur = from;
-  for (const auto& m : reach.path_to(to)) steps.push_back(step_of(subject, mesh, m, cur, kC, t.name, letters));
-  return steps;
-}
-
-
-double plan_objective(const Plan& plan, const Hardware* hw) {
-  if (!hw) return double(plan.predicted_bytes_per_device());
-  double seconds = compute_seconds(plan.flops_per_device(), *hw);
-  const Subject t[3] = {{plan.mesh, plan.a.shape, plan.element_bytes, hw},
-                        {plan.mesh, plan.b.shape, plan.element_bytes, hw},
-                        {plan.mesh, plan.out_shape, plan.element_bytes, hw}};
-  for (const auto& s : plan.steps) {
-    if (!s.communicates() || plan.mesh.axes_size(s.axes) <= 1) continue;
-    seconds += cost_of(t[s.operand], local_shape(plan.mesh, s.before, t[s.operand].shape), s.kind, s.axes).key;
-  }
-  return seconds;
-}
-
-SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
-                                const std::optional<Spec>& out, const PlanOptions& options) {
-  // Every placement over every axis is tried: 6 axes take about 2 s, 7 about 90 s and 600 MB.
-  int split_axes = 0;
-  for (int size : mesh.sizes()) split_axes += size > 1;
-  if (split_axes > 6)
-    throw Error(ErrorKind::unsupported, "mesh " + mesh.text() + " has " + std::to_string(split_axes) +
-                                            " axes of size 2 or more; the planner's search takes at most 6 (merge some axes)");
-  SearchResult r;
-  // The articles' plan checks every input (and says what is wrong); its output is the default target.
-  // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
-  // result, with no bound.
-  Plan base;
-  double bound = 0;
-  try {
-    r.article = plan_contraction(eq, mesh, a, b, out, options);
-    base = r.article;
-    bound = plan_objective(r.article, options.time_on);
-    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
-    if (options.time_on) bound *= 1 + 1e-9;
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::unsupported || !out) throw;
-    r.article_refusal = e.what();
-    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
-    base.out_spec = *out;
-    base.out_given = true;
-    bound = std::numeric_limits<double>::infinity();
-  }
-  const Plan& art = base;
-  const Spec target = without_unit_axes(mesh, art.out_spec);
+// The cheapest pair of operand layouts (from the operands' searches `ops`) for each product they
+// can form, keyed by the product's layout: a pair multiplies when every dim the operands share is
+// split the same way in both and no mesh axis splits a free dim of each.
+std::map<std::string, Candidate> products_of(const Einsum& eq, const Mesh& mesh, const Subject subject[3],
+                                             const Layouts ops[2], double bound, const PlanOptions& options) {
   const std::string letters[3] = {eq.a, eq.b, eq.out};
-  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
-                              {mesh, b.shape, options.element_bytes, options.time_on},
-                              {mesh, art.out_shape, options.element_bytes, options.time_on}};
-  // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
-  const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
-                          Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
-  r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
-
   // B's layouts by how they split the dims B shares with A: a pair multiplies only if these match.
   const std::string shared = eq.contracted() + eq.batch();
   auto shared_key = [&](int o, const Spec& s) {
@@ -406,8 +339,6 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
     const auto* n = ops[kB].find_key(k);
     b_by_shared[shared_key(kB, n->spec)].push_back(n);
   }
-
-  // The cheapest pair of operand layouts for each product they can form.
   std::map<std::string, Candidate> products;
   for (const auto& ak : ops[kA].settled()) {
     const auto* an = ops[kA].find_key(ak);
@@ -440,6 +371,160 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
       if (at == products.end() || better(cand, at->second)) products[pk] = cand;
     }
   }
+  return products;
+}
+
+// How many dims a layout splits, and into how many blocks in all: the tie-breaks of a natural output.
+int split_dims(const Spec& s) {
+  int n = 0;
+  for (const auto& d : s.dims) n += !d.empty();
+  return n;
+}
+
+// Every complete layout (no partial sums) of the result that a plan costing at most `bound`
+// reaches, with the cheapest plan's cost, cheapest first.
+std::vector<std::pair<Spec, Cost>> output_costs(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                                const PlanOptions& options, double bound) {
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
+                              {mesh, b.shape, options.element_bytes, options.time_on},
+                              {mesh, shape_for(eq.out, eq.sizes(a.shape, b.shape)), options.element_bytes, options.time_on}};
+  const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
+                          Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
+  std::vector<std::pair<Spec, Cost>> starts;
+  for (const auto& kv : products_of(eq, mesh, subject, ops, bound, options))
+    starts.push_back({kv.second.product, kv.second.cost});
+  const Layouts finish(subject[kC], starts, bound);
+  std::vector<std::pair<Spec, Cost>> out;
+  for (const auto& k : finish.settled()) {
+    const auto* n = finish.find_key(k);
+    if (!n->spec.is_partial()) out.push_back({n->spec, n->cost});
+  }
+  return out;
+}
+
+// No output spec: the result takes the cheapest complete layout it can reach (ties: the layout
+// that splits the most dims, then into the most blocks, then fewer collectives, then the articles'
+// natural output), and the plan is the search's to that layout.
+SearchResult search_natural(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                            const PlanOptions& options) {
+  const Plan art = plan_contraction(eq, mesh, a, b, std::nullopt, options);  // checks the inputs
+  double bound = plan_objective(art, options.time_on);
+  if (options.time_on) bound *= 1 + 1e-9;
+  auto outs = output_costs(eq, mesh, a, b, options, bound);
+  const Spec art_out = without_unit_axes(mesh, art.out_spec);
+  auto ways = [&](const Spec& s) { return size_of(mesh, s.used_axes()); };
+  std::stable_sort(outs.begin(), outs.end(), [&](const std::pair<Spec, Cost>& x, const std::pair<Spec, Cost>& y) {
+    if (x.second.key != y.second.key) return x.second.key < y.second.key;
+    if (split_dims(x.first) != split_dims(y.first)) return split_dims(x.first) > split_dims(y.first);
+    if (ways(x.first) != ways(y.first)) return ways(x.first) > ways(y.first);
+    if (x.second.collectives != y.second.collectives) return x.second.collectives < y.second.collectives;
+    if ((x.first == art_out) != (y.first == art_out)) return x.first == art_out;
+    return key_of(mesh, x.first) < key_of(mesh, y.first);
+  });
+  // The articles' own output is within the bound, so the list is never empty.
+  const Spec chosen = outs.empty() || outs.front().first == art_out ? art.out_spec : outs.front().first;
+  SearchResult r = search_contraction(eq, mesh, a, b, chosen, options);
+  r.best.out_given = false;
+  for (auto& p : r.alternatives) p.out_given = false;
+  r.article = art;
+  r.article_refusal.clear();
+  for (const auto& o : outs) r.outputs.push_back({o.first, o.second.bytes});
+  return r;
+}
+
+}  // namespace
+
+std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
+                                     const PlanOptions& options) {
+  t.spec.validate(mesh, t.shape, t.name);
+  target.validate(mesh, t.shape, t.name);
+  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
+  const Spec from = without_unit_axes(mesh, t.spec), to = without_unit_axes(mesh, target);
+  const Layouts reach(subject, {{from, Cost{}}}, std::numeric_limits<double>::infinity(), &to);
+  if (!reach.find(to))
+    throw Error(ErrorKind::unsupported, "no collectives take " + t.name + " from " + t.spec.text() + " to " +
+                                            target.text());
+  std::string letters;
+  for (std::size_t d = 0; d < t.shape.size(); ++d) letters += static_cast<char>('a' + d);
+  std::vector<PlanStep> steps;
+  Spec cur = from;
+  for (const auto& m : reach.path_to(to)) steps.push_back(step_of(subject, mesh, m, cur, kC, t.name, letters));
+  return steps;
+}
+
+
+std::vector<Reached> reshard_costs(const Mesh& mesh, const Operand& t, const PlanOptions& options) {
+  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
+  const Layouts reach(subject, {{without_unit_axes(mesh, t.spec), Cost{}}}, std::numeric_limits<double>::infinity());
+  std::vector<Reached> out;
+  for (const auto& k : reach.settled()) {
+    const auto* n = reach.find_key(k);
+    if (!n->spec.is_partial()) out.push_back({n->spec, n->cost.bytes});
+  }
+  return out;
+}
+
+std::vector<Reached> contraction_costs(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                       const PlanOptions& options) {
+  std::vector<Reached> out;
+  for (const auto& o : output_costs(eq, mesh, a, b, options, std::numeric_limits<double>::infinity()))
+    out.push_back({o.first, o.second.bytes});
+  return out;
+}
+
+double plan_objective(const Plan& plan, const Hardware* hw) {
+  if (!hw) return double(plan.predicted_bytes_per_device());
+  double seconds = compute_seconds(plan.flops_per_device(), *hw);
+  const Subject t[3] = {{plan.mesh, plan.a.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.b.shape, plan.element_bytes, hw},
+                        {plan.mesh, plan.out_shape, plan.element_bytes, hw}};
+  for (const auto& s : plan.steps) {
+    if (!s.communicates() || plan.mesh.axes_size(s.axes) <= 1) continue;
+    seconds += cost_of(t[s.operand], local_shape(plan.mesh, s.before, t[s.operand].shape), s.kind, s.axes).key;
+  }
+  return seconds;
+}
+
+SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                const std::optional<Spec>& out, const PlanOptions& options) {
+  // Every placement over every axis is tried: 6 axes take about 2 s, 7 about 90 s and 600 MB.
+  int split_axes = 0;
+  for (int size : mesh.sizes()) split_axes += size > 1;
+  if (split_axes > 6)
+    throw Error(ErrorKind::unsupported, "mesh " + mesh.text() + " has " + std::to_string(split_axes) +
+                                            " axes of size 2 or more; the planner's search takes at most 6 (merge some axes)");
+  if (!out) return search_natural(eq, mesh, a, b, options);
+  SearchResult r;
+  // The articles' plan checks every input (and says what is wrong).
+  // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
+  // result, with no bound.
+  Plan base;
+  double bound = 0;
+  try {
+    r.article = plan_contraction(eq, mesh, a, b, out, options);
+    base = r.article;
+    bound = plan_objective(r.article, options.time_on);
+    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
+    if (options.time_on) bound *= 1 + 1e-9;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unsupported || !out) throw;
+    r.article_refusal = e.what();
+    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
+    base.out_spec = *out;
+    base.out_given = true;
+    bound = std::numeric_limits<double>::infinity();
+  }
+  const Plan& art = base;
+  const Spec target = without_unit_axes(mesh, art.out_spec);
+  const std::string letters[3] = {eq.a, eq.b, eq.out};
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
+                              {mesh, b.shape, options.element_bytes, options.time_on},
+                              {mesh, art.out_shape, options.element_bytes, options.time_on}};
+  // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
+  const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
+                          Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
+  r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
+  const std::map<std::string, Candidate> products = products_of(eq, mesh, subject, ops, bound, options);
   if (products.empty())
     throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
                                             target.text() + " for " + options.result_name);
@@ -578,6 +663,31 @@ std::string explain_text(const SearchResult& r) {
   else
     out += "  the articles' rules: none (" + r.article_refusal + ")\n";
   for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
+  return out + outputs_text(r);
+}
+
+std::string outputs_text(const SearchResult& r) {
+  if (r.outputs.empty()) return "";
+  const Plan& p = r.best;
+  const std::vector<std::string> names = dim_names(p.eq.out);
+  const Spec art = without_unit_axes(p.mesh, r.article.out_spec);
+  auto note = [&](const Spec& s) { return s.notation(p.result_name, names); };
+  const std::size_t best = r.outputs.front().second;
+  std::string out = "Why this output (no output spec given): " + note(p.out_spec) + " is the cheapest layout " +
+                    p.result_name + " can reach, " + std::to_string(best) + " B per device";
+  if (without_unit_axes(p.mesh, p.out_spec) != art)
+    out += "; the articles' rules leave " + note(r.article.out_spec) + " (" +
+           std::to_string(r.article.predicted_bytes_per_device()) + " B)";
+  out += ".\n  Ties go to the layout that splits the most dims. Every layout reachable for no more than the "
+         "articles' plan:\n";
+  std::size_t shown = 0;  // the 8 cheapest, and the articles' output wherever it ranks
+  for (const auto& [spec, bytes] : r.outputs) {
+    if (shown >= 8 && spec != art) continue;
+    out += "    " + note(spec) + ": " + std::to_string(bytes) + " B" + (spec == art ? " (the articles' natural output)" : "") +
+           (shown == 0 ? " (chosen)" : "") + "\n";
+    ++shown;
+  }
+  if (shown < r.outputs.size()) out += "    and " + std::to_string(r.outputs.size() - shown) + " more\n";
   return out;
 }
 

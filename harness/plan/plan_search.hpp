@@ -29,9 +29,16 @@ struct SearchResult {
   std::string article_refusal;      // why plan_contraction cannot reach the output, or empty
   std::vector<Plan> alternatives;   // the next cheapest plans through other products, best first (at most 4)
   std::size_t layouts_explored = 0; // states settled by the search
+  // With no output spec: every complete layout of the result a plan reaches for no more than the
+  // articles' plan, with its fewest bytes per device, in the order they were ranked; the first is
+  // the one `best` ends with.
+  std::vector<std::pair<Spec, std::size_t>> outputs;
 };
 
-// Without `out`, the target is the spec the articles' plan ends with. Throws as plan_contraction
+// Without `out`, the result takes the cheapest complete layout it can reach: of those a plan
+// reaches for no more than the articles' natural result costs, the one sent to for the fewest bytes
+// (or least time), ties going to the layout that splits the most dims, then into the most blocks,
+// then to fewer collectives, then to the articles' natural output. Throws as plan_contraction
 // does for specs that do not fit, and Error(unsupported) if no plan reaches `out`. Partial-sum
 // outputs the articles' rules refuse are searched for too (article_refusal says why they refused).
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
@@ -43,6 +50,23 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
 // Error(unsupported) when no sequence of such steps reaches it (e.g. partial sums asked to appear).
 std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
                                      const PlanOptions& options = {});
+
+// The spec without mesh axes of size 1 (they split nothing).
+Spec without_unit_axes(const Mesh& mesh, Spec s);
+
+// A layout a tensor can reach and the fewest bytes per device that take it there.
+struct Reached {
+  Spec spec;  // without axes of size 1, no partial sums
+  std::size_t bytes = 0;
+};
+// Every complete layout tensor t can be moved to from t.spec (which may hold partial sums), by
+// the moves search_reshard uses, each with its fewest bytes per device, cheapest first.
+std::vector<Reached> reshard_costs(const Mesh& mesh, const Operand& t, const PlanOptions& options = {});
+// Every complete layout the result of a contraction can be left in, each with the bytes per
+// device of the cheapest plan that leaves it so (what search_contraction sends to that output
+// spec), cheapest first. The operands' specs must be valid for their shapes.
+std::vector<Reached> contraction_costs(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                       const PlanOptions& options = {});
 
 // Which of the sharding cases a pair of operand layouts is, in the articles' names (article 001:
 // Case 1A inner dims split over the same mesh axes, 1B over different ones, Case 2 outer dims
@@ -60,6 +84,9 @@ std::string times_text(double a, double b);
 // For --explain: the chosen plan, the articles' and the best rejected ones, one block each with
 // its bytes per device, collectives and steps.
 std::string explain_text(const SearchResult& r);
+// With no output spec given: which output layout was chosen and why, and what each other
+// layout the search ranked costs; empty when the caller gave an output spec.
+std::string outputs_text(const SearchResult& r);
 // The same as a JSON array: the chosen plan, the articles' (when they reach the output) and the
 // rejected ones, each {"label", "bytes_per_device", "collectives", "plan"}.
 std::string alternatives_json(const SearchResult& r);

@@ -9,6 +9,7 @@
 #include "core/ops.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
+#include "harness/plan/layout_search.hpp"
 #include "harness/plan/plan_search.hpp"
 
 namespace shardlab {
@@ -45,25 +46,6 @@ std::vector<std::string> ProgramPlan::collective_lines() const {
 }
 
 namespace {
-
-// The spec of a tensor with dims `dims` that lies as `out` (dims out_dims) does on the dims it has.
-Spec restricted(const Spec& out, const std::string& out_dims, const std::string& dims) {
-  Spec s = Spec::replicated(dims.size());
-  for (std::size_t d = 0; d < dims.size(); ++d) s.dims[d] = out.dims[out_dims.find(dims[d])];
-  return s;
-}
-
-// `s` without the dims in `over` (dims `dims`); with `partial`, their axes become partial sums.
-Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bool partial) {
-  Spec r;
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    if (over.find(dims[d]) == std::string::npos)
-      r.dims.push_back(s.dims[d]);
-    else if (partial)
-      r.partial.insert(r.partial.end(), s.dims[d].begin(), s.dims[d].end());
-  }
-  return r;
-}
 
 // Whether the plan's steps move operand k before the product (a spec that differs only in axes
 // of size 1 moves nothing and makes no copy).

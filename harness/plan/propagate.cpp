@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
+#include "harness/plan/layout_search.hpp"
 #include "harness/plan/planner.hpp"
 
 namespace shardlab {
@@ -106,7 +107,7 @@ class Propagator {
 
   void rest() {
     for (const auto& t : p_.tensors())
-      if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it");
+      if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it", true);
   }
 
   // Softmax needs its dim whole, whatever rule gave its output a spec.
@@ -142,7 +143,9 @@ class Propagator {
     std::stable_sort(ts.begin(), ts.end(), [&](const std::string& a, const std::string& b) { return split_ways(a) > split_ways(b); });
   }
   const Spec& spec(const std::string& t) const { return out_.specs.at(t).spec; }
-  void set(const std::string& t, const Spec& s, const std::string& origin) { out_.specs[t] = {s, origin, false}; }
+  void set(const std::string& t, const Spec& s, const std::string& origin, bool free = false) {
+    out_.specs[t] = {s, origin, false, free && !p_.is_input(t)};
+  }
 
   // A spec from axes per letter, made valid: an axis used by an earlier dim, or one that does not
   // divide what is left of the dim, is dropped.
@@ -166,7 +169,7 @@ class Propagator {
       }
     }
     if (!dropped.empty()) origin += "; dropped " + join(dropped, ", ") + " (used twice or not dividing)";
-    set(t, s, origin);
+    set(t, s, origin, true);
   }
 
   const TensorProgram& p_;
@@ -177,7 +180,7 @@ class Propagator {
 }  // namespace
 
 Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
-                      const std::map<std::string, PropagatedSpec>& fixed) {
+                      const std::map<std::string, PropagatedSpec>& fixed, bool search_free) {
   Propagator g(p, mesh);
   g.fix(fixed);
   g.annotate(annotations);
@@ -187,7 +190,8 @@ Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<s
   g.forward();
   g.rest();
   g.softmax_whole();
-  return g.result();
+  if (!fixed.empty() || !search_free) return g.result();
+  return search_layouts(p, mesh, g.result());
 }
 
 std::string propagation_text(const TensorProgram& p, const Propagation& prop) {

@@ -14,6 +14,10 @@
 //  5. then forward again, and anything still open is replicated.
 //  6. whatever rule gave a softmax's output its spec, the softmax dim is made whole (an annotation
 //     that splits it is refused).
+//  7. op outputs rules 3-5 gave a spec are free: where trying every layout of them is cheap, they
+//     take the layouts that make the program send the fewest bytes (harness/plan/layout_search.hpp),
+//     so an unannotated einsum output lies where it is cheapest to leave it, not where the
+//     articles' rule puts it. Not with `fixed` specs (a gradient program follows its forward one).
 // Each derived spec is made valid: a mesh axis already used by an earlier dim of the tensor, or one
 // that does not divide the dim, is dropped (and the origin says so).
 #pragma once
@@ -31,6 +35,7 @@ struct PropagatedSpec {
   Spec spec;
   std::string origin;  // "annotated", "like x (same dims bsm)", "from x through op 1 (h = einsum ...)" ...
   bool annotated = false;
+  bool free = false;   // an op's output given its spec by rules 3-5: the layout search may change it
 };
 
 struct Propagation {
@@ -42,8 +47,9 @@ struct Propagation {
 // parse, does not fit the mesh or the tensor (wrong rank, unknown axis, not divisible).
 // `fixed`: specs decided elsewhere, kept with their origins and not counted as annotations (a
 // gradient program's forward tensors, and each gradient lying as its tensor does).
+// `search_free`: false skips rule 7 (the rules' specs alone, for comparison).
 Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
-                      const std::map<std::string, PropagatedSpec>& fixed = {});
+                      const std::map<std::string, PropagatedSpec>& fixed = {}, bool search_free = true);
 
 // One aligned line per tensor, in program order: name, dims, spec in the book's notation, origin.
 std::string propagation_text(const TensorProgram& p, const Propagation& prop);
