@@ -5,13 +5,14 @@
 // A fault strikes once, on the last device of the mesh, at the first place its kind applies:
 //   perturb:E          one element of each of the device's returned blocks times (1 + E) (the
 //                      element whose size is nearest the block's RMS)
-//   skip-add           one ring reduction step keeps what it received and skips adding its own part
+//   skip-add           one ring sum step keeps what it received and skips adding its own part (a
+//                      max is left alone: a softmax's subtracted max does not change its result)
 //   gather-offset      two blocks of one all_gather land at each other's offsets
 //   swap-blocks        in one all_to_all, the device's own block and the next member's are swapped
 //   stale-receive      one all_gather ring step reuses the block the previous step received
 //   skip-update        one optimizer step leaves the device's shard of the weights as they were
-//   swap-microbatches  the first two micro-batches' gradients are taken in each other's place
-//                      (their losses are weighted apart, so the sum changes)
+//   swap-microbatches  one micro-batch's backward reads another's stashed activations (a stash
+//                      mix-up: where only one is stashed, as in 1F1B's steady state, it waits)
 // A kind with no place in a run (no all_to_all, no optimizer) never strikes; the run says so.
 #pragma once
 #include <cstddef>

@@ -38,7 +38,12 @@ void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, u
     const int send = mod(r - s - 1, n), recv = mod(r - s - 2, n);
     const unsigned char* from = (s == 0 ? in : acc) + off[send] * eb;
     unsigned char* to = s == n - 2 ? last : acc + off[recv] * eb;
-    if (dev.strike(FaultKind::skip_add)) {  // --inject skip-add: keep what came, add nothing of ours
+    // --inject skip-add: keep what came and add nothing of ours, at the first step where ours is
+    // not all zeros (skipping a zero would change nothing).
+    const std::size_t own = (off[recv + 1] - off[recv]) * eb;
+    const unsigned char* mine = in + off[recv] * eb;
+    if (op == Reduce::sum && dev.fault().kind == FaultKind::skip_add &&
+        std::any_of(mine, mine + own, [](unsigned char b) { return b != 0; }) && dev.strike(FaultKind::skip_add)) {
       dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(), to,
                                (off[recv + 1] - off[recv]) * eb);
       continue;

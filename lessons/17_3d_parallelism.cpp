@@ -166,7 +166,10 @@ int main(int argc, char** argv) {
 
     // One Adam step against the unsharded model.
     const ThreeDReference ref = three_d_reference(c, in, session.dtype());
-    Verdict grads, weights;
+    Verdict outputs, grads, weights;
+    // The loss weights the output linearly (L = sum y R), so no gradient depends on y: it is
+    // checked on its own, or a wrong forward sum would pass unseen.
+    outputs.name = "last stage's output y = unsharded";
     grads.name = "owned step-1 gradient rows = whole batch's";
     weights.name = "W1, W2 shards after one Adam step = unsharded";
     for (int id = 0; id < mesh.devices(); ++id) {
@@ -191,7 +194,13 @@ int main(int argc, char** argv) {
           {compare("W2", o.at("W2"), shard(ref.w2[p], false),
                    shard(ref.w2_tol[p], false)), &weights}};
       for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
+      if (p == c.pipe - 1) {
+        const std::size_t n = ref.y.shape()[0] / c.data;
+        auto mine = [&](const Tensor& whole) -> Tensor { return xt::view(whole, xt::range(d * n, (d + 1) * n), xt::all()); };
+        absorb(outputs, compare("y", o.at("y"), mine(ref.y), mine(ref.y_tol)), "device " + std::to_string(id) + " y");
+      }
     }
+    report.checks.push_back(outputs);
     report.checks.push_back(grads);
     report.checks.push_back(weights);
     out << "5. Verdict against the unsharded model (the whole batch, both stages, whole weights, one Adam step):\n";

@@ -91,6 +91,11 @@ RunResult Session::run(const Program& program) {
       ledger_.push_back(row);
     }
     report_.add_ledger(ledger_);
+    const Fault& fault = runtime_->fault();
+    if (fault.kind != FaultKind::none) {  // --inject: what was planted, and whether it found a place
+      report_.strings["injected"] = fault_text(fault);
+      report_.numbers["injected_struck"] = runtime_->struck() ? 1 : 0;
+    }
   }
   return r;
 }
@@ -106,10 +111,6 @@ int Session::finish() {
   if (runtime_->is_root()) {
     status = report_.pass() ? 0 : 1;
     const Fault& fault = runtime_->fault();
-    if (fault.kind != FaultKind::none) {  // --inject: what was planted, and whether it found a place
-      report_.strings["injected"] = fault_text(fault);
-      report_.numbers["injected_struck"] = runtime_->struck() ? 1 : 0;
-    }
     if (options_.json) {
       std::cout << report_json(report_) << std::endl;
     } else {

@@ -17,6 +17,7 @@
 #include "harness/cli/cmd_sweep.hpp"
 #include "harness/cli/cmd_pipeline.hpp"
 #include "harness/cli/cmd_zero.hpp"
+#include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
 #include "harness/cli/exit_signals.hpp"
 #include "harness/cli/version.hpp"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   Command pipeline = add_pipeline_command(app);
   Command soak = add_soak_command(app);
   Command exercise = add_exercise_command(app);
+  Command power = add_power_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     if (*pipeline.app) return pipeline.run();
     if (*soak.app) return soak.run();
     if (*exercise.app) return exercise.run();
+    if (*power.app) return power.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

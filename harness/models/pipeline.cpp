@@ -152,7 +152,10 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
         const auto it = stash.find(op.chunk);
         if (it == stash.end())
           throw Error(ErrorKind::unsupported, "stage " + std::to_string(s) + " runs " + label + " before its forward");
-        const std::vector<Tensor>& acts = it->second;
+        auto from = it;  // --inject swap-microbatches: another micro-batch's stashed activations
+        for (auto o = stash.begin(); o != stash.end(); ++o)
+          if (o != it && from == it && dev.strike(FaultKind::swap_microbatches)) from = o;
+        const std::vector<Tensor>& acts = from->second;
         Tensor dz = input;
         for (int l = per - 1; l >= 0; --l) {
           const Tensor& out = acts[l + 1];

@@ -64,6 +64,16 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
     inputs.push_back(matmul(acts.back(), in.w2[p]));
   }
   ThreeDReference ref;
+  // The output, and how far rounding (in the products, the sums over T and on the wire) may move
+  // it: each stage adds bound |input| |W1| through tanh (slope at most 1) and bound |a| |W2|, and
+  // carries the error it received through |W1| and |W2|.
+  const double bound = 32.0 * (c.pipe + 1) * u;
+  ref.y = inputs.back();
+  ref.y_tol = xt::zeros<double>(x.shape());
+  for (int p = 0; p < c.pipe; ++p) {
+    const Tensor e_act = matmul(ref.y_tol, xt::abs(in.w1[p])) + bound * matmul(xt::abs(inputs[p]), xt::abs(in.w1[p]));
+    ref.y_tol = matmul(e_act, xt::abs(in.w2[p])) + bound * matmul(xt::abs(acts[p]), xt::abs(in.w2[p]));
+  }
   ref.w1 = in.w1;
   ref.w2 = in.w2;
   ref.g1.resize(c.pipe);
@@ -72,7 +82,6 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
   ref.g2_tol.resize(c.pipe);
   ref.w1_tol.resize(c.pipe);
   ref.w2_tol.resize(c.pipe);
-  const double bound = 32.0 * (c.pipe + 1) * u;
   Tensor dz = r, dz_size = xt::abs(r);
   for (int p = c.pipe - 1; p >= 0; --p) {
     const Tensor& a = acts[p];
@@ -107,12 +116,14 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
     Tensor g1 = zeros_like(w1), g2 = zeros_like(w2);
     const Shape block{c.micro_batch, c.width};
     std::map<int, std::pair<Tensor, Tensor>> stash;  // micro-batch -> (stage input, hidden activation)
+    Tensor out;  // the last stage: its micro-batches' outputs, one after another
     for (int k = 0; k < c.chunks; ++k) {  // GPipe: every forward ...
       const std::string tag = "_c" + std::to_string(k);
       const Tensor x = p == 0 ? in.x[d * c.chunks + k] : recv(dev, dev.id() - T, block, "act" + tag);
       const Tensor a = unary_op("tanh", matmul(x, w1));
       const Tensor y = all_reduce(dev, Tensor(matmul(a, w2)), {"T"}, "y" + stage);  // W2's rows: partial sums
       if (p < P - 1) send(dev, y, dev.id() + T, "act" + tag);
+      else out = k == 0 ? y : Tensor(xt::concatenate(xt::xtuple(out, y), 0));
       stash[k] = {x, a};
     }
     for (int k = c.chunks - 1; k >= 0; --k) {  // ... then every backward, last first
@@ -132,11 +143,13 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
     const Tensor own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
     const Tensor own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
     Tensor own_w1 = rows(w1, me, D), own_w2 = rows(w2, me, D);
-    adam_first_step(own_w1, own_g1, c);
+    if (!dev.strike(FaultKind::skip_update)) adam_first_step(own_w1, own_g1, c);  // --inject skip-update
     adam_first_step(own_w2, own_g2, c);
     w1 = all_gather(dev, own_w1, {"D"}, 0, "W1" + stage);
     w2 = all_gather(dev, own_w2, {"D"}, 0, "W2" + stage);
-    return {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}};
+    Outputs result = {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}};
+    if (p == P - 1) result["y"] = out;
+    return result;
   };
 }
 

@@ -41,11 +41,13 @@ ThreeDInputs three_d_inputs(const ThreeDConfig& c);
 struct ThreeDReference {
   std::vector<Tensor> w1, w2, g1, g2;
   std::vector<Tensor> w1_tol, w2_tol, g1_tol, g2_tol;
+  Tensor y, y_tol;  // the last stage's output for the whole batch (micro-batches in order), and its bound
 };
 ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in, DType wire);
 
 // Device (d, p, t)'s program. Returns "W1", "W2" (its shards after the step), "dW1", "dW2" (the
-// summed gradient rows it owns after the ReduceScatter over D).
+// summed gradient rows it owns after the ReduceScatter over D) and, on the last stage, "y": the
+// outputs of its micro-batches one after another (its data shard's rows of the batch's output).
 Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
 
 // Which mesh axis a ledger row's traffic crosses: "T", "D", or "P" for send/recv.

@@ -201,22 +201,24 @@ Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
         switch (mode) {
           case ZeroMode::dp:
             grad[k] = all_reduce(dev, grad[k], X, tag + "d" + name[k]);
-            adam[k].step(w[k], grad[k], t, m.adam);
+            if (!dev.strike(FaultKind::skip_update)) adam[k].step(w[k], grad[k], t, m.adam);
             break;
           case ZeroMode::zero1: {
             grad[k] = reduce_scatter(dev, grad[k], X, 0, tag + "d" + name[k]);
             Tensor own = rows(w[k], me, n);
-            adam[k].step(own, grad[k], t, m.adam);
+            if (!dev.strike(FaultKind::skip_update)) adam[k].step(own, grad[k], t, m.adam);
             w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
             break;
           }
           case ZeroMode::zero2: {
             Tensor own = rows(w[k], me, n);
-            adam[k].step(own, grad[k], t, m.adam);
+            if (!dev.strike(FaultKind::skip_update)) adam[k].step(own, grad[k], t, m.adam);
             w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
             break;
           }
-          case ZeroMode::zero3: adam[k].step(w[k], grad[k], t, m.adam); break;
+          case ZeroMode::zero3:
+            if (!dev.strike(FaultKind::skip_update)) adam[k].step(w[k], grad[k], t, m.adam);
+            break;
         }
       }
       if (t == 1)  // the summed gradient each device stepped with: whole (dp) or its own rows
