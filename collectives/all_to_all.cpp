@@ -21,7 +21,7 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
                                               " and concatenates dim " + std::to_string(concat_dim) +
                                               ", but its local block " + shape_text(in_shape) + " has rank " +
                                               std::to_string(in_shape.size()));
-  Group g = dev.group(axes);
+  Group g = dev.collective_group(axes);
   const int n = g.size();
   if (in_shape[split_dim] % n != 0)
     throw Error(ErrorKind::not_divisible, "all_to_all of " + tensor + ": dim " + std::to_string(split_dim) +

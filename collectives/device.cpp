@@ -12,6 +12,19 @@ Group Device::group(const std::vector<std::string>& axes) const {
   return g;
 }
 
+Group Device::collective_group(const std::vector<std::string>& axes) {
+  if (fault_.kind != FaultKind::wrong_axis || axis_swapped_ || axes.size() != 1) return group(axes);
+  const std::vector<std::string>& names = mesh_.names();
+  const int size = mesh_.sizes()[static_cast<std::size_t>(mesh_.axis(axes[0]))];
+  for (std::size_t a = 0; a < names.size(); ++a)
+    if (names[a] != axes[0] && mesh_.sizes()[a] == size) {
+      axis_swapped_ = true;
+      if (id_ == mesh_.devices() - 1) struck_ = true;
+      return group({names[a]});
+    }
+  return group(axes);
+}
+
 unsigned char* Device::scratch(int slot, std::size_t bytes) {
   Scratch& s = scratch_[slot];
   if (s.size < bytes) {

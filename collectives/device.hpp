@@ -25,6 +25,9 @@ class Device {
   std::vector<int> coords() const { return mesh_.coords(id_); }
   int coord(const std::string& axis) const { return coords()[mesh_.axis(axis)]; }
   Group group(const std::vector<std::string>& axes) const;
+  // The group a collective runs over: group(axes), except under --inject wrong-axis, where every
+  // device's first collective over one axis that has a twin of the same size runs over the twin.
+  Group collective_group(const std::vector<std::string>& axes);
 
   Transport& transport() { return transport_; }
   Ledger& ledger() { return ledger_; }
@@ -60,6 +63,7 @@ class Device {
   DType dtype_;
   Fault fault_;
   bool struck_ = false;
+  bool axis_swapped_ = false;  // wrong-axis: every device swaps once, at the same call
   struct Scratch {
     std::unique_ptr<unsigned char[]> data;
     std::size_t size = 0;

@@ -15,9 +15,10 @@ struct Named {
 };
 const Named kNames[] = {{FaultKind::skip_add, "skip-add"},           {FaultKind::gather_offset, "gather-offset"},
                         {FaultKind::swap_blocks, "swap-blocks"},     {FaultKind::stale_receive, "stale-receive"},
-                        {FaultKind::skip_update, "skip-update"},     {FaultKind::swap_microbatches, "swap-microbatches"}};
+                        {FaultKind::skip_update, "skip-update"},     {FaultKind::swap_microbatches, "swap-microbatches"},
+                        {FaultKind::wrong_axis, "wrong-axis"}};
 const char* kList = "perturb:E (E > 0, e.g. perturb:1e-3), skip-add, gather-offset, swap-blocks, stale-receive, "
-                    "skip-update, swap-microbatches";
+                    "skip-update, swap-microbatches, wrong-axis";
 }  // namespace
 
 Fault parse_fault(const std::string& text) {

@@ -2,7 +2,7 @@
 // seen to fail and the harness's power to catch a wrong answer measured (shardlab power). The
 // reference never runs through here: only what the devices compute or move is changed.
 //
-// A fault strikes once, on the last device of the mesh, at the first place its kind applies:
+// A fault strikes once (wrong-axis aside), on the last device of the mesh, at the first place its kind applies:
 //   perturb:E          one element of each of the device's returned blocks times (1 + E) (the
 //                      element whose size is nearest the block's RMS)
 //   skip-add           one ring sum step keeps what it received and skips adding its own part (a
@@ -13,6 +13,8 @@
 //   skip-update        one optimizer step leaves the device's shard of the weights as they were
 //   swap-microbatches  one micro-batch's backward reads another's stashed activations (a stash
 //                      mix-up: where only one is stashed, as in 1F1B's steady state, it waits)
+//   wrong-axis         every device's first collective over one mesh axis runs over another axis of
+//                      the same size instead (planted on all devices, so the run still finishes)
 // A kind with no place in a run (no all_to_all, no optimizer) never strikes; the run says so.
 #pragma once
 #include <cstddef>
@@ -21,7 +23,9 @@
 
 namespace shardlab {
 
-enum class FaultKind { none, perturb, skip_add, gather_offset, swap_blocks, stale_receive, skip_update, swap_microbatches };
+enum class FaultKind {
+  none, perturb, skip_add, gather_offset, swap_blocks, stale_receive, skip_update, swap_microbatches, wrong_axis
+};
 
 struct Fault {
   FaultKind kind = FaultKind::none;

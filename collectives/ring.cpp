@@ -101,7 +101,7 @@ template <class T>
 xt::xarray<T> all_gather(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          std::size_t dim, const std::string& tensor) {
   check_dim(local, dim, "all_gather", tensor);
-  Group g = dev.group(axes);
+  Group g = dev.collective_group(axes);
   const int n = g.size();
   const bool native = dev.native();
   const DType w = dev.dtype();
@@ -143,7 +143,7 @@ template <class T>
 xt::xarray<T> reduce_scatter(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                              std::size_t dim, const std::string& tensor) {
   check_dim(local, dim, "reduce_scatter", tensor);
-  Group g = dev.group(axes);
+  Group g = dev.collective_group(axes);
   const int n = g.size();
   const Shape in_shape = shape_of(local);
   if (in_shape[dim] % n != 0)
@@ -190,7 +190,7 @@ namespace {
 template <class T>
 xt::xarray<T> all_reduce_as(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                             const std::string& tensor, Reduce op) {
-  Group g = dev.group(axes);
+  Group g = dev.collective_group(axes);
   const int n = g.size();
   const bool native = dev.native();
   const DType w = dev.dtype();

@@ -104,4 +104,22 @@ TEST_SUITE("fault") {
     run_with("skip-update", 2, gather, struck);
     CHECK_FALSE(struck);
   }
+
+  TEST_CASE("wrong-axis: every device's first collective over X runs over Y, the twin of its size") {
+    Runtime rt(Backend::sim);
+    rt.inject(parse_fault("wrong-axis"));
+    const Mesh mesh = Mesh::parse("X=2,Y=2");  // device d = 2x + y holds d + 1
+    const RunResult r = rt.run(mesh, [](Device& dev) {
+      const Tensor local = xt::ones<double>({std::size_t(2)}) * double(dev.id() + 1);
+      const Tensor first = all_reduce(dev, local, {"X"}, "first"), second = all_reduce(dev, local, {"X"}, "second");
+      return Outputs{{"first", first}, {"second", second}};
+    });
+    CHECK(rt.struck());
+    // Over Y: devices {0, 1} sum to 3, {2, 3} to 7; the second call is over X again: {0, 2} 4, {1, 3} 6.
+    const double over_y[] = {3, 3, 7, 7}, over_x[] = {4, 6, 4, 6};
+    for (int d = 0; d < 4; ++d) {
+      CHECK(r.outputs[d].at("first")(0) == over_y[d]);
+      CHECK(r.outputs[d].at("second")(0) == over_x[d]);
+    }
+  }
 }

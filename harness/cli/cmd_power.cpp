@@ -93,7 +93,8 @@ std::string short_kind(const std::string& k) {
   if (k.rfind("perturb", 0) == 0) return "perturb";
   const std::map<std::string, std::string> heads = {{"skip-add", "add"},         {"gather-offset", "gather"},
                                                     {"swap-blocks", "a2a"},      {"stale-receive", "stale"},
-                                                    {"skip-update", "update"},   {"swap-microbatches", "stash"}};
+                                                    {"skip-update", "update"},   {"swap-microbatches", "stash"},
+                                                    {"wrong-axis", "axis"}};
   const auto it = heads.find(k);
   return it == heads.end() ? k : it->second;
 }

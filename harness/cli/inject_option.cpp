@@ -10,7 +10,7 @@ namespace shardlab {
 void add_inject_option(CLI::App* app, std::string& inject) {
   app->add_option("--inject", inject,
                   "testing: plant one bug in the sharded run (perturb:E, skip-add, gather-offset, swap-blocks, "
-                  "stale-receive, skip-update, swap-microbatches); the verdict must be FAIL")
+                  "stale-receive, skip-update, swap-microbatches, wrong-axis); the verdict must be FAIL")
       ->type_name("KIND")
       ->check([](const std::string& text) {
         try {
