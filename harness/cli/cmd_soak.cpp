@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -18,6 +19,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "core/wrap.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
@@ -57,6 +59,8 @@ const DType kTypes[] = {DType::float32, DType::float64, DType::bfloat16};
 
 struct Tally {
   int run = 0, passed = 0, skipped = 0;
+  std::map<DType, double> weakest;  // the largest power (verify.hpp) of C's check, by element type
+  int weak = 0;                     // checks above their floor
   double rss_warm = 0, rss_end = 0;
   std::string first_failure;
 };
@@ -114,6 +118,8 @@ int soak(const SoakOptions& o) {
     const Verdict v = verify_output(mesh, c.plan.out_spec, run, "C", c.want,
                                     integer_sum_tolerance(c.k, 16, dtype, mesh.devices()));
     const Verdict bytes = planner_agrees(c.plan, summarize(run.ledger));
+    t.weakest[dtype] = std::max(t.weakest[dtype], v.power);
+    t.weak += is_weak(v, dtype);
     if (v.pass && bytes.pass) {
       ++t.passed;
     } else if (t.first_failure.empty()) {
@@ -149,6 +155,12 @@ int soak(const SoakOptions& o) {
   // Only the root verifies; every rank watches its own memory.
   const bool pass = (!process_is_root() || (t.passed == t.run && t.run > 0)) && growth < 0.05;
   int status = pass ? 0 : 1;
+  // The power of C's checks (verify.hpp): the weakest in each element type, against its floor.
+  std::string power = "  power: the weakest check is sure to catch an element off by";
+  for (const auto& [dtype, p] : t.weakest)
+    power += " " + format_number(p, "%.2g") + " x RMS in " + dtype_name(dtype) + " (floor " +
+             format_number(power_floor(dtype), "%.0e") + ");";
+  power += " " + std::to_string(t.weak) + " WEAK";
   if (process_is_root()) {
     const std::string verdict =
         std::string(pass ? "PASS" : "FAIL") + " soak: " + std::to_string(t.passed) + " of " + std::to_string(t.run) +
@@ -161,7 +173,8 @@ int soak(const SoakOptions& o) {
       nlohmann::ordered_json j = {{"pass", pass},          {"backend", o.backend},    {"cases_run", t.run},
                                   {"cases_passed", t.passed}, {"cases_skipped", t.skipped}, {"seconds", elapsed()},
                                   {"rss_warm_mib", t.rss_warm}, {"rss_end_mib", t.rss_end}, {"rss_growth", growth}, {"rss_judged", judged},
-                                  {"first_failure", t.first_failure}};
+                                  {"first_failure", t.first_failure}, {"weak_checks", t.weak}};
+      for (const auto& [dtype, p] : t.weakest) j["weakest_power"][dtype_name(dtype)] = p;
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << "shardlab soak: random matmul cases (meshes, specs A and B, shapes, float32/float64/bfloat16), "
@@ -169,6 +182,7 @@ int soak(const SoakOptions& o) {
                 << o.seed << "\n  each checked against the unsharded product and the planner's bytes; "
                 << t.skipped << " draws skipped (specs that do not divide the shape)\n";
       if (!t.first_failure.empty()) std::cout << "  first failure: " << t.first_failure << "\n";
+      std::cout << wrap_lines(power) << "\n";
       std::cout << verdict << "\n";
     }
   }
