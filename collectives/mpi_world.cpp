@@ -231,6 +231,10 @@ void MpiProcess::leave() {
       }
     }
   }
+  // MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye (SIGSTOP)
+  // would hold this one here forever. The watchdog covers it like any other blocking call.
+  static const std::string finalizing = "MPI_Finalize (the exit handshake)";
+  const BlockingCall guard(finalizing);
   MPI_Finalize();
 }
 
