@@ -54,6 +54,9 @@ struct ZeroReference {
   std::array<Tensor, 3> weights, tolerance;
   std::array<Tensor, 3> gradient, gradient_tolerance;
   std::size_t doubtful = 0;
+  // Each weight's largest relative doubt of its gradient over the steps: 32 u (the sum of its
+  // terms' sizes) / |gradient| (where it nears 1, Adam's step may go either way).
+  std::array<Tensor, 3> doubt;
 };
 ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wire);
 
