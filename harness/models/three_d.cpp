@@ -74,6 +74,29 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
     const Tensor e_act = matmul(ref.y_tol, xt::abs(in.w1[p])) + bound * matmul(xt::abs(inputs[p]), xt::abs(in.w1[p]));
     ref.y_tol = matmul(e_act, xt::abs(in.w2[p])) + bound * matmul(xt::abs(acts[p]), xt::abs(in.w2[p]));
   }
+  // The forward pass as the devices sum it: each stage's output the sum over T of the column
+  // blocks' partial products, each rounded to the wire type and added in it (first block first, or
+  // last first), the result in the wire type as the next stage receives it. What that moves y by,
+  // 4 times, with y's own last rounding, tightens the worst case.
+  {
+    const std::size_t T = static_cast<std::size_t>(c.tensor);
+    double most = 0;
+    for (bool last_first : {false, true}) {
+      Tensor in_p = x;
+      for (int p = 0; p < c.pipe; ++p) {
+        const Tensor a = xt::tanh(Tensor(matmul(in_p, in.w1[p])));
+        Tensor sum;
+        for (std::size_t j = 0; j < T; ++j) {
+          const std::size_t t = last_first ? T - 1 - j : j;
+          const Tensor part = rounded(matmul(col_block(a, t, T), row_block(in.w2[p], t, T)), wire);
+          sum = j == 0 ? part : rounded(sum + part, wire);
+        }
+        in_p = sum;
+      }
+      most = std::max(most, double(xt::amax(xt::abs(in_p - ref.y))()));
+    }
+    if (std::isfinite(most)) ref.y_tol = xt::minimum(ref.y_tol, 4 * most + 2 * u * xt::abs(ref.y));
+  }
   ref.w1 = in.w1;
   ref.w2 = in.w2;
   ref.g1.resize(c.pipe);
@@ -82,18 +105,49 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
   ref.g2_tol.resize(c.pipe);
   ref.w1_tol.resize(c.pipe);
   ref.w2_tol.resize(c.pipe);
+  // How far the data shards' gradients, each rounded to the wire type and added in it (first shard
+  // first, or last first: the ReduceScatter over D sums in some such order), move from one product
+  // over the batch: the largest difference over the tensor. The worst-case bounds above ignore
+  // cancellation; this is what rounding does here (as harness/check/program_check.hpp measures).
+  auto moved = [&](const Tensor& act, const Tensor& dz, const Tensor& whole) {
+    const std::size_t D = static_cast<std::size_t>(c.data);
+    double most = 0;
+    for (bool last_first : {false, true}) {
+      Tensor sum;
+      for (std::size_t j = 0; j < D; ++j) {
+        const std::size_t d = last_first ? D - 1 - j : j;
+        const Tensor part = rounded(matmul(transposed(row_block(act, d, D)), row_block(dz, d, D)), wire);
+        sum = j == 0 ? part : rounded(sum + part, wire);
+      }
+      most = std::max(most, double(xt::amax(xt::abs(sum - whole))()));
+    }
+    return most;
+  };
+  std::vector<double> moved1(c.pipe), moved2(c.pipe);
   Tensor dz = r, dz_size = xt::abs(r);
   for (int p = c.pipe - 1; p >= 0; --p) {
     const Tensor& a = acts[p];
     ref.g2[p] = matmul(transposed(a), dz);
     ref.g2_tol[p] = bound * matmul(transposed(xt::abs(a)), dz_size);
+    moved2[p] = moved(a, dz, ref.g2[p]);
     const Tensor slope = 1.0 - a * a;
     const Tensor dpre = matmul(dz, transposed(in.w2[p])) * slope;
     const Tensor dpre_size = matmul(dz_size, transposed(xt::abs(in.w2[p]))) * xt::abs(slope);
     ref.g1[p] = matmul(transposed(inputs[p]), dpre);
     ref.g1_tol[p] = bound * matmul(transposed(xt::abs(inputs[p])), dpre_size);
+    moved1[p] = moved(inputs[p], dpre, ref.g1[p]);
     dz = matmul(dpre, transposed(in.w1[p]));
     dz_size = matmul(dpre_size, transposed(xt::abs(in.w1[p])));
+  }
+  // A gradient's tolerance: min(worst case, 4 x what the orders moved it + its own last rounding);
+  // everything the forward pass and the stage boundaries round is in the worst case only, so the
+  // measured part is kept at least 8 u |g| (two more roundings on each side).
+  auto tighten = [&](Tensor& gtol, const Tensor& g, double s) {
+    if (std::isfinite(s)) gtol = xt::minimum(gtol, 4 * s + 8 * u * xt::abs(g));
+  };
+  for (int p = 0; p < c.pipe; ++p) {
+    tighten(ref.g1_tol[p], ref.g1[p], moved1[p]);
+    tighten(ref.g2_tol[p], ref.g2[p], moved2[p]);
   }
   // One Adam step; where a gradient element is within its rounding of 0, either sign may win.
   auto step = [&](Tensor& w, const Tensor& g, const Tensor& gtol, Tensor& wtol) {
