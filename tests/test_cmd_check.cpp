@@ -70,6 +70,15 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CHECK(count(doc, "//testcase") ==
         6 * 5 + 6 * 11 + (6 + 5 + 1 + 1 + 1) * 2 + (7 + 6 + 1 + 2 + 1) + 2 * (12 + 11 + 1 + 1 + 1) + 1);
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6 + 2);  // FFNs, layers
+  // Every comparison of values carries its power and floor; no shipped case has a WEAK check.
+  const auto powers = doc.select_nodes("//testcase/properties/property[@name='power']");
+  CHECK(powers.size() >= 60);
+  for (const auto& p : powers) {
+    const double power = std::stod(p.node().attribute("value").value());
+    const double floor = std::stod(p.node().next_sibling("property").attribute("value").value());
+    CAPTURE(p.node().parent().parent().attribute("name").value());
+    CHECK(power <= floor);
+  }
 }
 
 TEST_CASE("shardlab check: one failing expectation is one JUnit failure and exit 1; an invalid file is exit 2") {

@@ -20,8 +20,8 @@ TEST_SUITE("cmd power") {
     CHECK(j["escaped"] == 0);
     CHECK(j["errors"] == 0);
     CHECK(j["score_percent"].get<double>() == 100.0);
-    // 4 lessons x 2 types + 1 case, each clean + 7 faults.
-    CHECK(j["runs"].size() == 9 * 8);
+    // 4 lessons x 2 types + 1 case, each clean + 8 faults.
+    CHECK(j["runs"].size() == 9 * 9);
     int caught = 0;
     for (const auto& run : j["runs"]) {
       if (run["inject"] == "none") CHECK(run["result"] == "PASS");

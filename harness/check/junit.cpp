@@ -34,6 +34,14 @@ std::string junit_xml(const std::vector<JunitSuite>& suites) {
       tc.append_attribute("classname") = s.name.c_str();
       tc.append_attribute("name") = c.name.c_str();
       tc.append_attribute("time") = format_number(c.seconds, "%.3f").c_str();
+      if (c.power >= 0) {
+        auto props = tc.append_child("properties");
+        for (const auto& [key, value] : {std::pair<const char*, double>{"power", c.power}, {"power_floor", c.power_floor}}) {
+          auto p = props.append_child("property");
+          p.append_attribute("name") = key;
+          p.append_attribute("value") = format_number(value, "%.3g").c_str();
+        }
+      }
       if (c.pass) continue;
       auto why = tc.append_child(c.error ? "error" : "failure");
       why.append_attribute("message") = c.message.c_str();

@@ -1,6 +1,7 @@
 // JUnit XML for `shardlab check` (written with pugixml): one <testsuite> per case file, one
-// <testcase> per check (each output's verification, each expectation, memory); a file that could
-// not be read or planned is one testcase with an <error>.
+// <testcase> per check (each output's verification, each expectation, memory), a comparison's
+// with <properties> power and power_floor; a file that could not be read or planned is one
+// testcase with an <error>.
 #pragma once
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@ struct JunitCase {
   bool error = false;    // the file is invalid: an <error>, not a <failure>
   std::string message;   // why it failed or erred
   double seconds = 0;
+  // A comparison of values: its power and floor (verify.hpp), written as the testcase's
+  // properties "power" and "power_floor"; negative: none (no property).
+  double power = -1, power_floor = -1;
 };
 
 struct JunitSuite {

@@ -106,6 +106,8 @@ int run(const CheckOptions& o) {
         JunitCase k;
         k.name = v.name;
         const bool weak = is_weak(v, session.dtype());
+        k.power = v.power;
+        k.power_floor = v.power >= 0 ? floor_for(v, session.dtype()) : -1;
         k.pass = v.pass && (!weak || !c.allow_weak.empty());
         k.message = !v.pass ? check_text(v) : weak ? weak_text(v, session.dtype()) + (k.pass ? "; allowed: " + c.allow_weak : "") : "";
         suite.cases.push_back(k);
