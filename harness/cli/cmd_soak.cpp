@@ -23,6 +23,8 @@
 #include "harness/check/progress.hpp"
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
+#include "harness/check/session.hpp"
+#include "harness/models/case_run.hpp"
 #include "harness/models/matmul_case.hpp"
 
 namespace shardlab {
@@ -54,11 +56,50 @@ std::vector<std::string> meshes(Backend backend) {
 }
 
 const char* const kSpecs[] = {"_,_", "X,_", "_,X", "Y,_", "_,Y", "X,Y", "Y,X"};
+
+// Programs for the program cases (every fourth draw): an FFN and Megatron-style attention, forward
+// and backward, each under annotations drawn from its list (A and B: the mesh's two axes). They
+// exercise what matmuls do not: the program checker's tolerances (the spread over summation
+// orders, harness/check/program_check.hpp) on random meshes, layouts, seeds and element types.
+struct SoakProgram {
+  const char* body;
+  std::vector<const char*> shards;
+};
+const SoakProgram kPrograms[] = {
+    {R"(dims = { b = 2, s = 4, m = 16, h = 32 }
+inputs = { x = "bsm", W_in = "mh", W_out = "hm" }
+ops = [
+  { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] },
+  { out = "g", op = "gelu", in = ["h"] },
+  { out = "y", op = "einsum", eq = "bsh,hm->bsm", in = ["g", "W_out"] },
+]
+outputs = ["y"]
+backward = true)",
+     {R"(shard = { x = "A,_,B", W_in = "A,B", W_out = "B,A" })", R"(shard = { W_in = "_,B", W_out = "B,_" })",
+      R"(shard = { x = "A,_,_" })", R"(shard = { x = "_,B,_", W_in = "_,B", W_out = "B,_", y = "_,B,_" })"}},
+    {R"(dims = { b = 2, s = 4, t = 4, m = 16, n = 4, d = 4 }
+inputs = { x = "bsm", W_q = "mnd", W_k = "mnd", W_v = "mnd", W_o = "ndm" }
+ops = [
+  { out = "x_t", op = "rename", in = ["x"], to = "btm" },
+  { out = "q", op = "einsum", eq = "bsm,mnd->bsnd", in = ["x", "W_q"] },
+  { out = "k", op = "einsum", eq = "btm,mnd->btnd", in = ["x_t", "W_k"] },
+  { out = "v", op = "einsum", eq = "btm,mnd->btnd", in = ["x_t", "W_v"] },
+  { out = "scores", op = "einsum", eq = "bsnd,btnd->bnst", in = ["q", "k"] },
+  { out = "scaled", op = "scale", in = ["scores"], value = 0.5 },
+  { out = "p", op = "softmax", in = ["scaled"], over = "t" },
+  { out = "o", op = "einsum", eq = "bnst,btnd->bsnd", in = ["p", "v"] },
+  { out = "y", op = "einsum", eq = "bsnd,ndm->bsm", in = ["o", "W_o"] },
+]
+outputs = ["y"]
+backward = true)",
+     {R"(shard = { W_q = "_,B,_", W_k = "_,B,_", W_v = "_,B,_", W_o = "B,_,_" })", R"(shard = { x = "A,_,_" })",
+      R"(shard = { x = "A,_,_", W_q = "_,B,_", W_k = "_,B,_", W_v = "_,B,_", W_o = "B,_,_" })",
+      R"(shard = { x = "_,_,B" })"}}};
 const std::size_t kSizes[] = {4, 8, 12, 16, 24, 32};
 const DType kTypes[] = {DType::float32, DType::float64, DType::bfloat16};
 
 struct Tally {
-  int run = 0, passed = 0, skipped = 0;
+  int run = 0, passed = 0, skipped = 0, programs = 0;
   std::map<DType, double> weakest;  // the largest power (verify.hpp) of C's check, by element type
   int weak = 0;                     // checks above their floor
   double rss_warm = 0, rss_end = 0;
@@ -92,13 +133,50 @@ int soak(const SoakOptions& o) {
     // list on which draws almost never fit gives up after 100 draws per case asked.
     const bool more = o.cases > 0 ? t.run < o.cases && i < 100 * o.cases : elapsed() < budget;
     if ((backend == Backend::mpi ? mpi::agree(more ? 0 : 1) : (more ? 0 : 1)) != 0) break;
-    const bool past_warmup = o.cases > 0 ? t.run >= o.cases / 5 : elapsed() >= budget / 5;
+    // The warm-up also waits for a few program cases: their first runs grow the heap once.
+    const bool past_warmup = (o.cases > 0 ? t.run >= o.cases / 5 : elapsed() >= budget / 5) && t.programs >= 6;
     if (past_warmup && !warm) {
       t.rss_warm = resident_mib();
       runs_at_warm = t.run;
       warm = true;
     }
     const Mesh mesh = Mesh::parse(mesh_list[pick(mesh_list.size())]);
+    if (i % 4 == 0) {  // a program case (the first draw too: the warm-up must see one)
+      const SoakProgram& prog = kPrograms[pick(2)];
+      const std::string shard = prog.shards[pick(prog.shards.size())];
+      const DType dtype = kTypes[pick(3)];
+      const std::uint64_t seed = rng() % 1000000;
+      CommonOptions opts;
+      opts.mesh = mesh.text();
+      opts.backend = o.backend;
+      opts.dtype = dtype_name(dtype);
+      opts.quiet = true;
+      Session session("soak_program", opts);
+      CaseRun r;
+      try {
+        const CaseFile c = layout_case(prog.body, shard, "soak_program", session, seed);
+        r = run_case(session, c, plan_case(c, session.mesh()), false);
+      } catch (const Error& e) {
+        // Annotations that do not fit the mesh (a split that does not divide a dim): no case.
+        if (e.kind() != ErrorKind::not_divisible && e.kind() != ErrorKind::parse) throw;
+        ++t.skipped;
+        continue;
+      }
+      ++t.run;
+      ++t.programs;
+      if (!session.runtime().is_root()) continue;
+      bool ok = true;
+      for (const auto& v : r.checks) {
+        ok = ok && v.pass;
+        if (v.power >= 0) t.weakest[dtype] = std::max(t.weakest[dtype], v.power);
+        t.weak += is_weak(v, dtype);
+        if (!v.pass && t.first_failure.empty())
+          t.first_failure = "program on mesh " + mesh.text() + ", " + shard + ", seed " + std::to_string(seed) + ", " +
+                            dtype_name(dtype) + ": " + v.name + ": " + v.detail;
+      }
+      t.passed += ok;
+      continue;
+    }
     const std::string shape = std::to_string(kSizes[pick(6)]) + "," + std::to_string(kSizes[pick(6)]) + "," +
                               std::to_string(kSizes[pick(6)]);
     const std::string sa = kSpecs[pick(7)], sb = kSpecs[pick(7)];
@@ -173,13 +251,15 @@ int soak(const SoakOptions& o) {
       nlohmann::ordered_json j = {{"pass", pass},          {"backend", o.backend},    {"cases_run", t.run},
                                   {"cases_passed", t.passed}, {"cases_skipped", t.skipped}, {"seconds", elapsed()},
                                   {"rss_warm_mib", t.rss_warm}, {"rss_end_mib", t.rss_end}, {"rss_growth", growth}, {"rss_judged", judged},
-                                  {"first_failure", t.first_failure}, {"weak_checks", t.weak}};
+                                  {"first_failure", t.first_failure}, {"weak_checks", t.weak},
+                                  {"programs_run", t.programs}};
       for (const auto& [dtype, p] : t.weakest) j["weakest_power"][dtype_name(dtype)] = p;
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << "shardlab soak: random matmul cases (meshes, specs A and B, shapes, float32/float64/bfloat16), "
                    "seed "
-                << o.seed << "\n  each checked against the unsharded product and the planner's bytes; "
+                << o.seed << ",\n  and every fourth an FFN or attention program, forward and backward ("
+                << t.programs << " run)\n  each checked against the unsharded product or program and the planner's bytes; "
                 << t.skipped << " draws skipped (specs that do not divide the shape)\n";
       if (!t.first_failure.empty()) std::cout << "  first failure: " << t.first_failure << "\n";
       std::cout << wrap_lines(power) << "\n";
