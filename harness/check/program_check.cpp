@@ -44,6 +44,15 @@ Tensor chunked(const Tensor& x, const std::string& dims, char letter, SumOrder o
   return acc;
 }
 
+// The longest of the letters summed over: the one to cut into blocks (a letter of size 1 would
+// leave the sum as it was).
+char longest(const TensorProgram& p, const std::string& letters) {
+  char best = letters[0];
+  for (char c : letters)
+    if (p.sizes.at(c) > p.sizes.at(best)) best = c;
+  return best;
+}
+
 }  // namespace
 
 Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std::string, Tensor>& values, DType dtype,
@@ -56,7 +65,8 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
       const Tensor& b = values.at(op.in[1]);
       const std::string over = eq.contracted();
       if (order.chunks <= 1 || over.empty()) return contract(eq, a, b, dtype);
-      return chunked(a, eq.a, over[0], order, dtype, [&](const Tensor& part) { return contract(eq, part, b, dtype); });
+      return chunked(a, eq.a, longest(p, over), order, dtype,
+                     [&](const Tensor& part) { return contract(eq, part, b, dtype); });
     }
     case OpKind::unary:
       return rounded(unary_op(op.name, a, op.value), dtype);
@@ -73,7 +83,7 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
     case OpKind::reduce: {
       const std::string& in_dims = p.dims.at(op.in[0]);
       if (op.name == "max" || order.chunks <= 1) return rounded(reduce_op(op.name, a, in_dims, op.over), dtype);
-      const Tensor s = chunked(a, in_dims, op.over[0], order, dtype,
+      const Tensor s = chunked(a, in_dims, longest(p, op.over), order, dtype,
                                [&](const Tensor& part) { return reduce_op("sum", part, in_dims, op.over); });
       if (op.name == "sum") return s;
       double n = 1;

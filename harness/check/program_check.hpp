@@ -57,7 +57,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
                                int devices, const std::vector<int>& groups = {},
                                const std::vector<bool>& on_partials = {});
 
-// How a reference sums a contraction or a sum over dims: in `chunks` blocks of the first
+// How a reference sums a contraction or a sum over dims: in `chunks` blocks of the longest
 // contracted (reduced) letter, each block's sum rounded to the element type and the blocks added
 // one at a time in it, from the first block or (reverse) the last. 1: one sum, as the kernel does.
 struct SumOrder {
