@@ -398,10 +398,14 @@ TEST_SUITE("layout search") {
     // Annotated tensors and tensors like an annotated one are not free: C annotated keeps X,_.
     const Propagation pinned = propagate(mm, x4, {{"A", "X,_"}, {"B", "_,X"}, {"C", "X,_"}});
     CHECK(pinned.specs.at("C").spec == Spec::parse("X,_"));
-    // Over the budget, propagation's specs stand.
+    // Over the budget, a local search: with one free tensor its greedy pass is the whole search.
     LayoutSearch over;
-    CHECK(search_layouts(mm, x4, rules, &over, 1).specs.at("C").spec == Spec::parse("X,_"));
-    CHECK_FALSE(over.searched);
+    const Propagation local = search_layouts(mm, x4, rules, &over, 1);
+    CHECK(local.specs.at("C").spec == Spec::parse("_,X"));
+    CHECK(local.specs.at("C").origin.find("a local search of") != std::string::npos);
+    CHECK(over.searched);
+    CHECK_FALSE(over.exhaustive);
+    CHECK(info.exhaustive);
   }
 
   TEST_CASE("differential: the planner against a brute force over every layout of the free tensors") {

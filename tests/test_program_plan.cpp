@@ -162,3 +162,34 @@ outputs = ["total"]
     CHECK(v.pass == (!sabotage && a.replicas_agree));
   }
 }
+
+TEST_CASE("program run: a gathered tensor is gathered once per pass, for every einsum that reads it or its rename") {
+  // x split over s on Y=4; q, k, v each need x whole (their weights split by heads). k and v read
+  // x_t = rename(x), and a gelu stands between q and k: the copy of x that q's einsum gathered
+  // serves k and v too. x[2,8,16] float32 is 1024 B; one all_gather over 4 devices sends 3/4 of
+  // it: 768 B, once (before, x_t was gathered again for k: 1536 B).
+  const std::string body = R"(dims = { b = 2, s = 8, t = 8, m = 16, n = 4, d = 4 }
+inputs = { x = "bsm", W_q = "mnd", W_k = "mnd", W_v = "mnd" }
+ops = [
+  { out = "x_t", op = "rename", in = ["x"], to = "btm" },
+  { out = "q", op = "einsum", eq = "bsm,mnd->bsnd", in = ["x", "W_q"] },
+  { out = "gq", op = "gelu", in = ["q"] },
+  { out = "k", op = "einsum", eq = "btm,mnd->btnd", in = ["x_t", "W_k"] },
+  { out = "v", op = "einsum", eq = "btm,mnd->btnd", in = ["x_t", "W_v"] },
+]
+outputs = ["gq", "k", "v"]
+)";
+  const Ran r = run_text(body, "Y=4",
+                         {{"x", "_,Y,_"}, {"W_q", "_,Y,_"}, {"W_k", "_,Y,_"}, {"W_v", "_,Y,_"},
+                          {"gq", "_,_,Y,_"}, {"k", "_,_,Y,_"}, {"v", "_,_,Y,_"}});
+  CHECK(r.plan.collective_lines() == std::vector<std::string>{"all_gather x over Y"});
+  CHECK(r.plan.predicted_bytes_per_device() == 768);
+  CHECK(r.plan.ops[3].reuse[0]);
+  CHECK(r.plan.ops[3].reuse_op[0] == 1);  // the copy op 2 (q) made
+  CHECK(r.plan.ops[4].reuse[0]);
+  CHECK(program_plan_text(r.plan).find("(x's copy, moved for op 2)") != std::string::npos);
+  // The copy (x[2,8,16] whole, 1024 B) is held from q's einsum to v's. By hand, blocks of 256 B
+  // each: at q's einsum a device holds x, x_t and the three weights (1280), the copy and q: 2560,
+  // the peak; at v's, x_t, W_v, gq, k, the copy and v: 2304 (x and W_q freed, W_k after k).
+  CHECK(r.peak == 2560);
+}

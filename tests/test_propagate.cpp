@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/plan/propagate.hpp"
@@ -119,4 +120,37 @@ shard = { a = "_,_", b = "X,_" }
     CHECK(p.specs.at("c").origin == "like b (same dims ij)");
     CHECK(plan_case(c, mesh).predicted_bytes_per_device() == 0);
   }
+}
+
+TEST_CASE("propagate: a partial gradient is reduce-scattered into the split its consumer wants (issue 27)") {
+  // Sequence-parallel MLP with its residual on Y=4: x and out split over s, the weights Megatron's.
+  // In the backward dx = dout + dx_2, dout and dx split over s; dx_2 = dhid W_in^T is a partial
+  // sum over Y. Completing it into dx's split is one ReduceScatter of dx_2[2,8,16] (1024 B):
+  // (4-1)/4 x 1024 = 768 B, where an AllReduce and a slice send 2 x 768 = 1536 B. By hand, the
+  // whole run: all_gather x 768 (forward), reduce_scatter y 768, all_gather dout 768,
+  // reduce_scatter dx_2 768, all_gather x again for dW_in 768: 3840 B (Megatron's).
+  const std::string text = R"(name = "sp_mlp"
+mesh = "Y=4"
+dims = { b = 2, s = 8, m = 16, h = 32 }
+inputs = { x = "bsm", W_in = "mh", W_out = "hm" }
+shard = { x = "_,Y,_", W_in = "_,Y", W_out = "Y,_", out = "_,Y,_" }
+ops = [
+  { out = "hid", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] },
+  { out = "g", op = "gelu", in = ["hid"] },
+  { out = "y", op = "einsum", eq = "bsh,hm->bsm", in = ["g", "W_out"] },
+  { out = "out", op = "add", in = ["x", "y"] },
+]
+outputs = ["out"]
+backward = true
+)";
+  const CaseFile c = parse_case_file(text, "sp_mlp.toml");
+  const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
+  CHECK(plan.propagation.specs.at("dx_2").spec.text() == "_,Y,_");
+  CHECK(join(plan.collective_lines(), "; ") ==
+        "all_gather x over Y; reduce_scatter y over Y; all_gather dout over Y; reduce_scatter dx_2 over Y; "
+        "all_gather x over Y");
+  std::vector<std::size_t> bytes;
+  for (const auto* s : plan.collectives()) bytes.push_back(s->predicted_bytes);
+  CHECK(bytes == std::vector<std::size_t>{768, 768, 768, 768, 768});
+  CHECK(plan.predicted_bytes_per_device() == 3840);
 }

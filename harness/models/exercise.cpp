@@ -131,6 +131,13 @@ std::vector<ExerciseCase> make_bank() {
          "b=8,h=16,m=8"),
       ex("17", "3D: W_out's gradient summed over the data axis", "D=2,P=2,T=2", "bh,bm->hm", "h,dy,dW_out", "D,T",
          "D,_", "T,_", "b=8,h=16,m=8"),
+      // 18: sequence parallelism: activations split over s between the tensor-parallel blocks
+      ex("18", "sequence parallel: the row matmul's sums leave split over s", "Y=4", "bsh,hm->bsm",
+         "g,W_out,ff", "_,_,Y", "Y,_", "_,Y,_", "b=2,s=8,h=64,m=16"),
+      ex("18", "sequence parallel: W_in's gradient from f split over s", "Y=4", "bsm,bsh->mh", "f,dh,dW_in",
+         "_,Y,_", "_,_,Y", "_,Y", "b=2,s=8,m=16,h=64"),
+      ex("18", "sequence parallel: a layer norm gain's gradient, summed over split tokens", "Y=4", "bsm,bsm->m",
+         "df,xn,dg", "_,Y,_", "_,Y,_", "_", "b=2,s=8,m=16"),
   };
 }
 

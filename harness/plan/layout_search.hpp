@@ -12,8 +12,10 @@
 // device. Ties keep propagation's specs. Branch and bound in program order: an op is priced once
 // its last free tensor is chosen, and a partial assignment costing no less than the best is cut.
 //
-// It runs only where trying everything is cheap: when the product of the free tensors' layout
-// counts is at most `budget`. Larger programs (a whole Transformer layer) keep propagation's specs.
+// Trying everything runs where it is cheap: when the product of the free tensors' layout counts
+// is at most `budget`. Larger programs (a whole Transformer layer) get a local search instead: a
+// greedy pass in program order, then single changes while one lowers the total; its answer is
+// kept only where it sends fewer bytes than propagation's specs (it may miss the cheapest).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -26,7 +28,8 @@
 namespace shardlab {
 
 struct LayoutSearch {
-  bool searched = false;          // false: the space was over the budget, nothing changed
+  bool searched = false;          // false: no free tensor, nothing changed
+  bool exhaustive = false;        // every assignment tried (within the budget), else a local search
   double assignments = 1;         // the product of the free tensors' layout counts
   std::size_t free_tensors = 0;
   double rules_elements = 0;      // elements one device sends under propagation's specs (all ops)

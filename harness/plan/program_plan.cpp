@@ -106,12 +106,24 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
   for (const auto& kv : program.inputs) pp.stored[kv.first] = propagation.specs.at(kv.first).spec;
   auto spec = [&](const std::string& t) { return pp.stored.at(t); };
   const std::set<std::string> deferrable = deferrable_tensors(program);
-  std::map<std::string, Spec> kept;  // copies the op before moved its operands into
+  // The tensor whose blocks each renamed tensor holds (x for x_t = rename(x)); others their own.
+  std::map<std::string, std::string> root;
+  auto root_of = [&](const std::string& t) {
+    auto it = root.find(t);
+    return it == root.end() ? t : it->second;
+  };
+  struct Copy {
+    Spec spec;
+    std::size_t op = 0;
+    int operand = 0;
+  };
+  std::map<std::string, Copy> kept;  // by root: the latest copy an einsum of this pass moved it into
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp& op = program.ops[i];
     OpPlan o;
     o.op = i;
     if (i == backward_from) kept.clear();
+    if (op.kind == OpKind::rename) root[op.out] = root_of(op.in[0]);
     const Spec out = propagation.specs.at(op.out).spec;
     const std::string& out_dims = program.dims.at(op.out);
     // A linear op whose operands all hold the same partial sums works on them as they are.
@@ -150,20 +162,25 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
             o.contraction.steps.insert(o.contraction.steps.begin(), to_start.begin(), to_start.end());
             (k == 0 ? o.contraction.a : o.contraction.b).spec = spec(dz);
           }
-          for (int mask = 1; mask < 4; ++mask) {  // from the copies the op before kept, where cheaper
+          for (int mask = 1; mask < 4; ++mask) {  // from the copies kept in this pass, where cheaper
             bool use[2] = {(mask & 1) != 0, (mask & 2) != 0}, possible = true;
             Spec start[2];
             for (int k = 0; k < 2; ++k) {
-              const std::string& t = op.in[static_cast<std::size_t>(k)];
-              possible = possible && (!use[k] || kept.count(t));
-              start[k] = use[k] && kept.count(t) ? kept.at(t) : spec(t);
+              const std::string r = root_of(op.in[static_cast<std::size_t>(k)]);
+              possible = possible && (!use[k] || kept.count(r));
+              start[k] = use[k] && kept.count(r) ? kept.at(r).spec : spec(op.in[static_cast<std::size_t>(k)]);
             }
             if (!possible) continue;
             Plan p = plan_from(start[0], start[1]);
             if (p.predicted_bytes_per_device() < o.contraction.predicted_bytes_per_device()) {
               o.contraction = std::move(p);
-              o.reuse[0] = use[0];
-              o.reuse[1] = use[1];
+              for (int k = 0; k < 2; ++k) {
+                o.reuse[k] = use[k];
+                if (!use[k]) continue;
+                const Copy& c = kept.at(root_of(op.in[static_cast<std::size_t>(k)]));
+                o.reuse_op[k] = c.op;
+                o.reuse_operand[k] = c.operand;
+              }
             }
           }
           o.flops_per_device = o.contraction.flops_per_device();
@@ -241,10 +258,9 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
     } else if (on_partials && deferrable.count(op.out)) {
       pp.stored[op.out] = o.computed;
     }
-    kept.clear();
     if (o.has_contraction) {
-      if (moves_operand(o.contraction, 0)) kept[op.in[0]] = o.contraction.a_used;
-      if (moves_operand(o.contraction, 1)) kept[op.in[1]] = o.contraction.b_used;
+      if (moves_operand(o.contraction, 0)) kept[root_of(op.in[0])] = {o.contraction.a_used, i, 0};
+      if (moves_operand(o.contraction, 1)) kept[root_of(op.in[1])] = {o.contraction.b_used, i, 1};
     }
     pp.ops.push_back(std::move(o));
   }
@@ -291,8 +307,10 @@ std::string program_plan_text(const ProgramPlan& plan) {
     for (int k = 0; k < 2; ++k)
       if (o.reuse[k]) {
         const Spec& s = k == 0 ? o.contraction.a.spec : o.contraction.b.spec;
-        row("reuse", op.in[static_cast<std::size_t>(k)], "", s.text() + " (moved for op " + std::to_string(o.op) + ")",
-            "0");
+        const std::string& from = plan.program.ops[o.reuse_op[k]].in[static_cast<std::size_t>(o.reuse_operand[k])];
+        const std::string& t = op.in[static_cast<std::size_t>(k)];
+        row("reuse", t, "", s.text() + " (" + (from == t ? "" : from + "'s copy, ") + "moved for op " +
+                                std::to_string(o.reuse_op[k] + 1) + ")", "0");
       }
     if (o.has_contraction) {
       for (const auto& s : o.contraction.steps)
@@ -324,24 +342,15 @@ std::vector<std::vector<std::string>> frees_after(const TensorProgram& p) {
   return out;
 }
 
-// The operands (index k in op j) whose moved copy op j keeps for the next op, which reuses it.
-std::vector<int> kept_operands(const ProgramPlan& plan, std::size_t j) {
-  std::vector<int> out;
-  if (j + 1 >= plan.ops.size() || !plan.ops[j].has_contraction) return out;
-  const ProgramOp& op = plan.program.ops[plan.ops[j].op];
-  const OpPlan& next = plan.ops[j + 1];
-  const ProgramOp& next_op = plan.program.ops[next.op];
-  for (int k = 0; k < 2; ++k) {
-    const Plan& c = plan.ops[j].contraction;
-    if (!moves_operand(c, k)) continue;
-    const std::string& t = op.in[static_cast<std::size_t>(k)];
-    for (int n = 0; n < 2; ++n)
-      if (next.reuse[n] && next_op.in[static_cast<std::size_t>(n)] == t) {
-        out.push_back(k);
-        break;
-      }
-  }
-  return out;
+// Each kept copy, (op j, operand k) -> the last op that reuses it: op j keeps its moved copy of
+// operand k until then.
+using CopyKey = std::pair<std::size_t, int>;
+std::map<CopyKey, std::size_t> kept_copies(const ProgramPlan& plan) {
+  std::map<CopyKey, std::size_t> last;
+  for (std::size_t j = 0; j < plan.ops.size(); ++j)
+    for (int k = 0; k < 2; ++k)
+      if (plan.ops[j].reuse[k]) last[{plan.ops[j].reuse_op[k], plan.ops[j].reuse_operand[k]}] = j;
+  return last;
 }
 
 }  // namespace
@@ -352,7 +361,9 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
   auto bytes = [&](const std::string& t, const Spec& s) {
     return element_count(local_shape(plan.mesh, s, p.shape(t))) * eb;
   };
-  std::map<std::string, std::size_t> held, kept;
+  std::map<std::string, std::size_t> held;
+  std::map<CopyKey, std::size_t> kept;
+  const auto copies = kept_copies(plan);
   for (const auto& kv : p.inputs) held[kv.first] = bytes(kv.first, plan.stored.at(kv.first));
   auto live = [&] {
     std::size_t n = 0;
@@ -378,10 +389,10 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
     peak = std::max(peak, live() + extra + out);
     held[op.out] = out;
     for (const auto& t : frees[o.op]) held.erase(t);
-    kept.clear();
-    for (int k : kept_operands(plan, j))
-      kept[op.in[static_cast<std::size_t>(k)]] =
-          bytes(op.in[static_cast<std::size_t>(k)], k == 0 ? o.contraction.a_used : o.contraction.b_used);
+    for (int k = 0; k < 2; ++k)
+      if (copies.count({j, k}))
+        kept[{j, k}] = bytes(op.in[static_cast<std::size_t>(k)], k == 0 ? o.contraction.a_used : o.contraction.b_used);
+    for (auto it = kept.begin(); it != kept.end();) it = copies.at(it->first) <= j ? kept.erase(it) : std::next(it);
     peak = std::max(peak, live());
   }
   return peak;
@@ -391,7 +402,9 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
   return [&plan, &inputs](Device& dev) -> Outputs {
     const TensorProgram& p = plan.program;
     const std::size_t eb = element_bytes(plan.dtype);
-    std::map<std::string, Tensor> held, kept;
+    std::map<std::string, Tensor> held;
+    std::map<CopyKey, Tensor> kept;
+    const auto copies = kept_copies(plan);
     for (const auto& kv : p.inputs)
       held[kv.first] = local_block(inputs.at(kv.first), dev.mesh(), plan.propagation.specs.at(kv.first).spec, dev.id());
     auto live = [&] {
@@ -413,7 +426,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
         if (!o.reshard[k].empty()) extra += args.back().size() * eb;
       }
       Tensor y;
-      std::map<std::string, Tensor> next_kept;
+      std::map<CopyKey, Tensor> made;  // copies this op keeps, counted in `extra` until it ends
       switch (op.kind) {
         case OpKind::einsum: {
           // The operands' steps here, in the plan's order, so that a moved copy can be kept.
@@ -421,7 +434,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           const Tensor* cur[2];
           for (int k = 0; k < 2; ++k) {
             const auto& name = op.in[static_cast<std::size_t>(k)];
-            cur[k] = o.reuse[k] ? &kept.at(name) : &held.at(name);
+            cur[k] = o.reuse[k] ? &kept.at({o.reuse_op[k], o.reuse_operand[k]}) : &held.at(name);
           }
           Plan rest = o.contraction;
           rest.steps.clear();
@@ -438,7 +451,8 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           y = execute_plan(dev, rest, *cur[0], *cur[1]);
           for (int k = 0; k < 2; ++k)
             if (cur[k] == &moved[k]) extra += moved[k].size() * eb;
-          for (int k : kept_operands(plan, j)) next_kept[op.in[static_cast<std::size_t>(k)]] = std::move(moved[k]);
+          for (int k = 0; k < 2; ++k)
+            if (copies.count({j, k})) made[{j, k}] = std::move(moved[k]);
           break;
         }
         case OpKind::unary: y = rounded(unary_op(op.name, args[0], op.value), plan.dtype); break;
@@ -465,7 +479,8 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
       peak = std::max(peak, live() + extra + y.size() * eb);
       held[op.out] = std::move(y);
       for (const auto& t : frees[o.op]) held.erase(t);
-      kept = std::move(next_kept);
+      for (auto& kv : made) kept[kv.first] = std::move(kv.second);
+      for (auto it = kept.begin(); it != kept.end();) it = copies.at(it->first) <= j ? kept.erase(it) : std::next(it);
       peak = std::max(peak, live());
     }
     Outputs out;

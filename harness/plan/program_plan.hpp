@@ -14,12 +14,14 @@
 // scale, rename) over partial sums alike keeps its product's partial sums, the linear ops work on
 // them as they are, and the first op that needs them whole completes them once (a gradient's
 // contributions are added before one AllReduce, as Megatron's backward does for x).
-// A copy an einsum moved an operand into is kept for the next op when that op is an einsum whose
+// A copy an einsum moved an operand into is kept for every later einsum of the same pass whose
 // plan from the copy sends fewer bytes than from the tensor as stored (a gradient's two einsums
-// both read dz: it is gathered once, as a hand-written backward would). Nothing is kept longer, and
-// nothing across the start of the backward ops (`backward_from`): in a model of many layers a
-// layer's backward runs long after its forward, so a weight gathered for the forward is gathered
-// again for the backward.
+// both read dz; q, k and v all read the layer norm's output: each is gathered once, as a
+// hand-written layer would). A rename is the same blocks under new letters, so a copy of x serves
+// x_t = rename(x) too, and x_t is never gathered apart. A copy lives until the last einsum that
+// reuses it. Nothing is kept across the start of the backward ops (`backward_from`): in a model of
+// many layers a layer's backward runs long after its forward, so an activation or weight gathered
+// for the forward is gathered again for the backward (Megatron's default).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -40,8 +42,10 @@ struct OpPlan {
   std::size_t op = 0;                          // index into TensorProgram::ops
   bool has_contraction = false;
   Plan contraction;                            // einsum: the search's plan
-  bool reuse[2] = {false, false};              // einsum: operand k starts from the copy of it the
-                                               // op before moved for its own contraction
+  bool reuse[2] = {false, false};              // einsum: operand k starts from a copy of it (or of
+                                               // the tensor it renames) an earlier einsum moved
+  std::size_t reuse_op[2] = {0, 0};            // ... that einsum (an index into ops)
+  int reuse_operand[2] = {0, 0};               // ... and which of its operands the copy is
   std::vector<std::vector<PlanStep>> reshard;  // per operand: steps to where the op computes
   Spec computed;                               // the output as the local kernel leaves it (may be partial)
   std::vector<PlanStep> finish;                // from `computed` to the output's spec

@@ -44,7 +44,10 @@ class Propagator {
   }
 
   void fix(const std::map<std::string, PropagatedSpec>& fixed) {
-    for (const auto& [tensor, s] : fixed) out_.specs[tensor] = s;
+    for (const auto& [tensor, s] : fixed) {
+      out_.specs[tensor] = s;
+      out_.specs[tensor].free = false;  // decided elsewhere: the layout search keeps it
+    }
   }
 
   // Rule 2: tensors with exactly an annotated tensor's dims; of several, the most split (as
@@ -190,7 +193,7 @@ Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<s
   g.forward();
   g.rest();
   g.softmax_whole();
-  if (!fixed.empty() || !search_free) return g.result();
+  if (!search_free) return g.result();
   return search_layouts(p, mesh, g.result());
 }
 

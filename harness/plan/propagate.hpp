@@ -17,7 +17,10 @@
 //  7. op outputs rules 3-5 gave a spec are free: where trying every layout of them is cheap, they
 //     take the layouts that make the program send the fewest bytes (harness/plan/layout_search.hpp),
 //     so an unannotated einsum output lies where it is cheapest to leave it, not where the
-//     articles' rule puts it. Not with `fixed` specs (a gradient program follows its forward one).
+//     articles' rule puts it. `fixed` specs stay as given: in a gradient program the forward
+//     tensors and each gradient keep theirs, and only the helpers are free (a partial gradient
+//     dx_2 that an add meets with dx split over s is reduce-scattered into that split, not
+//     all-reduced and sliced).
 // Each derived spec is made valid: a mesh axis already used by an earlier dim of the tensor, or one
 // that does not divide the dim, is dropped (and the origin says so).
 #pragma once
