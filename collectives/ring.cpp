@@ -44,11 +44,10 @@ void ring_reduce_scatter(Device& dev, const Group& g, const unsigned char* in, u
     const unsigned char* mine = in + off[recv] * eb;
     if (op == Reduce::sum && dev.fault().kind == FaultKind::skip_add &&
         std::any_of(mine, mine + own, [](unsigned char b) { return b != 0; }) && dev.strike(FaultKind::skip_add)) {
-      dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(), to,
-                               (off[recv + 1] - off[recv]) * eb);
+      dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(), to, own);
       continue;
     }
-    dev.transport().sendrecv_add(g, g.next(), from, off[send + 1] - off[send], g.prev(), in + off[recv] * eb, to,
+    dev.transport().sendrecv_add(g, g.next(), from, off[send + 1] - off[send], g.prev(), mine, to,
                                  off[recv + 1] - off[recv], dev.dtype(), op);
   }
 }

@@ -68,9 +68,6 @@ class Runtime {
   void inject(const Fault& f) { fault_ = f; }
   const Fault& fault() const { return fault_; }
   bool struck() const { return struck_; }
-  // For a program that hands its results over outside the returned blocks (the FFN's sim path):
-  // it planted the fault itself.
-  void mark_struck() { struck_ = true; }
   bool tracing() const { return tracing_; }
   const std::vector<TraceRun>& trace() const { return trace_; }
 

@@ -29,6 +29,15 @@ Tensor rounded(const Tensor& t, DType d) {
   return out;
 }
 
+Tensor sum_rounded(std::size_t count, bool last_first, DType d, const std::function<Tensor(std::size_t)>& part) {
+  Tensor sum;
+  for (std::size_t j = 0; j < count; ++j) {
+    const Tensor p = rounded(part(last_first ? count - 1 - j : j), d);
+    sum = j == 0 ? p : rounded(sum + p, d);
+  }
+  return sum;
+}
+
 std::size_t element_count(const Shape& shape) {
   std::size_t n = 1;
   for (auto s : shape) n *= s;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ template <class To, class From>
 xt::xarray<To> converted(const xt::xarray<From>& t);
 // `t` with every value rounded to what type `d` stores, kept as double.
 Tensor rounded(const Tensor& t, DType d);
+// `count` parts added as devices add partial sums: each part(k) rounded to `d`, then summed in
+// `d` one at a time, from part 0 or (last_first) from the last. The references use it to run a
+// sum in another order than one kernel call (harness/check/program_check.hpp).
+Tensor sum_rounded(std::size_t count, bool last_first, DType d, const std::function<Tensor(std::size_t)>& part);
 std::size_t element_count(const Shape& shape);
 // Bytes of a tensor of `shape` whose elements take `element_bytes` each.
 inline std::size_t bytes_of(const Shape& shape, std::size_t element_bytes) {

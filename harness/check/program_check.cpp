@@ -29,19 +29,15 @@ Tensor outside_zeroed(const Tensor& t, std::size_t axis, std::size_t lo, std::si
 }
 
 // A sum over the dim `letter` of x (dims `dims`) in order.chunks blocks: sum_of(block) gives one
-// block's sum (the terms outside it zeroed, which adds exact zeros), rounded to t; the blocks are
-// added in t one at a time, in order or from the last.
+// block's sum (the terms outside it zeroed, which adds exact zeros); the blocks are added as
+// partial sums are (sum_rounded, core/tensor.hpp).
 template <class SumOf>
 Tensor chunked(const Tensor& x, const std::string& dims, char letter, SumOrder order, DType t, const SumOf& sum_of) {
   const std::size_t axis = dims.find(letter), n = shape_of(x)[axis];
   const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, order.chunks)));
-  Tensor acc;
-  for (std::size_t j = 0; j < chunks; ++j) {
-    const std::size_t k = order.reverse ? chunks - 1 - j : j;
-    const Tensor part = rounded(sum_of(outside_zeroed(x, axis, n * k / chunks, n * (k + 1) / chunks)), t);
-    acc = j == 0 ? part : rounded(acc + part, t);
-  }
-  return acc;
+  return sum_rounded(chunks, order.reverse, t, [&](std::size_t k) {
+    return sum_of(outside_zeroed(x, axis, n * k / chunks, n * (k + 1) / chunks));
+  });
 }
 
 // The longest of the letters summed over: the one to cut into blocks (a letter of size 1 would

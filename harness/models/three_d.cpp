@@ -85,13 +85,9 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
       Tensor in_p = x;
       for (int p = 0; p < c.pipe; ++p) {
         const Tensor a = xt::tanh(Tensor(matmul(in_p, in.w1[p])));
-        Tensor sum;
-        for (std::size_t j = 0; j < T; ++j) {
-          const std::size_t t = last_first ? T - 1 - j : j;
-          const Tensor part = rounded(matmul(col_block(a, t, T), row_block(in.w2[p], t, T)), wire);
-          sum = j == 0 ? part : rounded(sum + part, wire);
-        }
-        in_p = sum;
+        in_p = sum_rounded(T, last_first, wire, [&](std::size_t t) -> Tensor {
+          return matmul(col_block(a, t, T), row_block(in.w2[p], t, T));
+        });
       }
       most = std::max(most, double(xt::amax(xt::abs(in_p - ref.y))()));
     }
@@ -113,12 +109,9 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
     const std::size_t D = static_cast<std::size_t>(c.data);
     double most = 0;
     for (bool last_first : {false, true}) {
-      Tensor sum;
-      for (std::size_t j = 0; j < D; ++j) {
-        const std::size_t d = last_first ? D - 1 - j : j;
-        const Tensor part = rounded(matmul(transposed(row_block(act, d, D)), row_block(dz, d, D)), wire);
-        sum = j == 0 ? part : rounded(sum + part, wire);
-      }
+      const Tensor sum = sum_rounded(D, last_first, wire, [&](std::size_t d) -> Tensor {
+        return matmul(transposed(row_block(act, d, D)), row_block(dz, d, D));
+      });
       most = std::max(most, double(xt::amax(xt::abs(sum - whole))()));
     }
     return most;

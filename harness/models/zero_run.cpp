@@ -102,13 +102,9 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
   // A gradient act^T dz as the order sums it.
   auto gradient = [&](const Tensor& act, const Tensor& dz) -> Tensor {
     if (order == 0) return matmul(transposed(act), dz);
-    Tensor sum;
-    for (std::size_t j = 0; j < devices; ++j) {
-      const std::size_t d = order == 1 ? j : devices - 1 - j;
-      const Tensor part = rounded(matmul(transposed(rows(act, d, devices)), rows(dz, d, devices)), wire);
-      sum = j == 0 ? part : rounded(sum + part, wire);
-    }
-    return sum;
+    return sum_rounded(devices, order != 1, wire, [&](std::size_t d) -> Tensor {
+      return matmul(transposed(rows(act, d, devices)), rows(dz, d, devices));
+    });
   };
   ZeroReference ref;
   std::array<Tensor, 3>& w = ref.weights;
