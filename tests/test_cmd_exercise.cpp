@@ -56,6 +56,20 @@ TEST_CASE("shardlab exercise: answers typed one per line on stdin, an empty line
   CHECK(r.status == 2);
   CHECK(count_lines(r.err) == 1);
   CHECK(has(r.err, "'this is not an answer' is not understood"));
+  for (const char* empty : {"", "\n", "   \n\n"}) {  // EOF, an empty line, blanks: no answer, not "none"
+    {
+      std::ofstream f(file);
+      f << empty;
+    }
+    r = run_binary("shardlab exercise --lesson 11 --seed 0 < " + file);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(has(r.err, "no answer given"));
+  }
+  for (std::string lesson : {"01", "11", "12", "13", "14", "17"}) {  // "none" fails every lesson's first case
+    r = run_binary("shardlab exercise --lesson " + lesson + " --answer none");
+    CHECK_MESSAGE(r.status == 1, lesson);
+  }
   std::remove(file.c_str());
 }
 

@@ -41,7 +41,7 @@ TEST_CASE("exercise bank: at least 40 cases, every lesson but 16's with at least
 }
 
 TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the ring formulas") {
-  int collectives = 0, none = 0;
+  int collectives = 0;
   std::set<std::string> ops;
   for (const std::string& lesson : exercise_lessons()) {
     for (std::uint64_t seed = 0; seed < 18; seed += 1) {  // 3 cases x variants 0-5
@@ -58,12 +58,14 @@ TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the r
         CHECK(s.right[i].bytes > 0);
         ops.insert(s.right[i].op);
       }
-      (s.right.empty() ? none : collectives) += 1;
+      // Something moves in every case: "none" (or an empty answer) never passes an exercise.
+      CHECK_MESSAGE(!s.right.empty(), e.id << " is passed by the answer none");
+      CHECK_FALSE(grade(s, {}).pass());
+      collectives += static_cast<int>(s.right.size());
       CHECK(s.rule.size() == s.right.size());
     }
   }
-  CHECK(none > 0);
-  CHECK(collectives > 2 * none);
+  CHECK(collectives > 0);
   CHECK(ops == std::set<std::string>{"all_gather", "all_reduce", "reduce_scatter"});
 }
 
@@ -94,8 +96,26 @@ TEST_CASE("exercise: worked by hand") {
   CHECK(only(solve(pick_exercise("14", 1))).text() == "all_reduce dW over X 448");
   // Lesson 15, ZeRO-3: W[16,8] split by rows over X=4 holds 4x8 (128 B): 3 x 128 = 384.
   CHECK(only(solve(pick_exercise("15", 0))).text() == "all_gather W over X 384");
-  // Lesson 02 with the summed dim whole: nothing moves.
-  CHECK(solve(pick_exercise("02", 2)).right.empty());
+  // Lesson 02 with the summed dim whole, u wanted whole: the rows of u gathered, 3 x 4 x 4 B = 48.
+  CHECK(only(solve(pick_exercise("02", 2))).text() == "all_gather u over Y 48");
+  // Lesson 13, a layer norm's mean: x[2,4,32] with m over Y=4 sums 8 partial means (32 B) over Y:
+  // 2 x 3/4 x 32 = 48.
+  CHECK(only(solve(pick_exercise("13", 0))).text() == "all_reduce mu over Y 48");
+}
+
+TEST_CASE("exercise bank: no constant answer passes a lesson's exercises") {
+  // A learner who types the same answer every time: for each lesson, the right answer of any one
+  // case and variant fails another of the same lesson.
+  for (const std::string& lesson : exercise_lessons()) {
+    CAPTURE(lesson);
+    std::vector<Solution> all;
+    for (std::uint64_t seed = 0; seed < 6; ++seed) all.push_back(solve(pick_exercise(lesson, seed)));
+    for (const Solution& one : all) {
+      int passed = 0;
+      for (const Solution& s : all) passed += grade(s, one.right).pass();
+      CHECK(passed < static_cast<int>(all.size()));
+    }
+  }
 }
 
 TEST_CASE("exercise answers: the forms a learner types") {
@@ -137,7 +157,19 @@ TEST_CASE("exercise grading: right, wrong bytes, wrong op, extra, missed, none")
   CHECK(g.lines[0].find("wrong op: it is all_gather A over X 256") != std::string::npos);
   g = grade(s, {});
   CHECK_FALSE(g.pass());
-  const Solution nothing = solve(pick_exercise("02", 2));
-  CHECK(grade(nothing, {}).pass());
-  CHECK_FALSE(grade(nothing, parse_answer("all_reduce u over Y 48")).pass());
+}
+
+TEST_CASE("exercise grading: a reduce_scatter and an all_gather in place of the all_reduce are that all_reduce") {
+  const Solution s = solve(pick_exercise("02", 0));  // all_reduce u over Y 48
+  REQUIRE(only(s).text() == "all_reduce u over Y 48");
+  Grade g = grade(s, parse_answer("reduce_scatter u over Y 24; all_gather u over Y 24"));
+  CHECK(g.pass());
+  CHECK(g.lines.back().find("right: together, one all_reduce u over Y 48") != std::string::npos);
+  g = grade(s, parse_answer("all_gather u over Y 24; reduce_scatter u over Y 12"));
+  CHECK_FALSE(g.pass());
+  CHECK(g.lines.back().find("wrong bytes: the pair is one all_reduce u over Y 48") != std::string::npos);
+  g = grade(s, parse_answer("reduce_scatter u over Y 24"));  // half of it
+  CHECK_FALSE(g.pass());
+  g = grade(s, parse_answer("reduce_scatter u over X 24; all_gather u over X 24"));  // the wrong axis
+  CHECK_FALSE(g.pass());
 }

@@ -79,7 +79,8 @@ bool read_answer_line(std::string& line) {
   return !line.empty();
 }
 
-std::vector<AnswerItem> read_answer_interactively() {
+// `answered` says whether any line was understood ("none" is an answer with no items).
+std::vector<AnswerItem> read_answer_interactively(bool& answered) {
   const bool tty = isatty(STDIN_FILENO);
   std::vector<AnswerItem> all;
   std::string line;
@@ -91,6 +92,7 @@ std::vector<AnswerItem> read_answer_interactively() {
     if (!read_answer_line(line) || trim(line).empty()) break;
     try {
       for (const AnswerItem& a : parse_answer(line)) all.push_back(a);
+      answered = true;
       ++n;
     } catch (const Error& err) {
       if (!tty) throw;
@@ -112,7 +114,13 @@ int run(const ExerciseOptions& o) {
   std::vector<AnswerItem> given;
   if (!o.answer.empty()) given = parse_answer(o.answer);  // a malformed answer: exit 2 before anything prints
   std::cout << question_text(e, s.plan);
-  if (o.answer.empty()) given = read_answer_interactively();
+  if (o.answer.empty()) {
+    bool answered = false;
+    given = read_answer_interactively(answered);
+    if (!answered)
+      throw Error(ErrorKind::parse, "no answer given: name each collective on its own line (or write none), "
+                                    "then an empty line");
+  }
   const Grade g = grade(s, given);
   std::cout << "\nYour answer                         grade\n";
   for (const auto& line : g.lines) std::cout << line << "\n";

@@ -26,9 +26,9 @@ ExerciseCase ex(const char* lesson, const char* topic, const char* mesh, const c
 std::vector<ExerciseCase> make_bank() {
   const char* xy = "X=2,Y=4";
   return {
-      // 01: where blocks live; a contraction over dims nobody splits moves nothing
-      ex("01", "outer dims split on two axes: every device owns one block of C", xy, "ik,kn->in", "A,B,C",
-         "X,_", "_,Y", "", "i=8,k=16,n=8"),
+      // 01: where blocks live; a contraction over dims nobody splits moves nothing until a layout is wanted
+      ex("01", "outer dims split on two axes, C wanted with whole rows", xy, "ik,kn->in", "A,B,C", "X,_", "_,Y",
+         "X,_", "i=8,k=16,n=8"),
       ex("01", "the same blocks, but C is wanted whole on every device", xy, "ik,kn->in", "A,B,C", "X,_", "_,_",
          "_,_", "i=8,k=16,n=8"),
       ex("01", "a dim split over both axes at once, then wanted whole", xy, "ik,kn->in", "A,B,C", "_,_", "_,(X,Y)",
@@ -37,7 +37,8 @@ std::vector<ExerciseCase> make_bank() {
       ex("02", "a matrix-vector sum over the split dim J", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "", "i=8,j=16"),
       ex("02", "the same sum, each device keeping a quarter of u", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "Y",
          "i=8,j=16"),
-      ex("02", "the rows are split, the summed dim is not", xy, "ij,j->i", "A,v,u", "Y,_", "_", "", "i=16,j=8"),
+      ex("02", "the rows are split, the summed dim is not; u wanted whole", xy, "ij,j->i", "A,v,u", "Y,_", "_", "_",
+         "i=16,j=8"),
       // 03: a matmul is a sum of products; the contracted dim decides
       ex("03", "row-wise dot products with the summed dim split over X", xy, "bi,bi->b", "p,q,r", "_,X", "_,X",
          "", "b=8,i=16"),
@@ -61,7 +62,8 @@ std::vector<ExerciseCase> make_bank() {
       ex("06", "A's rows over X, K over Y on both", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,_", "", "i=8,k=16,n=8"),
       ex("06", "the same, C left split over both axes", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,_", "X,Y",
          "i=8,k=16,n=8"),
-      ex("06", "outer dims on different axes, K whole", xy, "ik,kn->in", "A,B,C", "Y,_", "_,X", "", "i=8,k=16,n=8"),
+      ex("06", "outer dims on different axes, K whole, C wanted whole", xy, "ik,kn->in", "A,B,C", "Y,_", "_,X", "_,_",
+         "i=8,k=16,n=8"),
       // 07: full sharding, and outer dims that meet on one axis
       ex("07", "A's rows and B's columns both over X", xy, "ik,kn->in", "A,B,C", "X,_", "_,X", "", "i=8,k=16,n=8"),
       ex("07", "every dim split: rows over X, K over Y, columns over X", xy, "ik,kn->in", "A,B,C", "X,Y", "Y,X", "",
@@ -76,43 +78,43 @@ std::vector<ExerciseCase> make_bank() {
       ex("08", "GSPMD's first matmul with a sequence dim", xy, "bsm,mh->bsh", "x,W_in,h", "X,_,Y", "X,Y", "X,_,Y",
          "b=4,s=4,m=16,h=32"),
       // 09: Megatron on a line of devices
-      ex("09", "column-parallel: W_in split by columns", "Y=4", "bm,mh->bh", "x,W_in,h", "_,_", "_,Y", "",
-         "b=8,m=16,h=32"),
+      ex("09", "column-parallel: W_in by columns, h wanted whole (no row matmul after it)", "Y=4", "bm,mh->bh",
+         "x,W_in,h", "_,_", "_,Y", "_,_", "b=8,m=16,h=32"),
       ex("09", "row-parallel: W_out split by rows, h by columns", "Y=4", "bh,hm->bm", "h,W_out,y", "_,Y", "Y,_", "",
          "b=8,h=32,m=16"),
       ex("09", "row-parallel with y left split by batch rows", "Y=4", "bh,hm->bm", "h,W_out,y", "_,Y", "Y,_", "Y,_",
          "b=8,h=32,m=16"),
       // 10: the backward pass of the pairwise (column then row) layer
-      ex("10", "dh = dy W_out^T, W_out split by rows", "Y=4", "bm,hm->bh", "dy,W_out,dh", "_,_", "Y,_", "",
-         "b=8,m=16,h=32"),
+      ex("10", "dh = dy W_out^T, W_out by rows, dh wanted split by batch rows", "Y=4", "bm,hm->bh", "dy,W_out,dh",
+         "_,_", "Y,_", "Y,_", "b=8,m=16,h=32"),
       ex("10", "dx = dh W_in^T, both split over the hidden dim", "Y=4", "bh,mh->bm", "dh,W_in,dx", "_,Y", "_,Y", "",
          "b=8,h=32,m=16"),
-      ex("10", "dW_in = x^T dh, no data parallelism", "Y=4", "bm,bh->mh", "x,dh,dW_in", "_,_", "_,Y", "",
+      ex("10", "dW_in = x^T dh with the batch split over X as well", xy, "bm,bh->mh", "x,dh,dW_in", "X,_", "X,Y", "",
          "b=8,m=16,h=32"),
       // 11: with no output spec the product keeps its own layout (what propagation would give it)
-      ex("11", "no output spec: batch over X, columns over Y", xy, "bm,mh->bh", "x,W_in,h", "X,_", "_,Y", "",
+      ex("11", "no output spec, but x's m and W_in's h both over Y", xy, "bm,mh->bh", "x,W_in,h", "X,Y", "_,Y", "",
          "b=8,m=16,h=32"),
       ex("11", "no output spec: the inner dim split over Y", xy, "bm,mh->bh", "x,W_in,h", "X,Y", "Y,_", "",
          "b=8,m=16,h=32"),
-      ex("11", "an output spec that splits the result further than the product", xy, "bm,mh->bh", "x,W_in,h", "X,_",
-         "_,_", "X,Y", "b=8,m=16,h=32"),
+      ex("11", "an output spec whose axes are the product's, swapped", xy, "bm,mh->bh", "x,W_in,h", "X,_", "_,Y",
+         "Y,X", "b=8,m=16,h=32"),
       // 12: attention
-      ex("12", "attention scores with heads split over Y", "Y=4", "hqd,hkd->hqk", "q,k,s", "Y,_,_", "Y,_,_", "",
-         "h=8,q=8,k=8,d=4"),
+      ex("12", "attention scores, q's heads over Y but k's keys over Y", "Y=4", "hqd,hkd->hqk", "q,k,s", "Y,_,_",
+         "_,Y,_", "", "h=8,q=8,k=8,d=4"),
       ex("12", "attention scores with the head dim d split over Y", "Y=4", "hqd,hkd->hqk", "q,k,s", "_,_,Y",
          "_,_,Y", "", "h=2,q=8,k=8,d=16"),
       ex("12", "attention output with the keys split over Y (sequence parallel)", "Y=4", "hqk,hkd->hqd", "p,v,o",
          "_,_,Y", "_,Y,_", "", "h=2,q=8,k=16,d=4"),
       // 13: a Transformer layer's matmuls on batch x sequence x embedding
-      ex("13", "the FFN's first matmul, Megatron: W_in by columns", "Y=4", "bsm,mh->bsh", "x,W_in,h", "_,_,_",
-         "_,Y", "", "b=2,s=4,m=8,h=32"),
+      ex("13", "a layer norm's mean over an embedding split over Y (x times 1/m)", "Y=4", "bsm,m->bs",
+         "x,inv_m,mu", "_,_,Y", "Y", "", "b=2,s=4,m=32"),
       ex("13", "the FFN's second matmul, Megatron: W_out by rows", "Y=4", "bsh,hm->bsm", "h,W_out,y", "_,_,Y", "Y,_",
          "", "b=2,s=4,h=32,m=8"),
       ex("13", "the attention projection with batch over X and embed over Y", xy, "bsm,mh->bsh", "x,W_q,q", "X,_,Y",
          "Y,_", "X,_,_", "b=4,s=4,m=16,h=8"),
       // 14: data parallelism
-      ex("14", "the forward matmul with the batch split over X", "X=8", "bm,mh->bh", "x,W,h", "X,_", "_,_", "",
-         "b=16,m=8,h=8"),
+      ex("14", "the forward with the batch over X, h wanted whole for one loss", "X=8", "bm,mh->bh", "x,W,h", "X,_",
+         "_,_", "_,_", "b=16,m=8,h=8"),
       ex("14", "the weight gradient, wanted whole on every replica", "X=8", "bm,bh->mh", "x,dh,dW", "X,_", "X,_",
          "_,_", "b=16,m=8,h=8"),
       ex("14", "the weight gradient with data over X and tensor parallelism over Y", xy, "bm,bh->mh", "x,dh,dW",
@@ -125,8 +127,8 @@ std::vector<ExerciseCase> make_bank() {
       ex("15", "ZeRO-3's backward: dx needs W whole again", "X=4", "bh,mh->bm", "dh,W,dx", "X,_", "X,_", "X,_",
          "b=8,h=8,m=16"),
       // 17: data (D), pipeline (P) and tensor (T) axes
-      ex("17", "3D: the column-parallel matmul inside a stage", "D=2,P=2,T=2", "bm,mh->bh", "x,W_in,h", "D,_", "_,T",
-         "", "b=8,m=8,h=16"),
+      ex("17", "3D: the column-parallel matmul, h sent whole to the next stage", "D=2,P=2,T=2", "bm,mh->bh",
+         "x,W_in,h", "D,_", "_,T", "D,_", "b=8,m=8,h=16"),
       ex("17", "3D: the row-parallel matmul inside a stage", "D=2,P=2,T=2", "bh,hm->bm", "h,W_out,y", "D,T", "T,_", "",
          "b=8,h=16,m=8"),
       ex("17", "3D: W_out's gradient summed over the data axis", "D=2,P=2,T=2", "bh,bm->hm", "h,dy,dW_out", "D,T",
@@ -353,7 +355,29 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
         return i;
     return nowhere;
   };
-  for (const AnswerItem& a : given) {
+  // A reduce_scatter and an all_gather of the same tensor over the same axes, in place of an
+  // all_reduce the plan runs, are that all_reduce (a ring AllReduce is exactly the pair): right
+  // when their bytes add up to it, and said so.
+  std::vector<bool> paired(given.size(), false);
+  for (std::size_t i = 0; i < s.right.size(); ++i) {
+    if (s.right[i].op != "all_reduce" || unmatched(s.right[i], true) != i) continue;
+    for (std::size_t r = 0; r < given.size(); ++r)
+      for (std::size_t h = 0; h < given.size(); ++h) {
+        const AnswerItem &rs = given[r], &ag = given[h];
+        if (used[i] || paired[r] || paired[h] || rs.op != "reduce_scatter" || ag.op != "all_gather" ||
+            rs.tensor != s.right[i].tensor || ag.tensor != rs.tensor || rs.axes != s.right[i].axes || ag.axes != rs.axes)
+          continue;
+        paired[r] = paired[h] = used[i] = true;
+        const bool sum = rs.bytes + ag.bytes == s.right[i].bytes;
+        g.lines.push_back("  " + rs.text() + " +");
+        g.lines.push_back("  " + pad(ag.text()) + (sum ? "right: together, one " : "wrong bytes: the pair is one ") +
+                          s.right[i].text());
+        ++(sum ? g.right : g.wrong);
+      }
+  }
+  for (std::size_t k = 0; k < given.size(); ++k) {
+    if (paired[k]) continue;
+    const AnswerItem& a = given[k];
     std::size_t hit = unmatched(a, true);
     if (hit == nowhere) {
       hit = unmatched(a, false);  // the right tensor and axes, but another collective?
