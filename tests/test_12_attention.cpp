@@ -48,4 +48,14 @@ TEST_SUITE("lessons") {
     CHECK(count_lines(line.err) == 1);
     CHECK(line.out.empty());
   }
+
+  TEST_CASE("lesson 12 on one device (--mesh X=1,Y=1): nothing moves, and that passes") {
+    const auto r = run_binary("12_attention --mesh X=1,Y=1 --json");
+    CHECK(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    bool said = false;
+    for (const auto& c : j["checks"]) said = said || c["name"] == "megatron: on one device nothing moves";
+    CHECK(said);
+  }
 }

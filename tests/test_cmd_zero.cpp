@@ -21,6 +21,14 @@ TEST_CASE("shardlab zero: 7.5B on 64 devices prints 120.0, 31.4, 16.6 and 1.9 GB
   CHECK(j["optimizer_state_bytes_per_param"] == 12);
 }
 
+TEST_CASE("shardlab zero: one device sends nothing, and its ratio column says so without a NaN") {
+  const auto r = run_binary("shardlab zero --params 1e9 --devices 1");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("on 1 device,") != std::string::npos);
+  CHECK(r.out.find("nan") == std::string::npos);
+  CHECK(r.out.find("plain DP        2.0       2.0          12.0           16.0          0.00  -") != std::string::npos);
+}
+
 TEST_CASE("shardlab zero: bad values are one sentence and exit 2") {
   for (const char* args : {"--params 0 --devices 64", "--params abc --devices 4", "--params 7.5B --devices 0",
                            "--params 7.5B --devices 4 --optimizer lion", "--params 1e20 --devices 4",

@@ -45,13 +45,14 @@ int run(const ZeroOptions& o) {
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
-  std::cout << "shardlab zero: " << count_text(params) << " parameters on " << o.devices << " devices, mixed-precision "
+  std::cout << "shardlab zero: " << count_text(params) << " parameters on " << o.devices << (o.devices == 1 ? " device" : " devices")
+            << ", mixed-precision "
             << o.optimizer << ":\n  2 + 2 + " << format_number(k, "%.0f")
             << " bytes per parameter (parameters, gradients, optimizer states); GB = 1e9 bytes\n";
   Table t({"stage", "params GB", "grads GB", "optimizer GB", "per device GB", "sent/step GB", "vs DP"});
   for (const auto& s : stages)
     t.add({s.name, gb(s.param_bytes), gb(s.grad_bytes), gb(s.state_bytes), gb(s.memory_bytes()), gb(s.sent_bytes),
-           format_number(s.sent_bytes / stages[0].sent_bytes, "%.2f") + "x"});
+           stages[0].sent_bytes > 0 ? format_number(s.sent_bytes / stages[0].sent_bytes, "%.2f") + "x" : "-"});
   std::cout << t.text()
             << "  ZeRO-1 and ZeRO-2 send what plain DP sends (a ReduceScatter and an AllGather make one\n"
                "  AllReduce); ZeRO-3 gathers each layer's parameters again for the backward pass: 1.5x.\n";
