@@ -233,6 +233,9 @@ TEST_SUITE("hostile input") {
         "shardlab matmul --a-spec _,_ --b-spec _,_ --trace " + out + "t.json --plan-only",
         "shardlab bench collectives --iters 0",
         "shardlab bench collectives --iters -1",
+        "shardlab bench collectives --iters 2000000000",  // was std::bad_alloc at run time
+        "shardlab bench collectives --iters 99999999999999999999999",
+        "shardlab bench collectives --warmup 2000000000",
         "shardlab bench collectives --warmup -1",
         "shardlab bench collectives --max 1000G",
         "shardlab bench collectives --max 99999999999999999999G",

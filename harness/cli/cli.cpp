@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <new>
 
 #include <CLI/CLI.hpp>
@@ -133,14 +134,18 @@ int refuse_bad_values(const CLI::App& app, const std::string& program) {
   return -1;
 }
 
-void at_least(CLI::Option* option, long lo) {
+void at_least(CLI::Option* option, long lo) { within(option, lo, std::numeric_limits<long>::max()); }
+
+void within(CLI::Option* option, long lo, long hi) {
   option->check(CLI::Validator(
-      [lo](std::string& v) {
+      [lo, hi](std::string& v) {
         char* end = nullptr;
-        const long n = std::strtol(v.c_str(), &end, 10);
-        return *end == '\0' && n >= lo ? std::string() : "is '" + v + "'; give at least " + std::to_string(lo);
+        const long n = std::strtol(v.c_str(), &end, 10);  // out of range: LONG_MIN or LONG_MAX
+        if (v.empty() || *end != '\0' || n < lo) return "is '" + v + "'; give at least " + std::to_string(lo);
+        return n <= hi ? std::string() : "is '" + v + "'; give at most " + std::to_string(hi);
       },
-      ">=" + std::to_string(lo)));
+      hi == std::numeric_limits<long>::max() ? ">=" + std::to_string(lo)
+                                             : std::to_string(lo) + ".." + std::to_string(hi)));
 }
 
 int line_devices(const CommonOptions& common, int fallback) {

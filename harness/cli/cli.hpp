@@ -22,6 +22,8 @@ int refuse_bad_values(const CLI::App& app, const std::string& program);
 
 // For an integer option: a CLI11 check that refuses a value below `lo` with "is 0; give at least 1".
 void at_least(CLI::Option* option, long lo);
+// Refuses a value outside lo..hi (one sentence, exit 2).
+void within(CLI::Option* option, long lo, long hi);
 
 class Cli {
  public:

@@ -32,8 +32,11 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--min", o->min, "smallest message in bytes (K, M, G suffixes)")->capture_default_str();
   c->add_option("--max", o->max, "largest message in bytes")->capture_default_str();
   c->add_option("--factor", o->factor, "each size is the previous times this")->capture_default_str();
-  at_least(c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)"), 1);
-  at_least(c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)"), 0);
+  // The timings of every call are kept: a million calls per size is far past any use, and far below
+  // what would exhaust memory.
+  within(c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)"), 1,
+         1000000);
+  within(c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)"), 0, 1000000);
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_option("--trace", o->trace, "also write every timed call's timeline here (Chrome Trace JSON)");
