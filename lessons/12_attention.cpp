@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
 
     std::vector<CaseRun> runs;
     // The gradient rules against central differences are the program's, not a layout's: once.
-    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i], i == 0));
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      session.name_runs(kLayouts[i].name);  // --json: each collective says which layout ran it
+      runs.push_back(run_case(session, cases[i], plans[i], i == 0));
+    }
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();
@@ -181,7 +184,9 @@ int main(int argc, char** argv) {
         << "\nTakeaway: heads are independent until the output projection sums them, so splitting heads\n"
            "          costs one AllReduce each way; splitting keys puts a collective inside the softmax.\n"
            "Next:     build/bin/shardlab run harness/cases/attention_megatron.toml\n"
-           "          the same block as a case file, for CI.\n"
+           "          the by-heads layout as a case file for CI, smaller: 4 heads on a line of 4 devices,\n"
+           "          so its AllReduces move 1536 B per device, not this lesson's "
+        << runs[0].bytes_per_device << ".\n"
            "Exercise: build/bin/shardlab exercise --lesson 12\n";
     return session.finish();
   });

@@ -84,7 +84,10 @@ int main(int argc, char** argv) {
 
     std::vector<CaseRun> runs;
     // The gradient rules against central differences are the program's, not a layout's: once.
-    for (std::size_t i = 0; i < cases.size(); ++i) runs.push_back(run_case(session, cases[i], plans[i], i == 0));
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      session.name_runs(kLayouts[i].name);  // --json: each collective says which layout ran it
+      runs.push_back(run_case(session, cases[i], plans[i], i == 0));
+    }
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();

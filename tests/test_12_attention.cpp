@@ -58,4 +58,12 @@ TEST_SUITE("lessons") {
     for (const auto& c : j["checks"]) said = said || c["name"] == "megatron: on one device nothing moves";
     CHECK(said);
   }
+
+  TEST_CASE("lesson 12's Next: case file moves the bytes the lesson says it does") {
+    const auto lesson = run_binary("12_attention");
+    CHECK(lesson.out.find("so its AllReduces move 1536 B per device, not this lesson's 3584.") != std::string::npos);
+    const auto r = run_binary("shardlab run harness/cases/attention_megatron.toml --json");
+    REQUIRE(r.status == 0);
+    CHECK(nlohmann::json::parse(r.out)["bytes_per_device"] == 1536);
+  }
 }

@@ -56,4 +56,19 @@ TEST_SUITE("lessons") {
     for (const auto& c : j["checks"]) said = said || c["name"] == "megatron: on one device nothing moves";
     CHECK(said);
   }
+
+  TEST_CASE("lesson 13's gspmd_2d layout and harness/cases/transformer_gspmd.toml are one plan; --json names each "
+            "collective's layout") {
+    const auto lesson = nlohmann::json::parse(run_binary("13_transformer_layer --json").out);
+    const auto file = nlohmann::json::parse(run_binary("shardlab run harness/cases/transformer_gspmd.toml --json").out);
+    CHECK(file["bytes_per_device"] == lesson["gspmd_2d_bytes_per_device"]);
+    CHECK(file["collectives"].size() == lesson["gspmd_2d_collectives"]);
+    int gspmd = 0, megatron = 0;
+    for (const auto& c : lesson["collectives"]) {
+      gspmd += c["run"] == "gspmd_2d";
+      megatron += c["run"] == "megatron";
+    }
+    CHECK(gspmd == lesson["gspmd_2d_collectives"]);
+    CHECK(megatron == 4);
+  }
 }

@@ -193,6 +193,7 @@ std::string report_json(const Report& report) {
   // One collective: what was planned, and (after a run) what the ledger measured.
   auto collective = [](const CollectiveSummary& c, bool measured) {
     nlohmann::ordered_json r = {{"op", c.op}, {"axes", c.axes}, {"tensor", c.tensor}};
+    if (!c.run.empty()) r["run"] = c.run;
     if (c.peer >= 0) {  // send / recv: one device's, to or from its peer
       r["device"] = c.device;
       r["peer"] = c.peer;

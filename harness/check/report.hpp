@@ -23,6 +23,7 @@ struct CollectiveSummary {
   std::size_t predicted_bytes_per_device = 0;  // cost model
   double seconds = 0;                          // slowest device
   bool modeled = false;
+  std::string run;  // which of a lesson's runs made it ("megatron"), when it runs several; "" otherwise
   bool matches() const { return modeled || bytes_per_device == predicted_bytes_per_device; }
 };
 

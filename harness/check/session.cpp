@@ -88,9 +88,12 @@ RunResult Session::run(const Program& program) {
     for (const auto& row : ledger_) base = std::max(base, row.call + 1);
     for (auto row : r.ledger) {
       row.call += base;
+      if (!run_name_.empty()) call_run_[row.call] = run_name_;
       ledger_.push_back(row);
     }
     report_.add_ledger(ledger_);
+    for (auto& c : report_.collectives)
+      if (const auto it = call_run_.find(c.call); it != call_run_.end()) c.run = it->second;
     const Fault& fault = runtime_->fault();
     if (fault.kind != FaultKind::none) {  // --inject: what was planted, and whether it found a place
       report_.strings["injected"] = fault_text(fault);

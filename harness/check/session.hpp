@@ -3,6 +3,7 @@
 // in text mode). finish() prints the verdict or the JSON and returns the exit status all agree on.
 #pragma once
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -35,6 +36,9 @@ class Session {
 
   // Runs the program on every device and records its ledger into the report.
   RunResult run(const Program& program);
+  // Names the runs that follow ("megatron"): their collectives carry it in --json (`run`), so a
+  // lesson that runs several layouts in one session keeps them apart.
+  void name_runs(const std::string& name) { run_name_ = name; }
 
   Report& report() { return report_; }
   // Prints the collectives table and verdict (text), or the JSON, and keeps the trace; returns 0
@@ -52,6 +56,8 @@ class Session {
   std::unique_ptr<Runtime> runtime_;
   Report report_;
   std::vector<LedgerRow> ledger_;  // every run's rows, calls numbered on across runs
+  std::string run_name_;
+  std::map<int, std::string> call_run_;  // call -> the name of the run that made it
   // out(): std::cout through a buffer that wraps each line at 100 columns (core/wrap.hpp).
   std::unique_ptr<LineWrapBuf> wrap_;
   std::unique_ptr<std::ostream> wrapped_;
