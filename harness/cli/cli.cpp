@@ -12,6 +12,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "harness/cli/exit_signals.hpp"
+#include "harness/cli/help_format.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"
 
@@ -28,7 +29,9 @@ Cli::Cli(const std::string& name, const std::string& description, const std::str
   exit_on_signals();
   common.mesh = default_mesh;
   auto& app = impl_->app;
-  app.add_option("--mesh", common.mesh, "device mesh: X=2,Y=4 or 2x4 (named axes, row-major ids)")
+  app.formatter(wrapping_formatter());
+  app.add_option("--mesh", common.mesh, "device mesh as named axes and their sizes, like " + default_mesh +
+                                            " (device ids row-major)")
       ->capture_default_str();
   app.add_option("--backend", common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();

@@ -20,12 +20,14 @@
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
 #include "harness/cli/exit_signals.hpp"
+#include "harness/cli/help_format.hpp"
 #include "harness/cli/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace shardlab;
   exit_on_signals();
   CLI::App app("shardlab: learn and check tensor-parallel sharding on a simulated or MPI mesh", "shardlab");
+  app.formatter(wrapping_formatter());  // before the subcommands: they copy it
   app.require_subcommand(1);
   auto* version = app.add_subcommand("version", "print the version and the BLAS in use");
   Command bench = add_bench_command(app);
