@@ -160,7 +160,11 @@ int main(int argc, char** argv) {
     out << "   which costs " << lone_plan.predicted_bytes_per_device() << " bytes per device in "
         << lone_plan.collective_lines().size() << " collectives (" << join(lone_plan.collective_lines(), "; ")
         << ")\n   against " << forward_bytes
-        << " with the weights annotated: the annotations are where a user says what must\n   stay split.\n\n";
+        << " with the weights annotated: the annotations are where a user says what must\n   stay split.\n";
+    if (join(lone_plan.collective_lines(), " ").find("all_to_all") != std::string::npos)
+      out << "   (all_to_all moves a tensor's split from one dim to another over the same devices: each\n"
+             "   sends every peer the piece of its block that peer will own, (n-1)/n of the block in all.)\n";
+    out << "\n";
 
     out << "7. Verdict against the unsharded program:\n";
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";

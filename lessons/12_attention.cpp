@@ -152,6 +152,11 @@ int main(int argc, char** argv) {
           << std::string(head.size() - 11, ' ') << "backward: "
           << wrapped({c.begin() + static_cast<long>(fwd), c.end()}, head.size()) << "\n";
     }
+    out << "   Words: all_reduce_max is an AllReduce that keeps each element's largest value, not the\n"
+           "   sum (each softmax row's max, subtracted before exp so it cannot overflow); all_to_all moves\n"
+           "   a split from one dim to another (lesson 11). dx_2 is the second of dx's terms (x feeds\n"
+           "   several ops; the derived backward names each term and adds them). \"over Y,X\" is the same\n"
+           "   devices as \"over X,Y\" in the other order: the order of the dim's split, (Y,X).\n";
     out << "   By heads, every score, softmax and weighted sum is a device's own: only y's partial sums\n"
         << "   over the heads meet, and backward only dx's (x feeds all three projections; their\n"
         << "   gradients are added as partial sums first). By keys, each softmax row is spread over the\n"

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
     out << "3. One ZeRO-3 training step on device 0 (from its ledger):\n"
         << (first.empty() ? "   (one device: nothing to gather)\n" : step.text("   "))
         << "   Each gathered layer is dropped once used; each gradient is reduce-scattered and only the\n"
-           "   owned rows kept; Adam then updates the owned rows with the owned m and v.\n\n";
+           "   owned rows kept; Adam then updates the owned rows with the owned m and v. (The ledger's\n"
+           "   names: z3_a is ZeRO-3's gathered copy of A, z3_dC the gradient of C being reduce-scattered.)\n\n";
 
     // The stages side by side.
     Table side({"stage", "weights", "grads", "m and v", "bytes/step", "formula", "x plain DP"});

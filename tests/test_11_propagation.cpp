@@ -62,4 +62,9 @@ TEST_SUITE("lessons") {
     CHECK(count_lines(line.err) == 1);
     CHECK(line.out.empty());
   }
+
+  TEST_CASE("lesson 11: the words it uses first are explained where they appear") {
+    const auto r = run_binary("11_propagation");
+    CHECK(r.out.find("(all_to_all moves a tensor's split from one dim to another") != std::string::npos);
+  }
 }

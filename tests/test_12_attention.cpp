@@ -66,4 +66,9 @@ TEST_SUITE("lessons") {
     REQUIRE(r.status == 0);
     CHECK(nlohmann::json::parse(r.out)["bytes_per_device"] == 1536);
   }
+
+  TEST_CASE("lesson 12: the words it uses first are explained where they appear") {
+    const auto r = run_binary("12_attention");
+    CHECK(r.out.find("Words: all_reduce_max is an AllReduce that keeps each element's largest value") != std::string::npos);
+  }
 }

@@ -38,4 +38,9 @@ TEST_SUITE("lessons") {
     CHECK(run_binary("15_zero --mesh X=2,Y=2").status == 2);
     CHECK(run_binary("15_zero --mesh X=1 --quiet").status == 0);  // one device: nothing moves
   }
+
+  TEST_CASE("lesson 15: the words it uses first are explained where they appear") {
+    const auto r = run_binary("15_zero");
+    CHECK(r.out.find("z3_a is ZeRO-3's gathered copy of A, z3_dC the gradient of C") != std::string::npos);
+  }
 }
