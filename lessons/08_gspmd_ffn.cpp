@@ -14,6 +14,8 @@
 //         steps for both matmuls; the collectives with bytes per device (measured and predicted)
 //         and the AllReduce alternative beside the ReduceScatter; memory and FLOPs per device against
 //         the unsharded layer, and the same bytes at the article's sizes; the verdict.
+#include <nlohmann/json.hpp>
+
 #include "core/einsum.hpp"
 #include "core/error.hpp"
 #include "core/gelu.hpp"
@@ -21,6 +23,7 @@
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/memory_scaling.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
@@ -151,6 +154,37 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       out << "   (the article's sizes do not split over this mesh: " << e.what() << ")\n\n";
     }
+
+    // Article 002's claim, memory per device falling linearly with the devices, measured: the same
+    // step on 1 ... 64 sim devices (a mesh of its own, whatever this lesson runs on).
+    FfnConfig grow = config;
+    grow.finite_differences = false;
+    const std::vector<MemoryPoint> points = memory_scaling(grow, 64);
+    nlohmann::ordered_json scaling = nlohmann::ordered_json::array();
+    for (const auto& p : points)
+      scaling.push_back({{"devices", p.devices}, {"mesh", p.mesh}, {"measured", p.measured}, {"held_bytes", p.held},
+                         {"peak_bytes", p.peak}, {"unsharded_held_bytes", p.unsharded_held},
+                         {"unsharded_peak_bytes", p.unsharded_peak}});
+    session.report().json["memory_scaling"] = scaling.dump();
+    std::size_t doubling = 0;  // devices of the last point whose held x n stayed within 5% of 1
+    for (const auto& p : points)
+      if (std::abs(static_cast<double>(p.held) * p.devices / static_cast<double>(p.unsharded_held) - 1) < 0.05)
+        doubling = static_cast<std::size_t>(p.devices);
+    out << "   Memory as the mesh grows (article 002: each device's share falls as 1/n), this step on\n"
+        << "   1 to " << points.back().devices << " devices of a sim mesh, each device counting what it holds (\"x n\": times the\n"
+        << "   devices over one device's whole step; 1.00 is exactly 1/n):\n"
+        << memory_scaling_table(points, "   ")
+        << (doubling == static_cast<std::size_t>(points.back().devices)
+                ? "   What a device keeps between stages falls as 1/n: the article's claim.\n"
+                : "   What a device keeps between stages falls as 1/n up to " + std::to_string(doubling) +
+                      " devices, then more slowly:\n   some of its tensors are split over one axis only.\n")
+        << "   The peak does not: while a matmul runs, the device also holds the gathered x and W blocks,\n"
+        << "   each split over one axis only, so they shrink as 1/sqrt(n) on these square meshes. Hence\n"
+        << "   this mesh's " << format_number(static_cast<double>(r.peak_bytes_per_device) /
+                                             static_cast<double>(r.plan.unsharded_peak_bytes), "%.3f")
+        << " peak beside its " << format_number(static_cast<double>(r.stored_bytes_per_device) /
+                                                   static_cast<double>(r.plan.unsharded_stored_bytes), "%.3f")
+        << " held: the transient copies, not the layout,\n   set how far the peak falls.\n\n";
 
     out << "7. Verdict against gelu(x W_in) W_out on one device:\n";
     for (const auto& v : checks) out << "   " << v.name << ": " << v.line() << "\n";

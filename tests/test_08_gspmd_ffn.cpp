@@ -71,4 +71,19 @@ TEST_SUITE("lessons") {
       CHECK(shardlab::testing::count_lines(b.err) == 1);
     }
   }
+
+  TEST_CASE("lesson 08: memory per device measured on 1 to 64 devices, held falling as 1/n, peak not") {
+    const auto r = run_binary("08_gspmd_ffn --json");
+    REQUIRE(r.status == 0);
+    const auto points = nlohmann::json::parse(r.out)["memory_scaling"];
+    REQUIRE(points.size() == 7);
+    for (const auto& p : points) {
+      CHECK(p["measured"] == true);
+      CHECK(p["held_bytes"].get<double>() * p["devices"].get<double>() == p["unsharded_held_bytes"].get<double>());
+    }
+    CHECK(points[6]["peak_bytes"].get<double>() * 64 > 3 * points[6]["unsharded_peak_bytes"].get<double>());
+    const auto text = run_binary("08_gspmd_ffn").out;
+    CHECK(text.find("What a device keeps between stages falls as 1/n: the article's claim.") != std::string::npos);
+    CHECK(text.find("this mesh's 0.212 peak beside its 0.125 held") != std::string::npos);
+  }
 }

@@ -1,5 +1,6 @@
 #include "harness/models/sweep.hpp"
 
+#include <map>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "core/einsum.hpp"
 #include "core/error.hpp"
 #include "harness/check/write_file.hpp"
+#include "harness/models/memory_scaling.hpp"
 #include "core/text.hpp"
 #include "harness/cost/bench.hpp"
 #include "harness/cost/cost.hpp"
@@ -232,11 +235,22 @@ DatTable memory_sweep(const std::string& dims_text, int max_devices, DType dtype
              dtype_text(dtype) + ". *_peak_B: the most a device holds while a stage runs (its live blocks plus "
              "gather buffers); *_stored_B: the most its live blocks take between stages",
              "unsharded_*: the same step on one device with whole tensors (the line sharding must beat)",
-             "1-D strategies on mesh D=<devices>; gspmd on the 2-D mesh in column 2"};
+             "1-D strategies on mesh D=<devices>; gspmd on the 2-D mesh in column 2",
+             "gspmd_run_*: measured by running the step on a sim mesh of that many devices (each device "
+             "counts what it holds; equal to the plan or the sweep fails); '-' where not run (too large)"};
   t.columns = {"devices", "gspmd_mesh"};
   for (const auto& s : strategies) t.columns.push_back(s.name + "_peak_B");
   for (const auto& s : strategies) t.columns.push_back(s.name + "_stored_B");
-  t.columns.insert(t.columns.end(), {"unsharded_peak_B", "unsharded_stored_B"});
+  t.columns.insert(t.columns.end(), {"unsharded_peak_B", "unsharded_stored_B", "gspmd_run_peak_B", "gspmd_run_stored_B"});
+  FfnConfig run_config;
+  run_config.strategy = "gspmd";
+  run_config.dims = dims;
+  run_config.backward = true;
+  run_config.dtype = dtype;
+  run_config.finite_differences = false;
+  std::map<int, MemoryPoint> measured;
+  for (const MemoryPoint& p : memory_scaling(run_config, max_devices))
+    if (p.measured) measured[p.devices] = p;
   Skipped skipped;
   DatBlock block;
   for (int n : sweep_device_counts(max_devices)) {
@@ -263,6 +277,9 @@ DatTable memory_sweep(const std::string& dims_text, int max_devices, DType dtype
     row.insert(row.end(), peak.begin(), peak.end());
     row.insert(row.end(), stored.begin(), stored.end());
     row.insert(row.end(), whole.begin(), whole.end());
+    const auto run = measured.find(n);
+    row.push_back(run == measured.end() ? "-" : integer(run->second.peak));
+    row.push_back(run == measured.end() ? "-" : integer(run->second.held));
     block.rows.push_back(row);
   }
   skipped.notes(t.notes);
