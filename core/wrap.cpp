@@ -5,10 +5,31 @@
 namespace shardlab {
 
 namespace {
-std::string wrap_one(const std::string& line, std::size_t width) {
+// The column where `line`'s last column starts (after its last run of 2+ spaces before `width`),
+// or 0 when it has none.
+std::size_t last_column(const std::string& line, std::size_t width) {
+  const std::size_t text = line.find_first_not_of(' ');
+  std::size_t column = 0;
+  for (std::size_t gap = line.find("  ", text); gap != std::string::npos && gap < width;
+       gap = line.find("  ", gap)) {
+    const std::size_t start = line.find_first_not_of(' ', gap);
+    if (start == std::string::npos || start >= width) break;
+    column = start;
+    gap = start;
+  }
+  return column;
+}
+
+std::string wrap_one(const std::string& line, std::size_t width, Hang hang) {
   if (line.size() <= width) return line;
   const std::size_t indent = std::min(line.find_first_not_of(' '), line.size());
-  const std::string more(indent + 4, ' ');
+  std::size_t continuation = indent + 4;
+  if (hang == Hang::last_column) {
+    const std::size_t column = last_column(line, width);
+    if (column == 0) continuation = indent;  // one column: continue under it
+    else if (column > indent && column * 10 <= width * 7) continuation = column;
+  }
+  const std::string more(continuation, ' ');
   std::string out, rest = line;
   bool first = true;
   while (rest.size() > width) {
@@ -24,13 +45,13 @@ std::string wrap_one(const std::string& line, std::size_t width) {
 }
 }  // namespace
 
-std::string wrap_lines(const std::string& text, std::size_t width) {
+std::string wrap_lines(const std::string& text, std::size_t width, Hang hang) {
   std::string out;
   std::size_t start = 0;
   while (start < text.size()) {
     const std::size_t end = text.find('\n', start);
     const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    out += wrap_one(line, width);
+    out += wrap_one(line, width, hang);
     if (end == std::string::npos) break;
     out += "\n";
     start = end + 1;
@@ -48,7 +69,7 @@ void LineWrapBuf::flush_line() {
 int LineWrapBuf::overflow(int c) {
   if (c == traits_type::eof()) return traits_type::not_eof(c);
   if (c == '\n') {
-    const std::string out = wrap_one(line_, width_) + "\n";
+    const std::string out = wrap_one(line_, width_, Hang::indent) + "\n";
     dest_->sputn(out.data(), static_cast<std::streamsize>(out.size()));
     line_.clear();
   } else {

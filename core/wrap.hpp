@@ -7,7 +7,13 @@
 
 namespace shardlab {
 
-std::string wrap_lines(const std::string& text, std::size_t width = 100);
+// Where a wrapped line continues: 4 past the line's own indent (prose), or under the start of its
+// last column, the text after its last run of two or more spaces (tables, --help), when that
+// column starts within the first 70% of the width (else as prose); a line of one column
+// continues under its own indent.
+enum class Hang { indent, last_column };
+
+std::string wrap_lines(const std::string& text, std::size_t width = 100, Hang hang = Hang::indent);
 
 // A stream buffer that holds each line until its newline, then writes it wrapped to `dest`. A line
 // left without one goes out as it is at flush_line() (and on destruction).

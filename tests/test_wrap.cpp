@@ -21,3 +21,24 @@ TEST_CASE("wrap_lines: short lines stay, long ones break at a space, continued d
     }
   }
 }
+
+TEST_CASE("wrap_lines, Hang::last_column: a table's or --help's last column continues under itself") {
+  using shardlab::Hang;
+  const std::string head = "  --mesh TEXT                 ";
+  std::string words;
+  for (int i = 0; i < 30; ++i) words += "word" + std::to_string(i) + " ";
+  words.pop_back();
+  const std::string wrapped = wrap_lines(head + words + "\nshort line\n", 60, Hang::last_column);
+  std::size_t widest = 0, start = 0;
+  for (std::size_t end; (end = wrapped.find('\n', start)) != std::string::npos; start = end + 1)
+    widest = std::max(widest, end - start);
+  CHECK(widest <= 60);
+  CHECK(wrapped.rfind(head + "word0 word1", 0) == 0);
+  CHECK(wrapped.find("\n" + std::string(head.size(), ' ') + "word") != std::string::npos);
+  CHECK(wrapped.find("\nshort line\n") != std::string::npos);
+  // A last column starting past 70% of the width: continued as prose, 4 past the indent.
+  CHECK(wrap_lines("  a" + std::string(40, ' ') + "b c d e f g", 50, Hang::last_column) ==
+        "  a" + std::string(40, ' ') + "b c d e\n      f g");
+  const std::string unbreakable(150, 'a');
+  CHECK(wrap_lines(unbreakable, 100, Hang::last_column) == unbreakable);
+}

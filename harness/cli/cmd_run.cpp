@@ -9,6 +9,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "core/wrap.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
@@ -112,9 +113,10 @@ int run(const RunOptions& o) {
       std::cout << j.dump(2) << std::endl;
       return 0;
     }
-    std::cout << "shardlab run --plan-only: " << c.program.name << " (" << c.path << ") on mesh " << plan.mesh.text()
-              << "\n\n" << case_plan_text(c, plan) << (o.explain ? explanations(plan) : "")
-              << (hw ? model_text(c, plan, *hw) : "");
+    std::cout << wrap_lines("shardlab run --plan-only: " + c.program.name + " (" + c.path + ") on mesh " +
+                                plan.mesh.text() + "\n\n" + case_plan_text(c, plan) +
+                                (o.explain ? explanations(plan) : "") + (hw ? model_text(c, plan, *hw) : ""),
+                            100, Hang::last_column);
     return 0;
   }
   Session session(c.program.name, common);
