@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+#include <string>
+
 #include "tests/run_binary.hpp"
 
 using shardlab::testing::count_lines;
@@ -52,6 +55,21 @@ TEST_SUITE("lessons") {
                           "capacity factor  C   dropped  AllToAll bytes/device", "Takeaway:", "Next:",
                           "\nPASS 20_expert_parallel"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+    // As tests/test_lesson_commands.cpp holds every lesson to: 100 columns, sections in order, and
+    // the Next: command runs as printed.
+    std::istringstream in(r.out);
+    int section = 0;
+    for (std::string line; std::getline(in, line);) {
+      CHECK_MESSAGE(line.size() <= 100, line);
+      if (line.size() > 2 && line[0] >= '1' && line[0] <= '9' && line[1] == '.') {
+        CHECK(line[0] - '0' == section + 1);
+        section = line[0] - '0';
+      }
+    }
+    CHECK(section == 5);
+    const auto next = r.out.find("Next:     build/bin/20_expert_parallel --capacity-factor 2.0\n");
+    REQUIRE(next != std::string::npos);
+    CHECK(run_binary("20_expert_parallel --capacity-factor 2.0 --quiet").status == 0);
     CHECK(run_binary("20_expert_parallel --dtype bfloat16 --quiet").status == 0);
     CHECK(run_binary("20_expert_parallel --dtype float64 --mesh X=2,Y=4 --quiet").status == 0);
     CHECK(run_binary("20_expert_parallel --mesh Y=4 --experts 4 --top-k 1 --seed 5 --quiet").status == 0);
