@@ -26,7 +26,7 @@
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
 #include "harness/cli/cli.hpp"
-#include "harness/models/moe.hpp"
+#include "harness/models/moe_run.hpp"
 
 using namespace shardlab;
 
@@ -59,10 +59,9 @@ int main(int argc, char** argv) {
                                     "--collectives native");
     Session session("20_expert_parallel", cli.common);
     const Mesh& mesh = session.mesh();
-    if (mesh.rank() > 2) throw Error(ErrorKind::parse, "lesson 20 needs a mesh of 1 or 2 axes like X=2,Y=2, not " + mesh.text());
+    check_moe_mesh(mesh, s);
     const std::string ep = mesh.names().back();
     const int n = mesh.axis_size(ep), G = mesh.devices(), R = G / n;
-    check_moe_shape(s, G, n);
     const std::size_t per_device = s.tokens / static_cast<std::size_t>(G), C = moe_capacity(s, per_device);
     const std::size_t E = static_cast<std::size_t>(s.experts), El = E / static_cast<std::size_t>(n);
     auto& out = session.out();
@@ -77,101 +76,62 @@ int main(int argc, char** argv) {
         << " of\n   them, the first C in token order; the others are dropped (they pass without that expert).\n\n";
 
     const MoeInputs in = moe_inputs(s, cli.common.seed);
-    const RunResult run = session.run([&](Device& dev) { return moe_device(dev, in, s); });
+    const MoeRun r = run_moe(session, s, in);
     if (!session.runtime().is_root()) return session.finish();
-    const MoeResult ref = moe_reference(in, s, G, R, session.dtype());
     Report& report = session.report();
 
-    // 3. Load: tokens routed to each expert over all devices, kept and dropped; per expert device.
+    // 3. Load: assignments to each expert over all devices, kept and dropped; per expert device.
     out << "3. Load of the routing (assignments summed over the " << G << " devices; an expert takes\n   "
         << C << " per device, " << C * static_cast<std::size_t>(G) << " in all):\n";
     Table load({"expert", "on " + ep, "routed", "kept", "dropped", "most from a device"});
-    std::vector<double> device_routed(static_cast<std::size_t>(n), 0), device_kept(static_cast<std::size_t>(n), 0);
-    double routed_all = 0, kept_all = 0;
     for (std::size_t e = 0; e < E; ++e) {
       double routed = 0, kept = 0, most = 0;
       for (int g = 0; g < G; ++g) {
-        routed += ref.routed(g, e), kept += ref.kept(g, e);
-        most = std::max(most, ref.routed(g, e));
+        routed += r.ref.routed(g, e), kept += r.ref.kept(g, e);
+        most = std::max(most, r.ref.routed(g, e));
       }
-      device_routed[e / El] += routed, device_kept[e / El] += kept;
-      routed_all += routed, kept_all += kept;
       load.add({std::to_string(e), std::to_string(e / El), num(routed), num(kept), num(routed - kept),
                 num(most) + (most > static_cast<double>(C) ? " > C" : "")});
     }
     out << load.text();
     Table devices({ep, "experts", "routed", "kept", "vs an even share"});
-    double worst = 0;
     for (int d = 0; d < n; ++d) {
-      const double share = device_routed[static_cast<std::size_t>(d)] / (routed_all / n);
-      worst = std::max(worst, share);
+      const auto i = static_cast<std::size_t>(d);
       devices.add({std::to_string(d), std::to_string(d * El) + "-" + std::to_string((d + 1) * El - 1),
-                   num(device_routed[static_cast<std::size_t>(d)]), num(device_kept[static_cast<std::size_t>(d)]),
-                   format_number(share, "%.2f") + "x"});
+                   num(r.device_routed[i]), num(r.device_kept[i]),
+                   format_number(r.device_routed[i] / (r.assignments / n), "%.2f") + "x"});
     }
     out << devices.text();
-    const double dropped = routed_all - kept_all;
-    out << "   " << num(dropped) << " of " << num(routed_all) << " assignments dropped at capacity factor "
-        << num(s.capacity_factor) << "; the busiest expert device\n   gets " << format_number(worst, "%.2f")
+    out << "   " << num(r.dropped) << " of " << num(r.assignments) << " assignments dropped at capacity factor "
+        << num(s.capacity_factor) << "; the busiest expert device\n   gets " << format_number(r.busiest_share, "%.2f")
         << "x an even share. The same routing at other capacity factors:\n";
     Table factors({"capacity factor", "C", "dropped", "AllToAll bytes/device"});
     for (double f : {1.0, 1.25, 1.5, 2.0}) {
       MoeShape t = s;
       t.capacity_factor = f;
-      const MoeResult r = moe_reference(in, t, G, R, session.dtype());
-      const double d = xt::sum(r.routed)() - xt::sum(r.kept)();
+      const MoeResult other = moe_reference(in, t, G, R, session.dtype());
+      const double d = xt::sum(other.routed)() - xt::sum(other.kept)();
       report.numbers["dropped_cf_" + format_number(f, "%g")] = d;
       factors.add({num(f), std::to_string(moe_capacity(t, per_device)), num(d),
                    std::to_string(moe_all_to_all_bytes(t, moe_capacity(t, per_device), n, session.element_bytes()))});
     }
     out << factors.text() << "   More slots drop fewer tokens and move more bytes, padding included.\n\n";
-    report.numbers["dropped"] = dropped;
-    report.numbers["assignments"] = routed_all;
-    report.numbers["capacity"] = static_cast<double>(C);
-    report.numbers["busiest_device_share"] = worst;
 
     // 4. Bytes: each AllToAll moves (n-1)/n of the [E, C, m] buffer; the AllReduces 2(n-1)/n.
-    const std::size_t a2a = moe_all_to_all_bytes(s, C, n, session.element_bytes());
     out << "4. Communication, measured by the ledger (four AllToAlls over " << ep << ", then the gradients):\n"
         << collectives_table(report.collectives);
-    Verdict bytes;
-    bytes.name = "each AllToAll sends (n-1)/n x E C m elements = " + std::to_string(a2a) + " B per device";
-    int a2a_calls = 0;
-    for (const auto& c : report.collectives)
-      if (c.op == "all_to_all") {
-        ++a2a_calls;
-        if (c.bytes_per_device != a2a) bytes.pass = false, bytes.detail = c.tensor + " sent " + std::to_string(c.bytes_per_device);
-      }
-    if (a2a_calls != 4) bytes.pass = false, bytes.detail = std::to_string(a2a_calls) + " AllToAlls, not 4";
-    report.numbers["all_to_all_bytes_per_device"] = static_cast<double>(a2a);
     out << "   AllToAll: (" << n << "-1)/" << n << " x " << E << " x " << C << " x " << s.model << " x "
-        << session.element_bytes() << " B = " << a2a << " B, whatever the routing: the buffer is fixed,\n"
-        << "   empty slots travel too. dW_router is all-reduced over every device"
+        << session.element_bytes() << " B = " << r.all_to_all_bytes << " B, whatever the routing: the buffer is\n"
+        << "   fixed, empty slots travel too. dW_router is all-reduced over every device"
         << (R > 1 ? ",\n   dW_in and dW_out over " + mesh.names()[0] + " (the experts' data-parallel copies)" : "")
         << ".\n\n";
 
     // 5. Verdict: every output against the unsharded MoE, bit for bit (same rounding, same order).
-    out << "5. Verdict against the unsharded MoE (forward, backward of router and experts, routing):\n";
-    std::vector<std::string> all = mesh.names();
-    Spec by_token, replicated = Spec::replicated(2), by_expert = Spec::replicated(3);
-    by_token.dims = {all, {}};
-    by_expert.dims[0] = {ep};
-    const std::vector<std::pair<std::string, std::pair<Spec, const Tensor*>>> checked = {
-        {"out", {by_token, &ref.out}},          {"dx", {by_token, &ref.dx}},
-        {"dW_router", {replicated, &ref.dw_router}}, {"dW_in", {by_expert, &ref.dw_in}},
-        {"dW_out", {by_expert, &ref.dw_out}},   {"kept", {by_token, &ref.kept}},
-        {"routed", {by_token, &ref.routed}}};
-    for (const auto& [name, what] : checked) {
-      Verdict v = verify_output(mesh, what.first, run, name, *what.second);
-      out << "   " << name << std::string(10 - name.size(), ' ') << v.line() << ", power "
-          << format_number(v.power, "%.2g") << " x RMS\n";
-      report.checks.push_back(v);
-    }
-    report.checks.push_back(bytes);
-    out << "   " << bytes.name << ": " << (bytes.pass ? "PASS" : "FAIL " + bytes.detail) << "\n"
+    out << "5. Verdict against the unsharded MoE (forward, backward of router and experts, routing):\n"
+        << moe_check_lines(report.checks, "   ")
         << "   Tolerance 0: the reference rounds where the devices do and adds in their order (the\n"
-        << "   AllReduces' ring order included), so any wrong element fails (power 0).\n"
-        << "\nTakeaway: experts split over devices cost two AllToAlls each way of a fixed [E, C, m] buffer;\n"
+        << "   AllReduces' ring order included), so any wrong element fails (power 0).\n";
+    out << "\nTakeaway: experts split over devices cost two AllToAlls each way of a fixed [E, C, m] buffer;\n"
            "          the capacity factor trades dropped tokens against bytes and padding, and the\n"
            "          router's imbalance decides how many tokens a given factor drops.\n"
            "Next:     build/bin/20_expert_parallel --capacity-factor 2.0\n"
