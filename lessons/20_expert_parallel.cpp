@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
            "          the capacity factor trades dropped tokens against bytes and padding, and the\n"
            "          router's imbalance decides how many tokens a given factor drops.\n"
            "Next:     build/bin/20_expert_parallel --capacity-factor 2.0\n"
-           "          the same routing with twice the slots: nothing dropped, twice the bytes.\n";
+           "          the same routing with twice the slots: nothing dropped, twice the bytes.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 20\n";
     return session.finish();
   });
 }
