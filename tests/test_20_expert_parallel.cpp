@@ -66,7 +66,7 @@ TEST_SUITE("lessons") {
         section = line[0] - '0';
       }
     }
-    CHECK(section == 5);
+    CHECK(section == 6);
     const auto next = r.out.find("Next:     build/bin/20_expert_parallel --capacity-factor 2.0\n");
     REQUIRE(next != std::string::npos);
     CHECK(run_binary("20_expert_parallel --capacity-factor 2.0 --quiet").status == 0);
