@@ -138,8 +138,9 @@ int main(int argc, char** argv) {
     for (const Hardware& hw : hardware_presets()) {
       if (hw.name == "this-machine") continue;
       const MoeCost c = moe_cost(big, hw);
-      model.add({hw.name, format_number(c.all_to_all_seconds * 1e3, "%.3f"), format_number(c.comm_seconds * 1e3, "%.2f"),
-                 format_number(c.compute_seconds * 1e3, "%.2f"), format_number(c.comm_seconds / c.total() * 100, "%.0f") + "%"});
+      model.add({hw.name, format_number(c.all_to_all_seconds * 1e3, "%.3f"),
+                 format_number(c.comm_seconds * 1e3, "%.2f"), format_number(c.compute_seconds * 1e3, "%.2f"),
+                 format_number(c.comm_seconds / c.total() * 100, "%.0f") + "%"});
       report.numbers["modeled_ms_" + hw.name] = c.total() * 1e3;
     }
     const MoeCost c = moe_cost(big, hardware_preset("nvlink-a100"));

@@ -68,7 +68,8 @@ Command add_moe_command(CLI::App& app) {
   c->add_option("--dtype", o->common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
-  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
+  c->add_option("--trace", o->common.trace,
+                "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   add_inject_option(c, o->common.inject);
   return {c, [o] { return run(*o); }};
 }

@@ -154,7 +154,8 @@ MoeResult moe_reference(const MoeInputs& in, const MoeShape& s, int groups, int 
   r.kept = xt::zeros<double>({G, E});
   r.routed = xt::zeros<double>({G, E});
   std::vector<Tensor> router_parts(G, Tensor(xt::zeros<double>({m, E})));
-  std::vector<Tensor> in_parts(R, Tensor(xt::zeros<double>({E, m, hid}))), out_parts(R, Tensor(xt::zeros<double>({E, hid, m})));
+  std::vector<Tensor> in_parts(R, Tensor(xt::zeros<double>({E, m, hid})));
+  std::vector<Tensor> out_parts(R, Tensor(xt::zeros<double>({E, hid, m})));
   std::vector<double> h(hid), y(m), dy(m), dxe(m);
   for (std::size_t tok = 0; tok < T; ++tok) {
     const std::size_t g = tok / per_group, rep = g / (G / R);
@@ -206,7 +207,8 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
   const std::string ep = all.back();
   const std::vector<std::string> data(all.begin(), all.end() - 1);
   const int n = mesh.axis_size(ep);
-  const std::size_t m = s.model, hid = s.hidden, E = static_cast<std::size_t>(s.experts), K = static_cast<std::size_t>(s.top_k);
+  const std::size_t m = s.model, hid = s.hidden;
+  const std::size_t E = static_cast<std::size_t>(s.experts), K = static_cast<std::size_t>(s.top_k);
   const std::size_t El = E / static_cast<std::size_t>(n), T = s.tokens / static_cast<std::size_t>(mesh.devices());
   const std::size_t C = moe_capacity(s, T), first = T * static_cast<std::size_t>(dev.id());
   const std::size_t slots = static_cast<std::size_t>(n) * C;  // an expert's slots on its device
@@ -273,7 +275,8 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
       double acc = 0;
       for (std::size_t e = 0; e < E; ++e) acc += dl[i][e] * in.w_router(j, e);
       for (std::size_t k = 0; k < K; ++k)
-        if (slot[i][k] >= 0) acc += dx_back(static_cast<std::size_t>(routes[i].experts[k]), static_cast<std::size_t>(slot[i][k]), j);
+        if (slot[i][k] >= 0)
+          acc += dx_back(static_cast<std::size_t>(routes[i].experts[k]), static_cast<std::size_t>(slot[i][k]), j);
       dx(i, j) = round_to(t, acc);
       for (std::size_t e = 0; e < E; ++e) dw_router(j, e) += xj * dl[i][e];
     }
