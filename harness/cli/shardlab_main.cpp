@@ -17,6 +17,7 @@
 #include "harness/cli/cmd_sweep.hpp"
 #include "harness/cli/cmd_pipeline.hpp"
 #include "harness/cli/cmd_zero.hpp"
+#include "harness/cli/cmd_moe.hpp"
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
 #include "harness/cli/exit_signals.hpp"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   Command soak = add_soak_command(app);
   Command exercise = add_exercise_command(app);
   Command power = add_power_command(app);
+  Command moe = add_moe_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
     if (*soak.app) return soak.run();
     if (*exercise.app) return exercise.run();
     if (*power.app) return power.run();
+    if (*moe.app) return moe.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

@@ -140,6 +140,13 @@ std::vector<ExerciseCase> make_bank() {
          "_,Y,_", "_,_,Y", "_,Y", "b=2,s=8,m=16,h=64"),
       ex("18", "sequence parallel: a layer norm gain's gradient, summed over split tokens", "Y=4", "bsm,bsm->m",
          "df,xn,dg", "_,Y,_", "_,Y,_", "_", "b=2,s=8,m=16"),
+      // 20: a mixture of experts: experts over Y, tokens (and an expert's slots) over X and Y
+      ex("20", "MoE: the router's gradient, tokens split over both axes", "X=2,Y=2", "tm,te->me", "x,dl,dW_r",
+         "(X,Y),_", "(X,Y),_", "_,_", "t=128,m=8,e=8"),
+      ex("20", "MoE: an expert's first matmul after the dispatch AllToAll", "X=2,Y=2", "ecm,emh->ech",
+         "x,W_in,h", "Y,X,_", "Y,_,_", "Y,X,_", "e=8,c=16,m=8,h=16"),
+      ex("20", "MoE: the experts' weight gradient, each expert data parallel over X", "X=2,Y=2", "ecm,ech->emh",
+         "x,dh,dW_in", "Y,X,_", "Y,X,_", "Y,_,_", "e=8,c=16,m=8,h=16"),
   };
 }
 

@@ -1,0 +1,32 @@
+// The mixture of experts (harness/models/moe.hpp) run on a session's devices and verified: what
+// lesson 20 and `shardlab moe` share. The mesh: batch over every axis, experts over the last.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/check/session.hpp"
+#include "harness/models/moe.hpp"
+
+namespace shardlab {
+
+struct MoeRun {
+  MoeResult ref;  // the unsharded MoE (root only)
+  std::size_t capacity = 0, all_to_all_bytes = 0;  // C, and bytes per device of one AllToAll
+  int expert_devices = 1, replicas = 1;             // the last axis's size, the others'
+  double assignments = 0, dropped = 0;              // over the whole batch
+  std::vector<double> device_routed, device_kept;   // per device of the expert axis
+  double busiest_share = 0;                          // most routed to one expert device / an even share
+};
+
+// Error(parse) for a mesh of more than 2 axes, or shapes check_moe_shape refuses.
+void check_moe_mesh(const Mesh& mesh, const MoeShape& s);
+// Runs moe_device everywhere; on the root checks out, dx, dW_router, dW_in, dW_out, kept and routed
+// against moe_reference bit for bit and each AllToAll's bytes against moe_all_to_all_bytes (into
+// session.report().checks), and puts dropped, assignments, capacity, all_to_all_bytes_per_device
+// and busiest_device_share into its numbers.
+MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in);
+// "  out       PASS max_abs_err=0 (exact), power 0 x RMS" for each comparison, "  name: PASS" else.
+std::string moe_check_lines(const std::vector<Verdict>& checks, const std::string& indent);
+
+}  // namespace shardlab
