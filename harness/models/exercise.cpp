@@ -143,8 +143,8 @@ std::vector<ExerciseCase> make_bank() {
       // 20: a mixture of experts: experts over Y, tokens (and an expert's slots) over X and Y
       ex("20", "MoE: the router's gradient, tokens split over both axes", "X=2,Y=2", "tm,te->me", "x,dl,dW_r",
          "(X,Y),_", "(X,Y),_", "_,_", "t=128,m=8,e=8"),
-      ex("20", "MoE: an expert's first matmul after the dispatch AllToAll", "X=2,Y=2", "ecm,emh->ech",
-         "x,W_in,h", "Y,X,_", "Y,_,_", "Y,X,_", "e=8,c=16,m=8,h=16"),
+      ex("20", "MoE: an expert's first matmul, its slots over X, its weights' m over X too", "X=2,Y=2",
+         "ecm,emh->ech", "x,W_in,h", "Y,X,_", "Y,X,_", "Y,X,_", "e=8,c=16,m=8,h=16"),
       ex("20", "MoE: the experts' weight gradient, each expert data parallel over X", "X=2,Y=2", "ecm,ech->emh",
          "x,dh,dW_in", "Y,X,_", "Y,X,_", "Y,_,_", "e=8,c=16,m=8,h=16"),
   };
