@@ -110,6 +110,19 @@ TEST_CASE("shardlab check: one failing expectation is one JUnit failure and exit
   CHECK(count(again, "//failure") == 1);
 }
 
+TEST_CASE("shardlab run: a case whose unsharded program overflows its element type says so, not just 'nan'") {
+  const std::string dir = temp_dir();
+  std::string text = shardlab::read_text_file("harness/cases/attention_megatron.toml", "case");
+  const auto at = text.find("value = 0.5");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 11, "value = 1e308");
+  std::ofstream(dir + "/big.toml") << text;
+  const auto r = run_binary("shardlab run " + dir + "/big.toml");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("the unsharded program's y overflows float32 (it holds inf or NaN), so nothing is checked") !=
+        std::string::npos);
+}
+
 TEST_CASE("shardlab check: a JUnit path that cannot be written is refused before anything runs") {
   for (const std::string path : {"/dev/full", "/nonexistent/dir/j.xml", "/tmp"}) {
     CAPTURE(path);
