@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/exit_signals.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
@@ -115,6 +116,26 @@ MpiProcess::MpiProcess() {
   MPI_Comm_dup(MPI_COMM_WORLD, &split_parent_);
   gone_.assign(size_, false);
   std::atexit([] { MpiProcess::get().leave(); });
+  if (launched_) abort_on_signals();
+}
+
+// SIGINT or SIGTERM under mpiexec: the handler hands the signal over a pipe to this thread, which
+// ends the job with MPI_Abort(128 + signal), the one way of ending that hydra reports reliably
+// (collectives/exit_signals.hpp). MPI_Abort prints a line of its own; one sentence is the rule,
+// and an interrupted run needs none.
+void MpiProcess::abort_on_signals() {
+  int fds[2];
+  if (::pipe(fds) != 0) return;  // the handler keeps exiting by itself
+  std::thread([read_end = fds[0]] {
+    unsigned char s = 0;
+    while (::read(read_end, &s, 1) != 1) {
+    }
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) ::dup2(null, 2);
+    MPI_Abort(MPI_COMM_WORLD, 128 + s);
+    ::_exit(128 + s);
+  }).detach();
+  hand_signals_to(fds[1]);
 }
 
 int MpiProcess::run_tag(int epoch, RunKind kind) const {
@@ -235,6 +256,7 @@ void MpiProcess::leave() {
   // would hold this one here forever. The watchdog covers it like any other blocking call.
   static const std::string finalizing = "MPI_Finalize (the exit handshake)";
   const BlockingCall guard(finalizing);
+  hand_signals_to(-1);  // no MPI_Abort once finalizing: a signal now exits at once
   MPI_Finalize();
 }
 

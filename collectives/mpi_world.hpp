@@ -85,6 +85,7 @@ class MpiProcess {
   int run_tag(int epoch, RunKind kind) const;
 
  private:
+  void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
   MpiProcess();
   int rank_ = 0, size_ = 1;
   bool launched_ = false, left_ = false, crowded_ = false;

@@ -11,7 +11,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
-#include "harness/cli/exit_signals.hpp"
+#include "collectives/exit_signals.hpp"
 #include "harness/cli/help_format.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"

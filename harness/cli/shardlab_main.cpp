@@ -20,7 +20,7 @@
 #include "harness/cli/cmd_moe.hpp"
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
-#include "harness/cli/exit_signals.hpp"
+#include "collectives/exit_signals.hpp"
 #include "harness/cli/help_format.hpp"
 #include "harness/cli/version.hpp"
 
