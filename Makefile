@@ -185,7 +185,8 @@ test-mpi:
 	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$l on 8 processes)"; exit 1; fi; done
 	@for c in "$(BUILD)/bin/16_pipeline --backend mpi --quiet" \
 	  "$(SHARDLAB) pipeline --stages 4 --chunks 4 --schedule 1f1b --backend mpi --quiet" \
-	  "$(BUILD)/bin/18_sequence_parallel --backend mpi --quiet"; do \
+	  "$(BUILD)/bin/18_sequence_parallel --backend mpi --quiet" \
+	  "$(BUILD)/bin/19_context_parallel --backend mpi --quiet"; do \
 	  echo "== mpiexec -n 4 $$c"; OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 4 $$c | sed 's/^/   /'; \
 	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$c on 4 processes)"; exit 1; fi; done
 	@echo "== mpiexec -n 3 $(BUILD)/bin/15_zero --backend mpi --quiet --trace $(BUILD)/15_zero_trace.json"; \
