@@ -497,7 +497,8 @@ int main(int argc, char** argv) {
     }
     out << "   Tolerances per element: 32 (S + d + 4) eps times the sum of |terms| of that element (the\n"
         << "   orders of float64 sums differ); dK and dV add u of the wire's type times each partial\n"
-        << "   sum they carried round the ring.\n";
+        << "   sum they carried round the ring. In bfloat16 those n roundings of 2^-8 are real error,\n"
+        << "   so dK and dV can only be checked loosely (WEAK): frameworks carry them in float32.\n";
     out << "\nTakeaway: ring attention splits the sequence, keeps the softmax rows whole on their\n"
            "          devices and passes keys and values instead; the online softmax makes the blocks\n"
            "          add up, and the balanced order gives every device the same causal work.\n";
