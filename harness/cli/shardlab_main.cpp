@@ -19,6 +19,7 @@
 #include "harness/cli/cmd_zero.hpp"
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
+#include "harness/cli/cmd_ring_attention.hpp"
 #include "harness/cli/exit_signals.hpp"
 #include "harness/cli/version.hpp"
 
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   Command soak = add_soak_command(app);
   Command exercise = add_exercise_command(app);
   Command power = add_power_command(app);
+  Command ring_attention = add_ring_attention_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
     if (*soak.app) return soak.run();
     if (*exercise.app) return exercise.run();
     if (*power.app) return power.run();
+    if (*ring_attention.app) return ring_attention.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }
