@@ -186,7 +186,9 @@ int main(int argc, char** argv) {
     out << "   By keys, each softmax row is spread over the devices, so its max and sum are completed\n"
         << "   by all_reduce; every device holds every query and 1/n of the score matrix. The ring\n"
         << "   moves about the same bytes but keeps each softmax row on one device, folding blocks in\n"
-        << "   with the online softmax: 1/n of the queries and one small block of scores at a time.\n\n";
+        << "   with the online softmax: 1/n of the queries and one small block of scores at a time.\n"
+        << "   Without a ring, queries and keys both split over the sequence, the planner would\n"
+        << "   all_gather K (and V): the same n - 1 blocks per device, but all of them held at once.\n\n";
 
     // The cost model at a real size: 128k tokens, 8 devices, 32 heads of 128.
     {
@@ -222,7 +224,10 @@ int main(int argc, char** argv) {
         << "   so dK and dV can only be checked loosely (WEAK): frameworks carry them in float32.\n";
     out << "\nTakeaway: ring attention splits the sequence, keeps the softmax rows whole on their\n"
            "          devices and passes keys and values instead; the online softmax makes the blocks\n"
-           "          add up, and the balanced order gives every device the same causal work.\n";
+           "          add up, and the balanced order gives every device the same causal work.\n"
+           "Next:     build/bin/shardlab ring-attention --devices 8 --tokens 131072\n"
+           "          one order on a ring of your size, and its ring step priced at 128k tokens.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 19\n";
     return session.finish();
   });
 }

@@ -138,6 +138,13 @@ std::vector<ExerciseCase> make_bank() {
          "_,Y,_", "_,_,Y", "_,Y", "b=2,s=8,m=16,h=64"),
       ex("18", "sequence parallel: a layer norm gain's gradient, summed over split tokens", "Y=4", "bsm,bsm->m",
          "df,xn,dg", "_,Y,_", "_,Y,_", "_", "b=2,s=8,m=16"),
+      // 19: context parallelism: what ring attention avoids, and what it moves instead
+      ex("19", "scores with queries and keys both split over the sequence, without a ring", "X=4", "sd,td->st",
+         "q,k,scores", "X,_", "X,_", "X,_", "s=32,t=32,d=16"),
+      ex("19", "the weighted sum of values, probabilities by query rows, values by key rows", "X=4", "st,td->sd",
+         "p,v,o", "X,_", "X,_", "X,_", "s=32,t=32,d=16"),
+      ex("19", "lesson 12's by keys: queries whole, keys split, scores split by keys", "X=4", "sd,td->st",
+         "q,k,scores", "_,_", "X,_", "_,X", "s=32,t=32,d=16"),
   };
 }
 
