@@ -178,6 +178,7 @@ std::string block_formula(StepKind kind, int n, std::size_t block) {
     case StepKind::all_gather: return "(n-1) x " + b + " block" + ns;
     case StepKind::all_reduce:
     case StepKind::all_reduce_max: return "2(n-1)/n x " + b + " block" + ns;
+    case StepKind::collective_permute: return "1 x " + b + " block" + ns;
     default: return "(n-1)/n x " + b + " block" + ns;
   }
 }
