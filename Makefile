@@ -48,13 +48,13 @@ LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
 LESSONS := $(LESSON_SRCS:lessons/%.cpp=$(BUILD)/bin/%)
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 # ThreadSanitizer runs the suites where threads meet in the code they test: the sim runtime and
-# transport, the collectives and point-to-point, the watchdog, traces, the progress display's
-# ticker, and programs, plans, gradients, FFN strategies, ZeRO and pipelines run on the sim mesh
-# (in-process); with shardlab and the three lessons those suites start. The suites left out test
-# commands and lessons through their output; the sim threads they start run the same runtime and
-# collectives the suites above race-check directly.
-TSAN_SUITES := sim runtime collectives p2p watchdog trace ledger program program_plan planner \
-               planner_property plan_search gradient ffn zero_run pipeline progress
+# transport, the collectives, collective_permute and point-to-point, the watchdog, traces, the
+# progress display's ticker, and programs, plans, gradients, FFN strategies, ZeRO and pipelines run
+# on the sim mesh (in-process); with shardlab and the three lessons those suites start. The suites
+# left out test commands and lessons through their output; the sim threads they start run the same
+# runtime and collectives the suites above race-check directly.
+TSAN_SUITES := sim runtime collectives p2p permute watchdog trace ledger program program_plan \
+               planner planner_property plan_search gradient ffn zero_run pipeline progress
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
 ifeq ($(SAN),thread)
   TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)

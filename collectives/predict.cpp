@@ -30,6 +30,7 @@ std::size_t predicted_messages(const std::string& op, int group_size) {
   if (n <= 1) return 0;
   if (op == "send") return 1;
   if (op == "recv") return 0;
+  if (op == "collective_permute") return 1;
   return op == "all_reduce" || op == "all_reduce_max" ? 2 * (n - 1) : n - 1;
 }
 

@@ -66,6 +66,7 @@ void check_permute(DType wire, const std::string& axes_name, const std::vector<i
     CHECK((row.bytes_sent == 0 || row.bytes_sent == bytes));
     CHECK(row.messages == (row.bytes_sent ? 1u : 0u));
     CHECK(predicted_bytes_sent(row.op, row.group_size, row.input_bytes, row.element_bytes) == bytes);
+    CHECK(predicted_messages(row.op, row.group_size) == 1);
     senders += row.bytes_sent > 0;
   }
   CHECK(senders == moved);
