@@ -188,7 +188,10 @@ int main(int argc, char** argv) {
         << "   moves about the same bytes but keeps each softmax row on one device, folding blocks in\n"
         << "   with the online softmax: 1/n of the queries and one small block of scores at a time.\n"
         << "   Without a ring, queries and keys both split over the sequence, the planner would\n"
-        << "   all_gather K (and V): the same n - 1 blocks per device, but all of them held at once.\n\n";
+        << "   all_gather K (and V): the same n - 1 blocks per device, but all of them held at once.\n"
+        << "   In a program, one ring step is a roll of k and v by one block, which the planner makes\n"
+        << "   a collective_permute (the output does not change: softmax ignores the keys' order):\n"
+        << "   build/bin/shardlab run harness/cases/attention_ring_step.toml\n\n";
 
     // The cost model at a real size: 128k tokens, 8 devices, 32 heads of 128.
     {
