@@ -48,13 +48,13 @@ LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
 LESSONS := $(LESSON_SRCS:lessons/%.cpp=$(BUILD)/bin/%)
 TEST_SRCS := $(wildcard tests/test_*.cpp)
 # ThreadSanitizer runs the suites where threads meet in the code they test: the sim runtime and
-# transport, the collectives and point-to-point, the watchdog, traces, the progress display's
-# ticker, and programs, plans, gradients, FFN strategies, ZeRO and pipelines run on the sim mesh
-# (in-process); with shardlab and the three lessons those suites start. The suites left out test
-# commands and lessons through their output; the sim threads they start run the same runtime and
-# collectives the suites above race-check directly.
-TSAN_SUITES := sim runtime collectives p2p watchdog trace ledger program program_plan planner \
-               planner_property plan_search gradient ffn zero_run pipeline progress moe
+# transport, the collectives, collective_permute and point-to-point, the watchdog, traces, the
+# progress display's ticker, and programs, plans, gradients, FFN strategies, ZeRO and pipelines run
+# on the sim mesh (in-process); with shardlab and the three lessons those suites start. The suites
+# left out test commands and lessons through their output; the sim threads they start run the same
+# runtime and collectives the suites above race-check directly.
+TSAN_SUITES := sim runtime collectives p2p permute watchdog trace ledger program program_plan \
+               planner planner_property plan_search gradient ffn zero_run pipeline progress moe
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
 ifeq ($(SAN),thread)
   TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)
@@ -185,7 +185,8 @@ test-mpi:
 	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$l on 8 processes)"; exit 1; fi; done
 	@for c in "$(BUILD)/bin/16_pipeline --backend mpi --quiet" \
 	  "$(SHARDLAB) pipeline --stages 4 --chunks 4 --schedule 1f1b --backend mpi --quiet" \
-	  "$(BUILD)/bin/18_sequence_parallel --backend mpi --quiet"; do \
+	  "$(BUILD)/bin/18_sequence_parallel --backend mpi --quiet" \
+	  "$(BUILD)/bin/19_context_parallel --backend mpi --quiet"; do \
 	  echo "== mpiexec -n 4 $$c"; OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 4 $$c | sed 's/^/   /'; \
 	  rc=$${PIPESTATUS[0]}; if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc ($$c on 4 processes)"; exit 1; fi; done
 	@echo "== mpiexec -n 3 $(BUILD)/bin/15_zero --backend mpi --quiet --trace $(BUILD)/15_zero_trace.json"; \

@@ -12,6 +12,7 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
   if (n <= 1) return 0;
   if (op == "send") return input_bytes;  // point-to-point: the whole block, once
   if (op == "recv") return 0;
+  if (op == "collective_permute") return input_bytes;  // every member that moves sends its block
   if (op == "all_gather") return (n - 1) * input_bytes;
   if (op == "reduce_scatter" || op == "all_to_all") return (n - 1) * input_bytes / n;
   if (op == "all_reduce" || op == "all_reduce_max") {
@@ -29,6 +30,7 @@ std::size_t predicted_messages(const std::string& op, int group_size) {
   if (n <= 1) return 0;
   if (op == "send") return 1;
   if (op == "recv") return 0;
+  if (op == "collective_permute") return 1;
   return op == "all_reduce" || op == "all_reduce_max" ? 2 * (n - 1) : n - 1;
 }
 

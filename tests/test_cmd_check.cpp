@@ -51,26 +51,26 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
     CHECK_MESSAGE(r.out.find("PASS " + name + "_backward: ") != std::string::npos, name);
   }
   for (const std::string name :
-       {"attention_megatron", "attention_gspmd", "attention_sequence", "transformer_gspmd", "transformer_megatron",
-        "transformer_sequence_parallel"})
+       {"attention_megatron", "attention_gspmd", "attention_sequence", "attention_ring_step", "transformer_gspmd",
+        "transformer_megatron", "transformer_sequence_parallel"})
     CHECK_MESSAGE(r.out.find("PASS " + name + ": ") != std::string::npos, name);
   // At the article's sizes: planned, never run (plan_only = true), its expected collectives held to the plan.
   CHECK(r.out.find("PASS esm2_layer: 14 collectives, 660799488 B/device, 1 checks (planned, not run)") !=
         std::string::npos);
-  CHECK(r.out.find("19 passed, 0 failed") != std::string::npos);
+  CHECK(r.out.find("20 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 19);
+  CHECK(count(doc, "/testsuites/testsuite") == 20);
   CHECK(count(doc, "//failure") == 0);
   // FFN forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against
   // the unsharded program and each against central differences. Attention (backward): y and the
   // gradients of its 5 inputs (6 with x_keys), each also against central differences, the ledger,
-  // its expectations (1 or 2) and memory.
+  // its expectations (1 or 2) and memory; attention_ring_step as attention_sequence.
   // The two layers: y and 11 gradients, each gradient against central differences, the ledger, an
   // expectation, memory; the sequence-parallel layer two expectations (collectives and bytes).
   // The ESM2 layer: its one expectation, against the plan.
   CHECK(count(doc, "//testcase") ==
-        6 * 5 + 6 * 11 + (6 + 5 + 1 + 1 + 1) * 2 + (7 + 6 + 1 + 2 + 1) + 2 * (12 + 11 + 1 + 1 + 1) +
+        6 * 5 + 6 * 11 + (6 + 5 + 1 + 1 + 1) * 2 + 2 * (7 + 6 + 1 + 2 + 1) + 2 * (12 + 11 + 1 + 1 + 1) +
             (12 + 11 + 1 + 2 + 1) + 1);
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6 + 3);  // FFNs, layers
   // Every comparison of values carries its power and floor; no shipped case has a WEAK check.

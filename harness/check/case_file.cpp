@@ -222,7 +222,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   for (const auto& line : c.expect.collectives.value_or(std::vector<std::string>{})) {
     const std::vector<std::string> words = split(line, ' ');
     static const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                                 "all_reduce_max", "send", "recv"};
+                                                 "all_reduce_max", "collective_permute", "send", "recv"};
     std::string why;
     if (words.size() != 4 || words[2] != "over") why = "write it as '<op> <tensor> over <axes>', like 'all_gather h over Y'";
     else if (std::find(ops.begin(), ops.end(), words[0]) == ops.end()) why = "'" + words[0] + "' is not a collective (" + join(ops, ", ") + ")";

@@ -7,6 +7,7 @@
 #include "core/einsum.hpp"
 #include "core/error.hpp"
 #include "core/ops.hpp"
+#include "core/roll.hpp"
 #include "harness/check/verify.hpp"
 
 namespace shardlab {
@@ -65,6 +66,7 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
                      [&](const Tensor& part) { return contract(eq, part, b, dtype); });
     }
     case OpKind::unary:
+      if (op.name == "roll") return roll_op(a, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
       return rounded(unary_op(op.name, a, op.value), dtype);
     case OpKind::binary: {
       const Shape shape = p.shape(op.out);
@@ -132,7 +134,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         break;
       }
       case OpKind::unary:
-        e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
+        if (op.name == "roll")  // moves elements, rounds nothing
+          e = roll_op(ea, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
+        else
+          e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
         break;
       case OpKind::binary: {
         const std::string& ad = p.dims.at(op.in[0]);

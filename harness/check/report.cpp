@@ -98,10 +98,12 @@ std::string collectives_notes(const std::vector<CollectiveSummary>& rows) {
   // What the two count columns mean (issue 18: "msgs" was never explained), with the ledger's
   // counts (collectives/predict.cpp): each ring or pairwise step sends one message, all_reduce is
   // a reduce_scatter then an all_gather.
-  bool p2p = false, modeled = false, max = false;
-  for (const auto& r : rows) p2p |= r.peer >= 0, modeled |= r.modeled, max |= r.op == "all_reduce_max";
+  bool p2p = false, modeled = false, max = false, permute = false;
+  for (const auto& r : rows)
+    p2p |= r.peer >= 0, modeled |= r.modeled, max |= r.op == "all_reduce_max", permute |= r.op == "collective_permute";
   std::string out = "  msgs: messages one device sent; in a group of n: n-1, all_reduce";
   out += max ? " and all_reduce_max 2(n-1)" : " 2(n-1)";
+  out += permute ? ", collective_permute 1" : "";
   out += p2p ? "; send 1, recv 0\n" : "\n";
   out += "  bytes/device: bytes the busiest device sent, not the tensor's size\n";
   if (modeled) out += "  * modeled: MPICH's own collective; bytes come from the cost model, not the ledger\n";

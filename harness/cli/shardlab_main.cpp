@@ -20,6 +20,7 @@
 #include "harness/cli/cmd_moe.hpp"
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
+#include "harness/cli/cmd_ring_attention.hpp"
 #include "collectives/exit_signals.hpp"
 #include "harness/cli/help_format.hpp"
 #include "harness/cli/version.hpp"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   Command exercise = add_exercise_command(app);
   Command power = add_power_command(app);
   Command moe = add_moe_command(app);
+  Command ring_attention = add_ring_attention_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
     std::string names;
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
     if (*exercise.app) return exercise.run();
     if (*power.app) return power.run();
     if (*moe.app) return moe.run();
+    if (*ring_attention.app) return ring_attention.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
     }

@@ -92,6 +92,7 @@ double log2_exact(int p, const std::string& op) {
 double collective_steps(const std::string& op_name, Algorithm algorithm, int p) {
   const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
   if (p <= 1) return 0;
+  if (op == "collective_permute") return 1;
   if (algorithm == Algorithm::recursive_doubling) return log2_exact(p, op);
   if (op == "all_reduce") return 2.0 * (p - 1);
   return p - 1;
@@ -99,11 +100,12 @@ double collective_steps(const std::string& op_name, Algorithm algorithm, int p) 
 
 CollectiveTerms collective_terms(const std::string& op_name, Algorithm algorithm, int p, double n) {
   const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
-  const bool known = algorithm == Algorithm::pairwise ? op == "all_to_all"
+  const bool known = algorithm == Algorithm::pairwise ? op == "all_to_all" || op == "collective_permute"
                                                       : op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
   if (!known) throw Error(ErrorKind::unsupported, "the cost model has no " + algorithm_name(algorithm) + " " + op);
   if (p <= 1) return {};
   const double frac = (p - 1.0) / p, steps = collective_steps(op, algorithm, p);
+  if (op == "collective_permute") return {steps, n, 0};  // one block to one device: a + n b
   if (op == "all_gather" || op == "all_to_all") return {steps, n * frac, 0};
   if (op == "reduce_scatter") return {steps, n * frac, n * frac};
   if (algorithm == Algorithm::ring) return {steps, 2 * n * frac, n * frac};  // all_reduce = RS + AG

@@ -18,6 +18,17 @@ TopologyTerms torus_terms(const std::string& op, const std::vector<int>& sizes, 
     hops += wraps(s, hw) ? (s + 1) / 2 : s - 1;
   }
   const double fr = (p - 1) / p;
+  // collective_permute, priced as a shift by one member in the group's order (ring attention's
+  // step; n is one block): a block whose neighbour lies across a wrapped axis is one hop away; on
+  // an axis that does not wrap, the last device's block runs back along the line's other direction,
+  // p_i - 1 hops, each of those links carrying only that block. So n on the busiest link, and
+  // sum_i (1 or p_i - 1) hops for the block that carries across every axis (routed axis by axis).
+  // On a switch and a one-way ring (collective_terms): one hop, n.
+  if (op == "collective_permute") {
+    double far = 0;
+    for (int s : sizes) far += wraps(s, hw) ? 1 : s - 1;
+    return {far, n, 0};
+  }
   if (op == "all_to_all") {
     double busiest = 0;
     for (int s : sizes) {
@@ -37,7 +48,8 @@ TopologyTerms torus_terms(const std::string& op, const std::vector<int>& sizes, 
 TopologyTerms topology_terms(const std::string& op_name, const std::vector<int>& axis_sizes, double n,
                              const Hardware& hw) {
   const std::string op = op_name == "all_reduce_max" ? "all_reduce" : op_name;  // priced alike
-  if (op != "all_gather" && op != "reduce_scatter" && op != "all_reduce" && op != "all_to_all")
+  if (op != "all_gather" && op != "reduce_scatter" && op != "all_reduce" && op != "all_to_all" &&
+      op != "collective_permute")
     throw Error(ErrorKind::unsupported, "the cost model has no " + op);
   std::vector<int> sizes;
   int p = 1;
@@ -48,7 +60,7 @@ TopologyTerms topology_terms(const std::string& op_name, const std::vector<int>&
     }
   if (p == 1) return {};
   if (hw.topology == Topology::torus) return torus_terms(op, sizes, n, hw);
-  const Algorithm algo = op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+  const Algorithm algo = op == "all_to_all" || op == "collective_permute" ? Algorithm::pairwise : Algorithm::ring;
   const CollectiveTerms t = collective_terms(op, algo, p, n);
   if (hw.topology == Topology::one_way_ring && op == "all_to_all") return {t.steps, n * (p - 1) / 2, 0};
   return {t.steps, t.link_bytes, t.reduce_bytes};

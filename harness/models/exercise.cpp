@@ -140,6 +140,13 @@ std::vector<ExerciseCase> make_bank() {
          "_,Y,_", "_,_,Y", "_,Y", "b=2,s=8,m=16,h=64"),
       ex("18", "sequence parallel: a layer norm gain's gradient, summed over split tokens", "Y=4", "bsm,bsm->m",
          "df,xn,dg", "_,Y,_", "_,Y,_", "_", "b=2,s=8,m=16"),
+      // 19: context parallelism: what ring attention avoids, and what it moves instead
+      ex("19", "scores with queries and keys both split over the sequence, without a ring", "X=4", "sd,td->st",
+         "q,k,scores", "X,_", "X,_", "X,_", "s=32,t=32,d=16"),
+      ex("19", "the weighted sum of values, probabilities by query rows, values by key rows", "X=4", "st,td->sd",
+         "p,v,o", "X,_", "X,_", "X,_", "s=32,t=32,d=16"),
+      ex("19", "lesson 12's by keys: p split by keys, v by key rows, o wanted whole", "X=4", "st,td->sd",
+         "p,v,o", "_,X", "X,_", "_,_", "s=32,t=32,d=16"),
       // 20: a mixture of experts: experts over Y, tokens (and an expert's slots) over X and Y
       ex("20", "MoE: the router's gradient, tokens split over both axes", "X=2,Y=2", "tm,te->me", "x,dl,dW_r",
          "(X,Y),_", "(X,Y),_", "_,_", "t=128,m=8,e=8"),
@@ -180,6 +187,7 @@ std::string block_formula(StepKind kind, int n, std::size_t block) {
     case StepKind::all_gather: return "(n-1) x " + b + " block" + ns;
     case StepKind::all_reduce:
     case StepKind::all_reduce_max: return "2(n-1)/n x " + b + " block" + ns;
+    case StepKind::collective_permute: return "1 x " + b + " block" + ns;
     default: return "(n-1)/n x " + b + " block" + ns;
   }
 }

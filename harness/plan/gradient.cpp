@@ -177,6 +177,10 @@ class Deriver {
           g_.ops.back().has_value = true;
         } else if (op.name == "shift") {
           contribute(a, dz);
+        } else if (op.name == "roll") {  // the opposite roll: a shift's gradient shifts back
+          contribute(a, emit(contribution_name(a), "roll", {dz}, "", op.over));
+          g_.ops.back().value = -op.value;
+          g_.ops.back().has_value = true;
         } else if (op.name == "exp") {
           contribute(a, emit(contribution_name(a), "mul", {dz, z}));
         } else {

@@ -20,6 +20,7 @@
 //   softmax  z = softmax(a over d)     da = z * (dz - sum(dz * z over d))
 //   broadcast z = broadcast(a to Z)    da = scale * sum(dz over Z's new dims)
 //   rename   z = rename(a to Z)        da = rename(dz to A)
+//   roll     z = roll(a over s, k)     da = roll(dz over s, -k)
 // stop_gradient passes nothing back. A tensor read by several ops adds its contributions. Names: the gradient of t is dt (d_t, ...
 // when that name is taken), partial contributions dt_1, dt_2, and each helper names what it holds
 // (gelu_grad_h, is_max_x).

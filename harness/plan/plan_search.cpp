@@ -296,6 +296,7 @@ std::string reason_for(const Move& m, const std::string& letters) {
              dim(m.dim);
     case StepKind::all_reduce: return "sum the partial products over " + axes_text(m.axes) + " on every device";
     case StepKind::all_reduce_max:
+    case StepKind::collective_permute:
     case StepKind::contract: break;
   }
   return "";

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "collectives/collectives.hpp"
+#include "collectives/permute.hpp"
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -234,6 +235,7 @@ std::string step_kind_name(StepKind kind) {
     case StepKind::all_reduce_max: return "all_reduce_max";
     case StepKind::reduce_scatter: return "reduce_scatter";
     case StepKind::all_to_all: return "all_to_all";
+    case StepKind::collective_permute: return "collective_permute";
   }
   return "?";
 }
@@ -351,6 +353,7 @@ xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x)
     case StepKind::all_reduce_max: return all_reduce_max(dev, x, s.axes, s.tensor);
     case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
       return all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
+    case StepKind::collective_permute: return collective_shift(dev, x, s.axes, s.shift, s.tensor);
     case StepKind::local_slice: {
       // This device's part of dim `dim`: part k of n, k = its index along the slice axes.
       const Mesh& mesh = dev.mesh();

@@ -38,7 +38,11 @@ namespace shardlab {
 struct CollectiveSummary;  // harness/check/report.hpp
 struct Hardware;           // harness/cost/cost.hpp
 
-enum class StepKind { all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all, all_reduce_max };
+// collective_permute: a program's roll op over a split dim by whole blocks (harness/plan/program.hpp):
+// every device's block moves `shift` places along the group over `axes` (collectives/permute.hpp).
+enum class StepKind {
+  all_gather, local_slice, contract, all_reduce, reduce_scatter, all_to_all, all_reduce_max, collective_permute
+};
 std::string step_kind_name(StepKind kind);  // "all_gather" ... as in the ledger
 
 struct PlanStep {
@@ -48,6 +52,7 @@ struct PlanStep {
   std::vector<std::string> axes;   // mesh axes of the group (or of the slice)
   int dim = -1;                    // the tensor dim it acts on; -1 for contract and all_reduce
   int to_dim = -1;                 // all_to_all: the dim the axis moves to (it leaves `dim`)
+  int shift = 0;                   // collective_permute: places each block moves along the group
   Spec before, after;              // the tensor's spec around this step
   Shape local_before, local_after; // its local block shape around this step
   std::size_t predicted_bytes = 0; // bytes sent by one device (0 for local steps)

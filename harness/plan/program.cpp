@@ -1,6 +1,7 @@
 #include "harness/plan/program.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/error.hpp"
@@ -18,7 +19,8 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"broadcast", OpKind::broadcast}, {"eq", OpKind::binary}, {"relu_grad", OpKind::unary},
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
     {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}, {"scale", OpKind::unary},
-    {"shift", OpKind::unary}, {"rename", OpKind::rename}, {"stop_gradient", OpKind::unary}};
+    {"shift", OpKind::unary}, {"rename", OpKind::rename}, {"stop_gradient", OpKind::unary},
+    {"roll", OpKind::unary}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -114,10 +116,15 @@ TensorProgram make_program(TensorProgram p) {
     if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
     if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename) == op.to.empty())
       fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast and rename take to"));
-    if ((op.name == "scale" || op.name == "shift") != op.has_value)
-      fail(where + (op.has_value ? ": only scale and shift take value" : " needs value = <number>"));
-    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax) == op.over.empty())
-      fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions and softmax take over"));
+    const bool roll = op.name == "roll";
+    if ((op.name == "scale" || op.name == "shift" || roll) != op.has_value)
+      fail(where + (op.has_value ? ": only scale, shift and roll take value" : " needs value = <number>"));
+    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax || roll) == op.over.empty())
+      fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions, softmax and roll take over"));
+    if (roll && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
+      fail(where + ": roll takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
+    if (roll && (op.value != std::floor(op.value) || std::abs(op.value) > 1e15))
+      fail(where + ": roll takes a whole number of places, not value = " + format_number(op.value, "%g"));
     std::string out;
     switch (op.kind) {
       case OpKind::einsum: {

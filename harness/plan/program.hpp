@@ -8,6 +8,9 @@
 //            scale value=0.5: x * value;  shift value=1e-5: x + value
 //            stop_gradient: the input unchanged, and no gradient flows back through it (a
 //            softmax's subtracted max, which changes no output)
+//            roll over="s" value=4: the input moved 4 places along s, wrapping (core/roll.hpp);
+//            where s is split, by whole blocks: a collective_permute of the blocks (ring attention's
+//            shift of keys and values)
 //   rename   to="btm"                      the input's data under new letters, dim by dim (keys
 //                                          from the same x as queries need their own sequence dim)
 //   binary   add sub mul div               broadcast by dim name: one operand's dims are a subset

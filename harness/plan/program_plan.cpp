@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/ops.hpp"
+#include "core/roll.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
 #include "harness/plan/layout_search.hpp"
@@ -43,6 +44,25 @@ std::vector<std::string> ProgramPlan::collective_lines() const {
   std::vector<std::string> out;
   for (const auto* s : collectives()) out.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
   return out;
+}
+
+RollSplit roll_split(const TensorProgram& p, const Mesh& mesh, const ProgramOp& op, const Spec& out) {
+  RollSplit r;
+  const std::string& dims = p.dims.at(op.out);
+  r.dim = dims.find(op.over[0]);
+  const long size = long(p.sizes.at(op.over[0]));
+  const long by = ((long(op.value) % size) + size) % size;
+  const int n = mesh.axes_size(out.dims[r.dim]);
+  if (n <= 1) return r;  // the dim is whole on every device: a local roll
+  const long block = size / n;
+  if (by % block != 0)
+    throw Error(ErrorKind::unsupported, "roll of " + op.out + " by " + std::to_string(long(op.value)) + " along " +
+                                            std::string(1, op.over[0]) + ", split over " + axes_text(out.dims[r.dim]) +
+                                            " into blocks of " + std::to_string(block) +
+                                            ": only whole blocks move (a multiple of " + std::to_string(block) + ")");
+  r.axes = out.dims[r.dim];
+  r.shift = by / block;
+  return r;
 }
 
 namespace {
@@ -194,6 +214,25 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
           if (op.name == "copy") in.name = op.out;
           o.reshard.push_back(search_reshard(mesh, in, out, options));
           o.computed = out;
+          if (op.name == "roll") {
+            const RollSplit r = roll_split(program, mesh, op, out);
+            if (r.shift != 0) {
+              PlanStep s;
+              s.kind = StepKind::collective_permute;
+              s.operand = 2;
+              s.tensor = op.out;
+              s.axes = r.axes;
+              s.dim = int(r.dim);
+              s.shift = int(r.shift);
+              s.before = s.after = out;
+              s.local_before = s.local_after = local_shape(mesh, out, program.shape(op.out));
+              s.reason = "roll by " + std::to_string(r.shift) + " whole block" + (r.shift == 1 ? "" : "s") +
+                         " along " + axes_text(r.axes);
+              s.predicted_bytes = predicted_bytes_sent("collective_permute", mesh.axes_size(r.axes),
+                                                       element_count(s.local_before) * eb, eb);
+              o.finish.push_back(s);
+            }
+          }
           break;
         }
         case OpKind::rename:  // the same blocks under new letters: out's spec read position by position
@@ -455,7 +494,14 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
             if (copies.count({j, k})) made[{j, k}] = std::move(moved[k]);
           break;
         }
-        case OpKind::unary: y = rounded(unary_op(op.name, args[0], op.value), plan.dtype); break;
+        case OpKind::unary:
+          if (op.name == "roll") {  // within a block, or the whole block (then moved by the finish step)
+            const RollSplit r = roll_split(p, dev.mesh(), op, plan.propagation.specs.at(op.out).spec);
+            y = r.axes.empty() ? roll_op(args[0], r.dim, long(op.value)) : args[0];
+          } else {
+            y = rounded(unary_op(op.name, args[0], op.value), plan.dtype);
+          }
+          break;
         case OpKind::rename: y = args[0]; break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {

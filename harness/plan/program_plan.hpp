@@ -91,4 +91,14 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
 // The bytes a device holds at most, as program_spmd counts them, predicted from the plan.
 std::size_t predicted_peak_bytes(const ProgramPlan& plan);
 
+// A roll op (harness/plan/program.hpp) under out's spec: the dim it rolls, and where that dim is
+// split over axes of more than one device, the axes and the whole blocks each block moves along
+// them (0 to n-1). Error(unsupported) when the roll is not whole blocks of a split dim.
+struct RollSplit {
+  std::size_t dim = 0;
+  std::vector<std::string> axes;  // empty: the dim is whole on every device, a local roll
+  long shift = 0;
+};
+RollSplit roll_split(const TensorProgram& p, const Mesh& mesh, const ProgramOp& op, const Spec& out);
+
 }  // namespace shardlab

@@ -191,10 +191,10 @@ TEST_SUITE("mpi binaries") {
                           "PASS pairwise_ffn_backward: ", "PASS row_column_ffn_backward: ", "PASS row_ffn_backward: ",
                           "ERROR harness/cases/gspmd_ffn.toml: mesh X=2,Y=4 needs 8 processes, this run has 4",
                           "ERROR harness/cases/gspmd_ffn_backward.toml: mesh X=2,Y=4 needs 8 processes",
-                          "PASS attention_megatron: ", "PASS attention_sequence: ",
+                          "PASS attention_megatron: ", "PASS attention_sequence: ", "PASS attention_ring_step: ",
                           "ERROR harness/cases/attention_gspmd.toml: mesh X=2,Y=4 needs 8 processes",
                           "PASS esm2_layer: ", "ERROR harness/cases/transformer_gspmd.toml: mesh X=2,Y=4 needs 8",
-                          "PASS transformer_sequence_parallel: ", "14 passed, 0 failed, 5 invalid"})
+                          "PASS transformer_sequence_parallel: ", "15 passed, 0 failed, 5 invalid"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
   }
 }

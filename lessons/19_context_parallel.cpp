@@ -1,0 +1,236 @@
+// Lesson 19 - context parallelism by ring attention (Liu, Zaharia and Abbeel 2023, "Ring Attention
+// with Blockwise Transformers"; the causal load balance as in Megatron-Core's context parallelism).
+//
+// One idea: split the sequence over a ring of n devices and keep each device's queries where they
+// are; pass the keys and values around the ring instead, one block per step, n - 1 steps with
+// collective_permute (a shift by one). Each device folds every key/value block that visits into
+// its queries' attention with the online softmax (a running max m and sum l per query row; a
+// larger max rescales what was summed so far by exp(m_old - m_new)), so no device ever holds the
+// whole sequence or more than one block of scores. With causal masking a device whose queries
+// come early has little to do; cutting the sequence into 2n chunks and giving device i chunks i
+// and 2n-1-i gives every device the same number of unmasked blocks.
+//
+// The backward passes keys, values and their gradients' partial sums around the ring: each
+// device adds its queries' share to the dK, dV that travel with the block, and after the last
+// step one more shift brings them home.
+//
+// Run:    build/bin/19_context_parallel [--mesh X=4] [--dtype float32|float64|bfloat16] [--json]
+//         [--trace FILE] [--inject KIND]
+//         mpiexec -n 4 build/bin/19_context_parallel --backend mpi
+// Prints: the chunks each device holds; FLOPs per device in two orders; bytes per device from
+//         the ledger against the formula; memory per device against plain attention's; the
+//         comparison with lesson 12's layout by keys; the cost model's time per ring step at 128k
+//         tokens on 8 devices; the verdict of O, dQ, dK, dV against unsharded attention.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
+#include "harness/check/verify.hpp"
+#include "harness/cli/cli.hpp"
+#include "harness/cost/cost.hpp"
+#include "harness/cost/topology.hpp"
+#include "harness/models/case_run.hpp"
+#include "harness/models/ring_attention.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string num(double x) { return format_number(x, "%.4g"); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli("19_context_parallel", "Lesson 19: context parallelism by ring attention, causal, load-balanced", "X=4");
+  cli.mesh_follows_processes("X");
+  if (int status = cli.parse(argc, argv); status >= 0) return status;
+
+  return guarded([&] {
+    Session session("19_context_parallel", cli.common);
+    const Mesh& mesh = session.mesh();
+    if (mesh.rank() != 1 || mesh.devices() < 2)
+      throw Error(ErrorKind::parse, "lesson 19 needs a ring of at least 2 devices on one axis, like X=4, not " +
+                                        mesh.text());
+    const std::string X = mesh.names()[0];
+    const int n = mesh.devices();
+    RingConfig cfg;
+    cfg.devices = n;
+    cfg.seed = cli.common.seed;
+    const std::size_t S = cfg.tokens(), d = cfg.head, c = cfg.chunk, eb = session.element_bytes();
+    const RingInputs in = ring_inputs(cfg, session.dtype());
+    auto& out = session.out();
+    out << "1. Ring " << mesh.text() << ": one causal attention head, S = " << S << " tokens, head size d = " << d
+        << ",\n   cut into 2n = " << 2 * n << " chunks of " << c << " tokens. Each device keeps its queries; "
+        << "keys and values\n   go round the ring, n - 1 = " << n - 1 << " shifts by one (collective_permute).\n";
+    Table own({"device", "contiguous order", "balanced order"});
+    for (int i = 0; i < n; ++i) {
+      auto text = [&](RingOrder o) {
+        const auto ch = ring_chunks(o, i, n);
+        return "chunks " + std::to_string(ch[0]) + ", " + std::to_string(ch[1]);
+      };
+      own.add({std::to_string(i), text(RingOrder::contiguous), text(RingOrder::balanced)});
+    }
+    out << own.text() << "\n";
+
+    const RingOrder orders[] = {RingOrder::contiguous, RingOrder::balanced};
+    const char* names[] = {"contiguous", "balanced"};
+    std::vector<RunResult> runs;
+    for (RingOrder o : orders)
+      runs.push_back(session.run([&](Device& dev) { return ring_attention_device(dev, in, cfg, o, X); }));
+    if (!session.runtime().is_root()) return session.finish();
+    Report& report = session.report();
+    auto claim = [&](const std::string& name, bool pass, const std::string& detail) {
+      Verdict v;
+      v.name = name;
+      v.pass = pass;
+      v.detail = pass ? "" : detail;
+      report.checks.push_back(v);
+      out << "   " << name << ": " << check_text(v) << "\n";
+    };
+
+    // FLOPs per device: counted by the devices as they skip the blocks the mask hides whole.
+    const double block_fwd = 4.0 * c * c * d, block_bwd = 10.0 * c * c * d;
+    out << "2. FLOPs per device (a block of " << c << " queries x " << c << " keys: " << num(block_fwd)
+        << " forward, " << num(block_bwd) << " backward;\n   blocks of keys wholly after the queries are skipped):\n";
+    Table fl({"device", "contiguous fwd", "contiguous bwd", "balanced fwd", "balanced bwd"});
+    double spread[2] = {0, 0};
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::string> row = {std::to_string(i)};
+      for (int o = 0; o < 2; ++o)
+        for (int w = 0; w < 2; ++w) row.push_back(num(runs[o].outputs[i].at("flops")(w)));
+      fl.add(row);
+    }
+    for (int o = 0; o < 2; ++o) {
+      double lo = kInf, hi = 0;
+      for (int i = 0; i < n; ++i) {
+        lo = std::min(lo, runs[o].outputs[i].at("flops")(0));
+        hi = std::max(hi, runs[o].outputs[i].at("flops")(0));
+      }
+      spread[o] = hi - lo;
+      report.numbers[std::string(names[o]) + "_flops_spread"] = spread[o];
+    }
+    out << fl.text();
+    out << "   contiguous: device i has 4i + 3 unmasked blocks (the last device " << 4 * n - 1
+        << ", the first 3);\n   balanced: every device has (i + 1) + (2n - i) = 2n + 1 = " << 2 * n + 1 << ".\n";
+    claim("balanced order: forward FLOPs equal on every device within one block", spread[1] <= block_fwd,
+          "spread " + num(spread[1]) + " against one block's " + num(block_fwd));
+    claim("contiguous order: the last device does " + std::to_string(4 * n - 1) + "/3 of the first's work",
+          spread[0] == (4.0 * n - 4) * block_fwd, "spread " + num(spread[0]));
+    out << "\n";
+
+    // Bytes per device: the ledger's rows of the balanced run against the formula.
+    const std::size_t blk = cfg.block_elements() * eb;  // one device's [2c, d] block on the wire
+    const std::size_t fwd_formula = ring_forward_bytes(cfg, eb), bwd_formula = ring_backward_bytes(cfg, eb);
+    std::vector<std::size_t> fwd_sent(n, 0), bwd_sent(n, 0);
+    for (const auto& row : runs[1].ledger) {
+      const bool forward = row.call < 2 * (n - 1);
+      (forward ? fwd_sent : bwd_sent)[row.device] += row.bytes_sent;
+    }
+    out << "3. Bytes per device (ledger; one block [" << 2 * c << ", " << d << "] = " << blk << " B):\n";
+    Table by({"device", "forward", "formula 2(n-1) B", "backward", "formula (4(n-1)+2) B"});
+    bool bytes_ok = true;
+    for (int i = 0; i < n; ++i) {
+      by.add({std::to_string(i), std::to_string(fwd_sent[i]), std::to_string(fwd_formula), std::to_string(bwd_sent[i]),
+              std::to_string(bwd_formula)});
+      bytes_ok = bytes_ok && fwd_sent[i] == fwd_formula && bwd_sent[i] == bwd_formula;
+    }
+    out << by.text();
+    out << "   forward: K and V, n - 1 shifts each; backward: K and V n - 1 times, dK and dV n times\n"
+        << "   (the last shift brings each block's gradient home).\n";
+    claim("bytes per device equal the formula, forward and backward", bytes_ok,
+          "device 0 sent " + std::to_string(fwd_sent[0]) + " + " + std::to_string(bwd_sent[0]));
+    report.numbers["forward_bytes_per_device"] = double(fwd_sent[0]);
+    report.numbers["backward_bytes_per_device"] = double(bwd_sent[0]);
+    report.numbers["forward_bytes_formula"] = double(fwd_formula);
+    report.numbers["backward_bytes_formula"] = double(bwd_formula);
+    out << "\n";
+
+    // Memory per device against plain attention on one device.
+    double peak = 0;
+    for (int i = 0; i < n; ++i) peak = std::max(peak, runs[1].outputs[i].at("peak_bytes")(0));
+    const double plain = double(plain_attention_bytes(cfg, eb));
+    const double plain_scores = double(S * S * eb), ring_scores = double(c * c * eb);
+    out << "4. Memory per device (held at the peak, " << eb << " B elements):\n";
+    Table mem({"", "scores at once", "peak held"});
+    mem.add({"plain attention, 1 device", std::to_string(std::size_t(plain_scores)), std::to_string(std::size_t(plain))});
+    mem.add({"ring attention, per device", std::to_string(std::size_t(ring_scores)), std::to_string(std::size_t(peak))});
+    out << mem.text();
+    out << "   plain: q k v o dO dq dk dv [S, d], P and dS [S, S], two statistics [S]; ring: the same\n"
+        << "   [2c, d] blocks, one incoming, and one [c, c] block of scores at a time. The scores fall\n"
+        << "   as 1/(2n)^2; the whole peak at least as 1/n.\n";
+    report.numbers["peak_bytes_per_device"] = peak;
+    report.numbers["plain_peak_bytes"] = plain;
+    claim("peak memory per device at most 1/" + std::to_string(n) + " of plain attention's", peak * n <= plain,
+          num(peak) + " B x " + std::to_string(n) + " > " + num(plain) + " B");
+    out << "\n";
+
+    // Lesson 12's layout by keys, for the same head: every device holds all S queries and an
+    // [S, S/n] slab of scores; it all-reduces the row max [S], the row sum [S] and p v [S, d].
+    const double frac = 2.0 * (n - 1) / n;
+    const double keys_bytes = frac * double(2 * S + S * d) * double(eb);
+    out << "5. Beside lesson 12's layout by keys (same head, forward):\n";
+    Table cmp({"layout", "collectives", "bytes/device", "scores held"});
+    cmp.add({"by keys (lesson 12)", "all_reduce_max m, all_reduce z, all_reduce o", num(keys_bytes),
+             "[" + std::to_string(S) + ", " + std::to_string(S / n) + "]"});
+    cmp.add({"ring (here)", std::to_string(2 * (n - 1)) + " collective_permute", std::to_string(fwd_formula),
+             "[" + std::to_string(c) + ", " + std::to_string(c) + "]"});
+    out << cmp.text();
+    out << "   By keys, each softmax row is spread over the devices, so its max and sum are completed\n"
+        << "   by all_reduce; every device holds every query and 1/n of the score matrix. The ring\n"
+        << "   moves about the same bytes but keeps each softmax row on one device, folding blocks in\n"
+        << "   with the online softmax: 1/n of the queries and one small block of scores at a time.\n"
+        << "   Without a ring, queries and keys both split over the sequence, the planner would\n"
+        << "   all_gather K (and V): the same n - 1 blocks per device, but all of them held at once.\n"
+        << "   In a program, one ring step is a roll of k and v by one block, which the planner makes\n"
+        << "   a collective_permute (the output does not change: softmax ignores the keys' order):\n"
+        << "   build/bin/shardlab run harness/cases/attention_ring_step.toml\n\n";
+
+    // The cost model at a real size: 128k tokens, 8 devices, 32 heads of 128.
+    {
+      const double St = 131072, nn = 8, width = 32 * 128, cc = St / (2 * nn);
+      out << "6. Cost model, one forward ring step at S = 128k tokens on 8 devices, 32 heads of 128\n"
+          << "   (K and V blocks of [" << num(St / nn) << ", " << num(width) << "]; balanced: (2n+1)/n blocks of "
+          << num(cc) << " x " << num(cc) << " per step on average):\n";
+      Table cost({"preset", "wiring", "transfer_us", "compute_us", "hidden"});
+      for (const auto& hw : hardware_presets()) {
+        if (hw.name == "this-machine") continue;
+        const RingStepCost t = ring_step_cost(St, int(nn), width, hw);
+        cost.add({hw.name, topology_text(hw), num(t.transfer_s * 1e6), num(t.compute_s * 1e6),
+                  t.compute_s >= t.transfer_s ? "yes" : "no"});
+      }
+      out << cost.text();
+      out << "   When a step's compute takes longer than its transfer, an asynchronous permute hides\n"
+          << "   the ring entirely. Here collective_permute waits, so the trace (--trace FILE) shows\n"
+          << "   each step's transfer and compute one after the other.\n\n";
+    }
+
+    // Verdict: both orders against unsharded attention.
+    out << "7. Verdict against unsharded causal attention (float64 reference, inputs in " << dtype_name(session.dtype())
+        << "):\n";
+    for (int o = 0; o < 2; ++o)
+      for (const Verdict& v :
+           ring_attention_checks(runs[o], in, cfg, orders[o], session.dtype(), std::string(names[o]) + " ")) {
+        report.checks.push_back(v);
+        out << "   " << v.name << ": " << check_text(v) << "\n";
+      }
+    out << "   Tolerances per element: 32 (S + d + 4) eps times the sum of |terms| of that element (the\n"
+        << "   orders of float64 sums differ); dK and dV add u of the wire's type times each partial\n"
+        << "   sum they carried round the ring. In bfloat16 those n roundings of 2^-8 are real error,\n"
+        << "   so dK and dV can only be checked loosely (WEAK): frameworks carry them in float32.\n";
+    out << "\nTakeaway: ring attention splits the sequence, keeps the softmax rows whole on their\n"
+           "          devices and passes keys and values instead; the online softmax makes the blocks\n"
+           "          add up, and the balanced order gives every device the same causal work.\n"
+           "Next:     build/bin/shardlab ring-attention --devices 8 --tokens 131072\n"
+           "          one order on a ring of your size, and its ring step priced at 128k tokens.\n"
+           "Exercise: build/bin/shardlab exercise --lesson 19\n";
+    return session.finish();
+  });
+}
