@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/collectives.hpp"
+#include "collectives/predict.hpp"
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -175,6 +176,8 @@ TEST_SUITE("uneven") {
       CAPTURE(row.op);
       CAPTURE(d);
       CHECK(row.bytes_sent == want);
+      // The row's own prediction from its parts, device by device (not just the busiest).
+      CHECK(predicted_bytes_sent_v(row.op, row.part_bytes, row.member) == want);
     }
     for (const auto& c : summarize(r.ledger)) CHECK(c.matches());
     CHECK(summarize(r.ledger)[0].bytes_per_device == (6 - 0) * cols * eb);  // device 0's successor holds 0 rows
