@@ -61,7 +61,10 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
       const int to = (g.me + s) % n, from = (g.me + n - s) % n;
       dev.transport().sendrecv(g, to, send + to * cb, cb, from, recv + from * cb, cb);
     }
-    if (n > 1 && dev.strike(FaultKind::swap_blocks))  // --inject: its own block and the next's swapped
+    // --inject: its own block and the next's swapped, where they differ (padded blocks may be zeros)
+    if (n > 1 && dev.fault().kind == FaultKind::swap_blocks &&
+        !std::equal(recv + g.me * cb, recv + (g.me + 1) * cb, recv + (g.me + 1) % n * cb) &&
+        dev.strike(FaultKind::swap_blocks))
       std::swap_ranges(recv + g.me * cb, recv + (g.me + 1) * cb, recv + (g.me + 1) % n * cb);
   }
   if (!direct_recv)
@@ -129,8 +132,10 @@ xt::xarray<T> all_to_all_v(Device& dev, const xt::xarray<T>& local, const std::v
     dev.transport().sendrecv(g, static_cast<int>(to), send + soff[to] * eb, parts[to], static_cast<int>(from),
                              recv + roff[from] * eb, (roff[from + 1] - roff[from]) * eb);
   }
-  const std::size_t next = (me + 1) % n;  // --inject swap-blocks, where the two parts are the same size
-  if (n > 1 && roff[me + 1] - roff[me] == roff[next + 1] - roff[next] && dev.strike(FaultKind::swap_blocks))
+  const std::size_t next = (me + 1) % n;  // --inject swap-blocks, where the two parts are the same size and differ
+  if (n > 1 && roff[me + 1] - roff[me] == roff[next + 1] - roff[next] && dev.fault().kind == FaultKind::swap_blocks &&
+      !std::equal(recv + roff[me] * eb, recv + roff[me + 1] * eb, recv + roff[next] * eb) &&
+      dev.strike(FaultKind::swap_blocks))
     std::swap_ranges(recv + roff[me] * eb, recv + roff[me + 1] * eb, recv + roff[next] * eb);
   xt::xarray<T> out = xt::empty<T>(out_shape);
   row = 0;

@@ -63,19 +63,24 @@ void ring_all_gather(Device& dev, const Group& g, unsigned char* buf, const std:
     const unsigned char* from = s == 0 && own ? own : buf + off[send] * eb;
     dev.transport().sendrecv(g, g.next(), from, (off[send + 1] - off[send]) * eb, g.prev(),
                              buf + off[recv] * eb, (off[recv + 1] - off[recv]) * eb);
-    if (s > 0 && dev.strike(FaultKind::stale_receive)) {  // --inject: the previous step's block again
-      const int before = mod(r - s, n);
-      std::memcpy(buf + off[recv] * eb, buf + off[before] * eb,
-                  std::min(off[recv + 1] - off[recv], off[before + 1] - off[before]) * eb);
-    }
+    // --inject: the previous step's block again (where that changes something: uneven blocks may
+    // be empty, and padded ones all zeros)
+    const int before = mod(r - s, n);
+    const std::size_t stale = std::min(off[recv + 1] - off[recv], off[before + 1] - off[before]) * eb;
+    if (s > 0 && dev.fault().kind == FaultKind::stale_receive &&
+        std::memcmp(buf + off[recv] * eb, buf + off[before] * eb, stale) != 0 && dev.strike(FaultKind::stale_receive))
+      std::memcpy(buf + off[recv] * eb, buf + off[before] * eb, stale);
   }
 }
 
 // --inject gather-offset: chunks 0 and 1 of a gathered buffer trade places (as if each block had
 // landed at the other's offset).
 void misplace_blocks(Device& dev, unsigned char* buf, const std::vector<std::size_t>& off) {
-  if (off.size() < 3 || off[1] - off[0] != off[2] - off[1] || !dev.strike(FaultKind::gather_offset)) return;
   const std::size_t eb = dev.element_bytes();
+  if (off.size() < 3 || off[1] - off[0] != off[2] - off[1] || dev.fault().kind != FaultKind::gather_offset ||
+      std::memcmp(buf + off[0] * eb, buf + off[1] * eb, (off[1] - off[0]) * eb) == 0 ||  // a swap that changes nothing
+      !dev.strike(FaultKind::gather_offset))
+    return;
   std::swap_ranges(buf + off[0] * eb, buf + off[1] * eb, buf + off[1] * eb);
 }
 

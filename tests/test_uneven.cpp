@@ -369,3 +369,26 @@ TEST_SUITE("uneven") {
     CHECK(r.out.find("PASS") != std::string::npos);
   }
 }
+
+TEST_SUITE("uneven") {
+  TEST_CASE("--inject on uneven blocks: a planted fault is caught; one with nothing to change is not planted") {
+    using shardlab::testing::run_binary;
+    for (const char* rule : {"chunk", "pad"}) {
+      CAPTURE(rule);
+      const std::string base = std::string("shardlab matmul --mesh X=4 --uneven ") + rule;
+      for (const char* inj : {"stale-receive", "gather-offset", "perturb:1e-3"}) {
+        CAPTURE(inj);
+        auto r = run_binary(base + " --a-spec X,_ --b-spec _,_ --shape 10,4,3 --out-spec _,_ --json --inject " + inj);
+        CHECK(r.status == 1);
+        CHECK(nlohmann::json::parse(r.out)["injected_struck"] == 1);
+      }
+      auto r = run_binary(base + " --a-spec _,X --b-spec X,_ --shape 5,10,3 --out-spec X,_ --quiet --inject skip-add");
+      CHECK(r.status == 1);
+      // AllToAll onto 9 columns over 4: device 3 (the one faults strike) receives nothing but empty
+      // or zero parts, so swapping two of them would change nothing: not planted, and said so.
+      auto s = run_binary(base + " --a-spec X,_ --b-spec _,_ --shape 9,9,9 --out-spec _,X --json --inject swap-blocks");
+      CHECK(s.status == 0);
+      CHECK(nlohmann::json::parse(s.out)["injected_struck"] == 0);
+    }
+  }
+}
