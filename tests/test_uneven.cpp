@@ -18,6 +18,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "harness/check/case_file.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/plan/plan_search.hpp"
@@ -381,5 +382,40 @@ TEST_SUITE("uneven") {
       CHECK(s.status == 0);
       CHECK(nlohmann::json::parse(s.out)["injected_struck"] == 0);
     }
+  }
+}
+
+TEST_SUITE("uneven") {
+  TEST_CASE("case file uneven = \"chunk\": 12 heads on Y=8, attention forward and backward verified; heads listed") {
+    using shardlab::testing::run_binary;
+    const std::string file = "harness/cases/attention_12_heads.toml";
+    auto plan = run_binary("shardlab run " + file + " --plan-only");
+    CHECK(plan.status == 0);
+    // torch.chunk(12 heads, 8): ceil(12/8) = 2 each for devices 0-5, none for 6 and 7.
+    CHECK(plan.out.find("dim n (12) over Y, first in W_q:\n    d0 0:2, d1 2:4, d2 4:6, d3 6:8, d4 8:10, d5 10:12, d6 "
+                        "none, d7 none") != std::string::npos);
+    auto run = run_binary("shardlab run " + file + " --json");
+    REQUIRE(run.status == 0);
+    const auto j = nlohmann::json::parse(run.out);
+    CHECK(j["pass"] == true);
+    // y and dx, [2, 4, 16] float32 = 512 B each; ring AllReduce over 8: 2 x 7/8 x 512 = 896 B.
+    REQUIRE(j["collectives"].size() == 2);
+    for (const auto& c : j["collectives"]) CHECK(c["bytes_per_device"] == 896);
+    auto bad = run_binary("shardlab run " + file + " --inject perturb:1e-3 --quiet");
+    CHECK(bad.status == 1);
+  }
+
+  TEST_CASE("case file uneven: pad and unknown values are refused in one sentence; none keeps the refusal") {
+    const std::string base = "name = \"u\"\nmesh = \"Y=8\"\ndims = { a = 12 }\ninputs = { x = \"a\" }\n"
+                             "shard = { x = \"Y\" }\nops = [ { out = \"y\", op = \"scale\", in = [\"x\"], value = 2.0 } ]\n"
+                             "outputs = [\"y\"]\n";
+    try {
+      parse_case_file(base + "uneven = \"pad\"\n", "u.toml");
+      FAIL("pad accepted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("u.toml:8: uneven is \"pad\"") != std::string::npos);
+    }
+    CHECK(parse_case_file(base + "uneven = \"chunk\"\n", "u.toml").uneven == "chunk");
+    CHECK(parse_case_file(base, "u.toml").uneven == "none");
   }
 }
