@@ -419,3 +419,45 @@ TEST_SUITE("uneven") {
     CHECK(parse_case_file(base, "u.toml").uneven == "none");
   }
 }
+
+#include <fstream>
+#include <unistd.h>
+
+#include "core/text.hpp"
+
+TEST_SUITE("uneven") {
+  TEST_CASE("shipped programs with dims that do not divide (uneven = \"chunk\"): layer norms, softmax, sequence "
+            "parallel, forward and backward, verified; a perturbation caught") {
+    using shardlab::testing::run_binary;
+    struct Variant {
+      const char* file;
+      const char* dims;  // the shipped dims line, and what replaces it
+      const char* uneven_dims;
+    };
+    const Variant variants[] = {
+        {"transformer_sequence_parallel", "dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4, h = 64 }",
+         "dims = { b = 2, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }"},
+        {"transformer_megatron", "dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4, h = 64 }",
+         "dims = { b = 3, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }"},  // n and h over (X,Y) = 8
+        {"gspmd_ffn_backward", "dims = { b = 8, s = 4, m = 16, h = 64 }", "dims = { b = 7, s = 3, m = 14, h = 50 }"},
+    };
+    for (const auto& v : variants) {
+      CAPTURE(v.file);
+      std::string text = read_text_file(std::string("harness/cases/") + v.file + ".toml", "case");
+      const auto at = text.find(v.dims);
+      REQUIRE(at != std::string::npos);
+      text.replace(at, std::string(v.dims).size(), std::string(v.uneven_dims) + "\nuneven = \"chunk\"");
+      text = text.substr(0, text.find("[expect]"));  // the shipped sizes' byte counts no longer hold
+      const std::string path = "/tmp/shardlab_uneven_" + std::to_string(::getpid()) + "_" + v.file + ".toml";
+      std::ofstream(path) << text;
+      auto plan = run_binary("shardlab run " + path + " --plan-only");
+      CHECK(plan.out.find("Uneven blocks") != std::string::npos);
+      auto ok = run_binary("shardlab run " + path + " --quiet");
+      CHECK(ok.status == 0);
+      CHECK(ok.out.rfind("PASS", 0) == 0);
+      auto bad = run_binary("shardlab run " + path + " --quiet --inject perturb:1e-3");
+      CHECK(bad.status == 1);
+      std::remove(path.c_str());
+    }
+  }
+}
