@@ -54,7 +54,8 @@ TEST_SRCS := $(wildcard tests/test_*.cpp)
 # left out test commands and lessons through their output; the sim threads they start run the same
 # runtime and collectives the suites above race-check directly.
 TSAN_SUITES := sim runtime collectives p2p permute watchdog trace ledger program program_plan \
-               planner planner_property plan_search gradient ffn zero_run pipeline progress moe
+               planner planner_property plan_search gradient ffn zero_run pipeline progress moe \
+               uneven
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
 ifeq ($(SAN),thread)
   TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)

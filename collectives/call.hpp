@@ -24,6 +24,11 @@ class CallRecord {
   // calls (the transport library's own collectives, whose traffic we cannot see), from the cost
   // model's prediction for this row's op, group, input and element size.
   void done(std::size_t output_bytes, bool modeled = false);
+  // Uneven blocks: the bytes of each member's part (LedgerRow::part_bytes) and this device's place.
+  void parts(std::vector<std::size_t> part_bytes, int member) {
+    row_.part_bytes = std::move(part_bytes);
+    row_.member = member;
+  }
 
  private:
   Device& dev_;

@@ -39,6 +39,24 @@ template <class T>
 xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          std::size_t split_dim, std::size_t concat_dim, const std::string& tensor);
 
+// Uneven blocks (issue 32), MPI_Allgatherv-like: the caller names every member's rows along the
+// dim, in group order; the ring moves exactly those rows and the ledger row lists each member's
+// part (LedgerRow::part_bytes). Native MPI is not used for them.
+//   all_gather_v      member i holds counts[i] rows along dim; all get their concatenation
+//   reduce_scatter_v  the rows along dim are cut into parts of counts[i]; member i keeps sum i
+//   all_to_all_v      split_dim cut into split_counts[j] rows for member j; member i holds
+//                     concat_counts[i] rows of concat_dim; received parts concatenated in order
+template <class T>
+xt::xarray<T> all_gather_v(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                           std::size_t dim, const std::vector<std::size_t>& counts, const std::string& tensor);
+template <class T>
+xt::xarray<T> reduce_scatter_v(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                               std::size_t dim, const std::vector<std::size_t>& counts, const std::string& tensor);
+template <class T>
+xt::xarray<T> all_to_all_v(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
+                           std::size_t split_dim, std::size_t concat_dim, const std::vector<std::size_t>& split_counts,
+                           const std::vector<std::size_t>& concat_counts, const std::string& tensor);
+
 // Point-to-point between two devices, as pipeline stages pass activations forward and gradients
 // back: a ledger row on each side (op send with the bytes it sent, op recv with the bytes it took;
 // peer: the other device). The wire carries dev.dtype(). send returns without waiting for the

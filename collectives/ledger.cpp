@@ -54,8 +54,12 @@ std::string serialize(const std::vector<LedgerRow>& rows) {
   for (const auto& r : rows) {
     out << r.device << ' ' << r.call << ' ' << field(r.op) << ' ' << field(r.axes) << ' ' << field(r.tensor) << ' '
         << field(r.algorithm) << ' ' << r.group_size << ' ' << r.element_bytes << ' ' << r.input_bytes << ' ' << r.output_bytes << ' '
-        << r.messages << ' ' << r.bytes_sent << ' ' << r.bytes_received << ' ' << r.seconds << ' ' << r.start_us << ' ' << r.peer << ' ' << r.modeled
-        << '\n';
+        << r.messages << ' ' << r.bytes_sent << ' ' << r.bytes_received << ' ' << r.seconds << ' ' << r.start_us << ' ' << r.peer << ' ' << r.modeled;
+    if (!r.part_bytes.empty()) {  // uneven parts: member, count, then the bytes of each
+      out << ' ' << r.member << ' ' << r.part_bytes.size();
+      for (std::size_t b : r.part_bytes) out << ' ' << b;
+    }
+    out << '\n';
   }
   return out.str();
 }
@@ -72,6 +76,14 @@ std::vector<LedgerRow> deserialize(const std::string& text) {
     if (!(ls >> r.device >> r.call >> op >> axes >> tensor >> algo >> r.group_size >> r.element_bytes >> r.input_bytes >>
           r.output_bytes >> r.messages >> r.bytes_sent >> r.bytes_received >> r.seconds >> r.start_us >> r.peer >> r.modeled))
       throw Error(ErrorKind::parse, "ledger line is malformed: " + line);
+    std::size_t parts = 0;
+    if (ls >> r.member >> parts) {
+      r.part_bytes.resize(parts);
+      for (auto& b : r.part_bytes)
+        if (!(ls >> b)) throw Error(ErrorKind::parse, "ledger line is malformed: " + line);
+    } else {
+      r.member = -1;
+    }
     r.op = unfield(op);
     r.axes = unfield(axes);
     r.tensor = unfield(tensor);

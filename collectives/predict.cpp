@@ -25,6 +25,17 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
   throw Error(ErrorKind::unsupported, "no byte prediction for collective '" + op + "'");
 }
 
+std::size_t predicted_bytes_sent_v(const std::string& op, const std::vector<std::size_t>& part_bytes, int member) {
+  const std::size_t n = part_bytes.size();
+  if (n <= 1) return 0;
+  std::size_t sum = 0;
+  for (std::size_t b : part_bytes) sum += b;
+  const std::size_t me = static_cast<std::size_t>(member) % n;
+  if (op == "all_gather") return sum - part_bytes[(me + 1) % n];
+  if (op == "reduce_scatter" || op == "all_to_all") return sum - part_bytes[me];
+  throw Error(ErrorKind::unsupported, "no byte prediction for uneven parts of collective '" + op + "'");
+}
+
 std::size_t predicted_messages(const std::string& op, int group_size) {
   const std::size_t n = static_cast<std::size_t>(group_size);
   if (n <= 1) return 0;

@@ -16,29 +16,68 @@ Shape Block::shape() const {
   return s;
 }
 
+Shape Block::stored_shape() const {
+  Shape s = shape();
+  for (std::size_t i = 0; i < pad.size() && i < s.size(); ++i) s[i] += pad[i];
+  return s;
+}
+
+bool Block::padded() const {
+  for (std::size_t p : pad)
+    if (p) return true;
+  return false;
+}
+
 std::string Block::text() const {
   std::ostringstream out;
   out << "[";
-  for (std::size_t i = 0; i < start.size(); ++i) out << (i ? ", " : "") << start[i] << ":" << stop[i];
+  for (std::size_t i = 0; i < start.size(); ++i) {
+    out << (i ? ", " : "") << start[i] << ":" << stop[i];
+    if (i < pad.size() && pad[i]) out << "+" << pad[i];
+  }
   out << "]";
   return out.str();
+}
+
+DimBlock dim_block(const Mesh& mesh, const Spec& spec, const Shape& global, std::size_t dim, int device) {
+  // Level by level over the dim's axes, major first: a block of len rows splits over n devices
+  // into blocks of q = ceil(len/n) rows, the k-th [k q, (k+1) q) clipped to len (torch.chunk).
+  // Padded, every block holds q rows at every level, so ceil(d/n1/n2...) = ceil(d/(n1 n2 ...)).
+  DimBlock b{0, global[dim], global[dim]};
+  const auto coords = mesh.coords(device);
+  for (const auto& a : spec.dims[dim]) {
+    const std::size_t n = static_cast<std::size_t>(mesh.axis_size(a));
+    const std::size_t k = static_cast<std::size_t>(coords[static_cast<std::size_t>(mesh.axis(a))]);
+    const std::size_t len = b.stop - b.start, q = (len + n - 1) / n;
+    const std::size_t lo = std::min(k * q, len), hi = std::min((k + 1) * q, len);
+    b.stop = b.start + hi;
+    b.start += lo;
+    b.stored = (b.stored + n - 1) / n;
+  }
+  if (mesh.uneven() != Uneven::pad) b.stored = b.stop - b.start;
+  return b;
+}
+
+bool is_even(const Mesh& mesh, const Spec& spec, const Shape& global) {
+  for (std::size_t i = 0; i < spec.rank() && i < global.size(); ++i)
+    if (global[i] % static_cast<std::size_t>(spec.shards(mesh, i)) != 0) return false;
+  return true;
 }
 
 Block block_of(const Mesh& mesh, const Spec& spec, const Shape& global, int device) {
   spec.validate(mesh, global, "tensor");
   Block b;
   for (std::size_t i = 0; i < global.size(); ++i) {
-    const std::size_t n = static_cast<std::size_t>(spec.shards(mesh, i));
-    const std::size_t len = global[i] / n;
-    const std::size_t k = static_cast<std::size_t>(mesh.index_along(device, spec.dims[i]));
-    b.start.push_back(k * len);
-    b.stop.push_back((k + 1) * len);
+    const DimBlock d = dim_block(mesh, spec, global, i, device);
+    b.start.push_back(d.start);
+    b.stop.push_back(d.stop);
+    b.pad.push_back(d.stored - (d.stop - d.start));
   }
   return b;
 }
 
 Shape local_shape(const Mesh& mesh, const Spec& spec, const Shape& global) {
-  return block_of(mesh, spec, global, 0).shape();
+  return block_of(mesh, spec, global, 0).stored_shape();
 }
 
 namespace {
@@ -93,8 +132,18 @@ void put_block(T* global_data, const Shape& global, const Block& b, const T* blo
 template <class T>
 xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device) {
   const Block b = block_of(mesh, spec, shape_of(global), device);
-  xt::xarray<T> out = xt::empty<T>(b.shape());
-  take_block(global.data(), shape_of(global), b, out.data());
+  if (!b.padded()) {
+    xt::xarray<T> out = xt::empty<T>(b.shape());
+    take_block(global.data(), shape_of(global), b, out.data());
+    return out;
+  }
+  xt::xarray<T> real = xt::empty<T>(b.shape());
+  take_block(global.data(), shape_of(global), b, real.data());
+  xt::xarray<T> out = xt::zeros<T>(b.stored_shape());
+  Block front;  // the real part sits at the front of every padded dim
+  front.start.assign(b.start.size(), 0);
+  front.stop = b.shape();
+  put_block(out.data(), b.stored_shape(), front, real.data());
   return out;
 }
 
@@ -123,15 +172,26 @@ Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const
     for (int d = 0; d < mesh.devices(); ++d) {
       if (mesh.index_along(d, spec.partial) != t) continue;
       Block b = block_of(mesh, spec, global, d);
-      if (shape_of(blocks[d]) != b.shape())
+      if (shape_of(blocks[d]) != b.stored_shape())
         throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(d) + " holds " + tensor + " block " +
-                                                  shape_text(shape_of(blocks[d])) + ", expected " + shape_text(b.shape()));
+                                                  shape_text(shape_of(blocks[d])) + ", expected " +
+                                                  shape_text(b.stored_shape()));
+      if (element_count(b.shape()) == 0) continue;  // an empty block (uneven chunks) holds nothing
       auto view = xt::strided_view(term, slices(b));
       auto seen_view = xt::strided_view(seen, slices(b));
+      // Padded blocks: only the real part, at the front of each dim, is read.
+      Tensor real;
+      if (b.padded()) {
+        Block front;
+        front.start.assign(b.start.size(), 0);
+        front.stop = b.shape();
+        real = xt::empty<double>(b.shape());
+        take_block(blocks[d].data(), b.stored_shape(), front, real.data());
+      }
+      const Tensor& mine = b.padded() ? real : blocks[d];
       if (out.replicas_agree) {
         // Compare with what an earlier replica wrote; all three are row-major over the block.
         const Tensor before = view, was_seen = seen_view;
-        const Tensor& mine = blocks[d];
         for (std::size_t k = 0; k < mine.size(); ++k) {
           if (was_seen.data()[k] != 0.0 && before.data()[k] != mine.data()[k]) {
             std::ostringstream msg;
@@ -144,12 +204,21 @@ Assembly assemble(const Mesh& mesh, const Spec& spec, const Shape& global, const
           }
         }
       }
-      view = blocks[d];
+      view = mine;
       std::fill(seen_view.begin(), seen_view.end(), 1.0);
     }
     out.tensor += term;
   }
   return out;
+}
+
+void copy_rows(const void* src, const Shape& src_shape, std::size_t src_begin, std::size_t len, void* dst,
+               const Shape& dst_shape, std::size_t dst_begin, std::size_t dim, DType t) {
+  Shape mid = src_shape;
+  mid[dim] = len;
+  std::vector<unsigned char> tmp(element_count(mid) * element_bytes(t));
+  copy_out(src, t, src_shape, dim, src_begin, len, tmp.data(), t);
+  copy_in(dst, t, dst_shape, dim, dst_begin, len, tmp.data(), t);
 }
 
 namespace {

@@ -183,4 +183,15 @@ std::vector<std::string> parse_axes(const Mesh& mesh, const std::string& raw) {
 
 std::string axes_text(const std::vector<std::string>& axes) { return join(axes, ","); }
 
+Uneven parse_uneven(const std::string& raw) {
+  const std::string t = trim(raw);
+  if (t == "none") return Uneven::none;
+  if (t == "chunk") return Uneven::chunk;
+  if (t == "pad") return Uneven::pad;
+  throw Error(ErrorKind::parse, "--uneven is '" + raw + "'; use chunk (blocks of ceil(d/n), the last shorter), pad "
+                                "(every block ceil(d/n), zero-padded) or none (refuse dims that do not divide)");
+}
+
+std::string uneven_name(Uneven u) { return u == Uneven::chunk ? "chunk" : u == Uneven::pad ? "pad" : "none"; }
+
 }  // namespace shardlab

@@ -7,6 +7,17 @@
 
 namespace shardlab {
 
+// How a tensor dim that does not divide its mesh axes is split (issue 32):
+//   none   refused, as before: "dim 0 of A (size 50257) is not divisible by mesh axis X (size 8)"
+//   chunk  as torch.chunk / DTensor: blocks of ceil(d/n) rows, the last ones shorter (or empty)
+//   pad    as JAX: the same blocks, each stored (and sent) padded with zeros to ceil(d/n) rows
+// A dim split over several axes, (X,Y), splits level by level (X first, then each X block over Y),
+// as DTensor nests its Shard placements: gathering Y then leaves exactly X's blocks.
+// Dims that divide split the same way under all three.
+enum class Uneven { none, chunk, pad };
+Uneven parse_uneven(const std::string& text);  // "none" | "chunk" | "pad"; throws Error(parse)
+std::string uneven_name(Uneven u);
+
 class Mesh {
  public:
   Mesh() = default;
@@ -36,6 +47,9 @@ class Mesh {
   int index_along(int device, const std::vector<std::string>& axes) const;
 
   std::string text() const;  // "X=2,Y=4"
+  // The rule for dims that do not divide (none unless a command asks: --uneven, case files).
+  Uneven uneven() const { return uneven_; }
+  void set_uneven(Uneven u) { uneven_ = u; }
   // ASCII picture: a grid of the last two axes, one grid per index of the leading axes.
   // `label(d)` fills device d's box (defaults to "d<id>").
   std::string picture(const std::function<std::string(int)>& label = nullptr) const;
@@ -43,6 +57,7 @@ class Mesh {
  private:
   std::vector<std::string> names_;
   std::vector<int> sizes_;
+  Uneven uneven_ = Uneven::none;
 };
 
 // "X,Y" -> {"X","Y"}; "" -> {}. Checks every axis exists and none repeats.

@@ -116,6 +116,7 @@ void Spec::validate(const Mesh& mesh, const Shape& shape, const std::string& ten
     throw Error(ErrorKind::rank_mismatch, "spec " + text() + " has " + std::to_string(dims.size()) + " entries but " +
                                               tensor + " " + shape_text(shape) + " has rank " + std::to_string(shape.size()));
   validate_axes(mesh, tensor);
+  if (mesh.uneven() != Uneven::none) return;  // any size splits (core/layout.hpp says how)
   for (std::size_t i = 0; i < dims.size(); ++i) {
     int n = shards(mesh, i);
     if (shape[i] % static_cast<std::size_t>(n) != 0) {

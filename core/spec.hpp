@@ -1,6 +1,6 @@
 // Spec: how a tensor is laid out over a mesh, one entry per tensor dim.
 //   "_"      the dim is replicated (every device holds all of it)
-//   "Y"      the dim is split evenly over mesh axis Y
+//   "Y"      the dim is split over mesh axis Y (evenly, or as the mesh's Uneven rule says)
 //   "(X,Y)"  the dim is split over X then Y (X major): X*Y shards
 // An optional suffix "{Y}" (or "{U_Y}") marks unreduced partial sums over mesh axis Y:
 // the true tensor is the sum of the blocks held along Y.
@@ -30,6 +30,7 @@ struct Spec {
   std::string notation(const std::string& tensor, const std::vector<std::string>& dim_names = {}) const;
 
   // Checks the spec against a mesh and a tensor shape; throws Error naming the axis, dim and sizes.
+  // A dim that does not divide its axes is refused only under the mesh's Uneven::none.
   void validate(const Mesh& mesh, const Shape& shape, const std::string& tensor) const;
   // Only the mesh part: axes exist, none used twice.
   void validate_axes(const Mesh& mesh, const std::string& tensor) const;

@@ -7,6 +7,7 @@
 // name k. Sharding a matmul (lessons 04-07) is choosing which of those sums each device does.
 //
 // Run:    build/bin/03_dot_product_and_matmul [--mesh X=2,Y=4] [--shape 4,16,4] [--backend sim|mpi] [--json]
+//         build/bin/03_dot_product_and_matmul --vocab   (50257 vocabulary rows over 8 devices, issue 32)
 //         mpiexec -n 8 build/bin/03_dot_product_and_matmul --backend mpi
 // Prints: the article's vectors split over the first mesh axis with each device's partial dot
 //         product and the AllReduce that adds them; the article's 2x4 by 4x2 matmul as a table of
@@ -24,6 +25,7 @@
 #include "core/named.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/check/session.hpp"
+#include "harness/models/vocab_split.hpp"
 
 using namespace shardlab;
 
@@ -80,11 +82,30 @@ std::string who_repeats(const Mesh& mesh, const std::string& X) {
 }
 }  // namespace
 
+// --vocab (issue 32): dims that do not divide, on a real vocabulary; harness/models/vocab_split.hpp.
+int vocab_section(const CommonOptions& common) {
+  Session session("03_dot_product_and_matmul --vocab", common);
+  const VocabSplit v = run_vocab_split(session.runtime(), session.mesh().devices(), 50257, common.seed);
+  session.out() << v.text << "   Verdict:\n";
+  for (const auto& c : v.checks) session.out() << "   " << c.name << ": " << c.line() << "\n";
+  auto& rep = session.report();
+  rep.checks = v.checks;
+  rep.collectives = v.collectives;
+  session.out() << "\nTakeaway: a dim that does not divide splits either way; chunk wastes nothing but shapes differ\n"
+                   "          per device, pad keeps one shape for all at the cost of sending and storing zeros.\n"
+                   "Try it on a matmul, each way (--uneven chunk or pad):\n"
+                   "   build/bin/shardlab matmul --mesh X=8 --a-spec X,_ --b-spec _,_ --shape 50257,64,32 --uneven pad\n";
+  return session.finish();
+}
+
 int main(int argc, char** argv) {
   Cli cli("03_dot_product_and_matmul", "Lesson 03: dot products and matmuls are sums of smaller ones", "X=2,Y=4");
   std::string shape = "4,16,4";
   cli.option("--shape", shape, "m,k,n of the last part: A is m x k, B is k x n");
+  bool vocab = false;
+  cli.flag("--vocab", vocab, "only the section on a vocabulary of 50257 rows over the mesh's devices, chunked and padded");
   if (int status = cli.parse(argc, argv); status >= 0) return status;
+  if (vocab) return guarded([&] { return vocab_section(cli.common); });
 
   return guarded([&] {
     Session session("03_dot_product_and_matmul", cli.common);

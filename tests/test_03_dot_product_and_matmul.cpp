@@ -56,4 +56,13 @@ TEST_SUITE("lessons") {
     CHECK(s.status == 2);
     CHECK(s.err.find("expected m,k,n") != std::string::npos);
   }
+
+  TEST_CASE("lesson 03 --vocab: 50257 rows over 8 devices both ways, verified, padding's bytes by formula") {
+    auto r = run_binary("03_dot_product_and_matmul --vocab");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("chunk W dim V: 50257 rows over X in 8 blocks: 6283 rows x 7, 6276 x 1") != std::string::npos);
+    // 8 x 7 x 6283 padded rows against 7 x 50257 rows, 4 x 4 B each: 49 rows x 16 B = 784 B more.
+    CHECK(r.out.find("784 B more over all") != std::string::npos);
+    CHECK(r.out.find("PASS") != std::string::npos);
+  }
 }

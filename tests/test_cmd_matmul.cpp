@@ -226,7 +226,8 @@ TEST_SUITE("cmd_matmul") {
     save_npy(b_in, xt::zeros<double>(Shape{12, 4}));
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"matmul --a-spec _,Q --b-spec Y,_", "no such axis"},
-        {"matmul --a-spec _,Y --b-spec Y,_ --shape 4,6,4", "not divisible"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --shape 4,6,4 --uneven none", "not divisible"},
+        {"matmul --a-spec _,Y --b-spec Y,_ --uneven ragged", "use chunk"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in /nonexistent/a.npy --b-in " + b_in, "No such file"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in, "size 16 in A but 12 in B"},
         {"matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in, "give both --a-in and --b-in"},

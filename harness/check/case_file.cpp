@@ -78,7 +78,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   r.only(root,
          {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only", "allow_weak"},
+          "measured", "plan_only", "allow_weak", "uneven"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -116,6 +116,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (c.plan != "search" && c.plan != "article")
       r.fail(Reader::line_of(*n), "plan is \"" + c.plan + "\"; use \"search\" (the fewest bytes) or \"article\" (the "
                                   "articles' rules)");
+  }
+  if (const auto* n = root.get("uneven")) {
+    c.uneven = r.text(*n, "uneven");
+    if (c.uneven != "chunk" && c.uneven != "none")
+      r.fail(Reader::line_of(*n), "uneven is \"" + c.uneven + "\"; use \"chunk\" (blocks of ceil(d/n), the last shorter) or "
+                                  "\"none\" (programs do not pad: softmax and normalisations would need the padding masked)");
   }
   if (const auto* n = root.get("plan_only")) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "plan_only must be true or false");

@@ -19,6 +19,9 @@
 //   plan_only = false                                    optional: true for a case too big to run
 //                                                        here; its expectations are checked against
 //                                                        the plan, and no tensor is built
+//   uneven = "chunk"                                     optional, default "none": a dim that does not
+//                                                        divide its mesh axes splits as torch.chunk
+//                                                        (issue 32; "pad" is not offered for programs)
 //   ops may say part = "attention": costs are summed by part (shardlab run --preset)
 //   [measured]                                           optional: what a source measured
 //   source = "article 001, trace of layer 42"
@@ -60,6 +63,7 @@ struct CaseFile {
   int backward_line = 0;
   std::string plan = "search";  // or "article"
   bool plan_only = false;       // too big to run here: checked against its plan, no tensors built
+  std::string uneven = "none";  // dims that do not divide: "chunk" (core/mesh.hpp's Uneven) or "none"
   CaseExpect expect;
   // Why a check above its power floor (WEAK, verify.hpp) is accepted; empty: a WEAK check fails.
   std::string allow_weak;

@@ -34,7 +34,9 @@ std::vector<CollectiveSummary> summarize(const std::vector<LedgerRow>& ledger) {
     s.messages = std::max(s.messages, r.messages);
     s.bytes_per_device = std::max(s.bytes_per_device, r.bytes_sent);
     s.predicted_bytes_per_device =
-        std::max(s.predicted_bytes_per_device, predicted_bytes_sent(r.op, r.group_size, r.input_bytes, r.element_bytes));
+        std::max(s.predicted_bytes_per_device, r.part_bytes.empty()
+                                                   ? predicted_bytes_sent(r.op, r.group_size, r.input_bytes, r.element_bytes)
+                                                   : predicted_bytes_sent_v(r.op, r.part_bytes, r.member));
     s.seconds = std::max(s.seconds, r.seconds);
     s.modeled = s.modeled || r.modeled;
   }

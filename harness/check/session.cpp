@@ -37,6 +37,7 @@ std::string where_it_ran(const Runtime& runtime, int devices) {
 
 Session::Session(const std::string& case_name, const CommonOptions& options, bool devices)
     : options_(options), mesh_(Mesh::parse(options.mesh)), devices_(devices) {
+  mesh_.set_uneven(parse_uneven(options.uneven));
   set_collective_timeout(options.collective_timeout);
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);

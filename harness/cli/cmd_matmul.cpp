@@ -15,6 +15,7 @@
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/check/npy.hpp"
+#include "harness/check/pictures.hpp"
 #include "harness/check/write_file.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/planner.hpp"
@@ -82,6 +83,11 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_flag("--quiet", o.common.quiet, "print only the verdict line");
   c->add_option("--trace", o.common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   add_inject_option(c, o.common.inject);
+  o.common.uneven = "chunk";
+  c->add_option("--uneven", o.common.uneven,
+                "a dim that does not divide its mesh axes: chunk (blocks of ceil(d/n), the last shorter, as "
+                "torch.chunk), pad (each ceil(d/n), zero-padded, as JAX) or none (refuse it)")
+      ->capture_default_str();
 }
 
 // A and B: from .npy files (checked against --shape / --dims when given) or random integers.
@@ -226,6 +232,19 @@ int run_contraction(const ContractionOptions& o) {
       << o.common.backend << " backend\n\n"
       << plan_text(plan) << "\n";
   auto& rep = session.report();
+  // Dims that do not divide their axes: each block's real rows, as the --uneven rule cut them.
+  const std::string uneven = uneven_text(mesh, sa, in.shape_a, plan.a.name, dim_names(eq.a)) +
+                             uneven_text(mesh, sb, in.shape_b, plan.b.name, dim_names(eq.b)) +
+                             uneven_text(mesh, plan.out_spec, plan.out_shape, result, dim_names(eq.out));
+  if (!uneven.empty()) {
+    out << "  uneven blocks (--uneven " << uneven_name(mesh.uneven()) << ": "
+        << (mesh.uneven() == Uneven::pad ? "every block ceil(d/n) rows, zeros after the real ones, as JAX pads"
+                                         : "blocks of ceil(d/n) rows, the last ones shorter, as torch.chunk")
+        << "):\n";
+    for (const auto& line : split(uneven.substr(0, uneven.size() - 1), '\n')) out << "    " << line << "\n";
+    out << "\n";
+    rep.strings["uneven"] = uneven_name(mesh.uneven());
+  }
   rep.strings["plan_kind"] = o.plan;
   if (o.plan == "search") {
     const std::size_t mine = plan.predicted_bytes_per_device(), art = found.article.predicted_bytes_per_device();

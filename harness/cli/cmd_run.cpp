@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/wrap.hpp"
+#include "core/layout.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
@@ -47,6 +49,36 @@ nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw);
 
 // A plan_only case without --plan-only: the plan, and the file's expectations held to it, with a
 // verdict (exit 0 or 1). Nothing runs and no tensor is built.
+// Dims that do not divide their mesh axes (a case file's uneven = "chunk", issue 32): each distinct
+// split once, with the rows (heads, tokens ...) every device holds. Empty when every split divides.
+std::string uneven_blocks_text(const ProgramPlan& plan) {
+  const Mesh& mesh = plan.mesh;
+  std::string out;
+  std::set<std::string> seen;
+  for (const auto& t : plan.program.tensors()) {
+    const Spec& spec = plan.propagation.specs.at(t).spec;
+    const std::string& letters = plan.program.dims.at(t);
+    const Shape shape = plan.program.shape(t);
+    for (std::size_t d = 0; d < spec.rank() && d < shape.size(); ++d) {
+      const std::size_t n = static_cast<std::size_t>(spec.shards(mesh, d));
+      const std::string key = std::string(1, letters[d]) + "/" + axes_text(spec.dims[d]);
+      if (shape[d] % n == 0 || !seen.insert(key).second) continue;
+      out += "  dim " + std::string(1, letters[d]) + " (" + std::to_string(shape[d]) + ") over " +
+             axes_text(spec.dims[d]) + ", first in " + t + ":";
+      for (int dev = 0; dev < mesh.devices(); ++dev) {
+        const DimBlock b = dim_block(mesh, spec, shape, d, dev);
+        out += (dev % 8 == 0 ? "\n   " : "") + std::string(" d") + std::to_string(dev) + " " +
+               (b.stop > b.start ? std::to_string(b.start) + ":" + std::to_string(b.stop) : std::string("none")) +
+               (dev + 1 < mesh.devices() ? "," : "");
+      }
+      out += "\n";
+    }
+  }
+  return out.empty() ? out
+                     : "Uneven blocks (uneven = \"chunk\": ceil(d/n) each, the last ones shorter, as torch.chunk):\n" +
+                           out + "\n";
+}
+
 int run_plan_only_case(const CaseFile& c, const ProgramPlan& plan, const CommonOptions& common, const Hardware* hw) {
   const CaseRun r = check_plan(c, plan);
   bool pass = true;
@@ -101,7 +133,9 @@ int run(const RunOptions& o) {
   const CommonOptions common = case_options(c, o.common);
   if (o.plan_only || c.plan_only) {
     refuse_trace_without_run(common.trace, o.plan_only ? "--plan-only" : "a plan_only case file");
-    const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
+    Mesh mesh = Mesh::parse(c.mesh);
+    mesh.set_uneven(parse_uneven(c.uneven));
+    const ProgramPlan plan = plan_case(c, mesh);
     if (!o.plan_only) return run_plan_only_case(c, plan, common, hw);
     if (!process_is_root() || common.quiet) return 0;
     if (common.json) {
@@ -114,7 +148,7 @@ int run(const RunOptions& o) {
       return 0;
     }
     std::cout << wrap_lines("shardlab run --plan-only: " + c.program.name + " (" + c.path + ") on mesh " +
-                                plan.mesh.text() + "\n\n" + case_plan_text(c, plan) +
+                                plan.mesh.text() + "\n\n" + case_plan_text(c, plan) + uneven_blocks_text(plan) +
                                 (o.explain ? explanations(plan) : "") + (hw ? model_text(c, plan, *hw) : ""),
                             100, Hang::last_column);
     return 0;
@@ -124,7 +158,7 @@ int run(const RunOptions& o) {
   refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices());
   auto& out = session.out();
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
-      << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan)
+      << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan) << uneven_blocks_text(plan)
       << (o.explain ? explanations(plan) : "") << (hw ? model_text(c, plan, *hw) : "");
   const CaseRun r = run_case(session, c, plan);
   Report& report = session.report();

@@ -67,6 +67,7 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
   o.mesh = c.mesh;
   o.dtype = c.dtype;
   o.seed = c.seed;
+  o.uneven = c.uneven;
   return o;
 }
 

@@ -21,7 +21,7 @@ void place(const Mesh& mesh, const Shape& shape, const std::vector<std::size_t>&
            const std::vector<std::string>& axes, std::size_t i, Spec& s, std::vector<Spec>& out) {
   if (i == axes.size()) {
     for (std::size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] % static_cast<std::size_t>(mesh.axes_size(s.dims[d])) != 0) return;
+      if (shape[d] % static_cast<std::size_t>(mesh.axes_size(s.dims[d])) != 0 && mesh.uneven() == Uneven::none) return;
     out.push_back(s);
     return;
   }

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
+#include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {
 
@@ -94,7 +95,15 @@ struct Subject {
   Shape shape;
   std::size_t element_bytes;
   const Hardware* hw = nullptr;
+  // Moves may split a dim that does not divide (issue 32): only when the problem already has such
+  // a dim and the mesh allows it, so that even problems are searched exactly as before.
+  bool uneven = false;
 };
+
+// A spec that splits some dim of `shape` unevenly, on a mesh that allows it.
+bool uneven_split(const Mesh& mesh, const Spec& s, const Shape& shape) {
+  return mesh.uneven() != Uneven::none && s.rank() == shape.size() && !is_even(mesh, s, shape);
+}
 
 // The block one device holds: each dim divided by the sizes of its axes (the search only makes
 // splits that divide; anything else goes through local_shape's checks).
@@ -124,6 +133,19 @@ Cost cost_of(const Subject& t, const Shape& local, StepKind kind, const Axes& ax
   return {topology_seconds(op, sizes, whole, *t.hw), sent, 1};
 }
 
+// The cost of a move from spec `before` to `after`: cost_of, except for a step on a dim that does
+// not divide (issue 32), whose bytes each device's own blocks give (harness/plan/uneven_steps.hpp).
+Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Shape& local, StepKind kind,
+               const Axes& axes, int dim, int to_dim) {
+  if (!step_is_uneven(t.mesh, kind, dim, to_dim, before, after, t.shape)) return cost_of(t, local, kind, axes);
+  const std::size_t sent =
+      uneven_step_bytes(t.mesh, kind, axes, dim, to_dim, before, after, t.shape, t.element_bytes);
+  if (!t.hw) return {double(sent), sent, 1};
+  Cost c = cost_of(t, local, kind, axes);  // time: the model's estimate of the largest block
+  c.bytes = sent;
+  return c;
+}
+
 // Every single step from spec s, each passed to visit(kind, axes, dim, to_dim, after). `after`
 // is a scratch spec, edited for each move and restored: copy it to keep it. Axes of size 1 never
 // appear (they were dropped).
@@ -142,7 +164,7 @@ void for_each_move(const Subject& t, const Spec& s, const Shape& local, Visit&& 
     }
     for (const auto& x : t.mesh.names()) {  // a free slice by an axis nothing uses yet
       const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
-      if (n < 2 || contains(used, x) || local[d] % n != 0) continue;
+      if (n < 2 || contains(used, x) || (local[d] % n != 0 && !t.uneven)) continue;
       w.dims[d].push_back(x);
       axes.assign(1, x);
       visit(StepKind::local_slice, axes, int(d), -1, w);
@@ -152,7 +174,7 @@ void for_each_move(const Subject& t, const Spec& s, const Shape& local, Visit&& 
     const std::string& x = list.back();  // AllToAll: the innermost axis to the end of another dim
     const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
     for (std::size_t j = 0; j < s.rank(); ++j) {
-      if (j == d || local[j] % n != 0) continue;
+      if (j == d || (local[j] % n != 0 && !t.uneven)) continue;
       w.dims[d].pop_back();
       w.dims[j].push_back(x);
       axes.assign(1, x);
@@ -175,7 +197,7 @@ void for_each_move(const Subject& t, const Spec& s, const Shape& local, Visit&& 
     do {
       const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, pick));
       for (std::size_t d = 0; d < s.rank(); ++d) {
-        if (local[d] % n != 0) continue;
+        if (local[d] % n != 0 && !t.uneven) continue;
         w.dims[d].insert(w.dims[d].end(), pick.begin(), pick.end());
         visit(StepKind::reduce_scatter, pick, int(d), -1, w);
         w.dims[d].resize(s.dims[d].size());
@@ -236,7 +258,7 @@ class Layouts {
       const Spec here = node.spec;
       const Shape local = block_shape(t, here);
       for_each_move(t, here, local, [&](StepKind kind, const Axes& axes, int dim, int to_dim, const Spec& after) {
-        const Cost next = c + cost_of(t, local, kind, axes);
+        const Cost next = c + step_cost(t, here, after, local, kind, axes, dim, to_dim);
         if (next.key > bound) return;
         std::string key = key_of(mesh_, after);
         auto it = nodes_.find(key);
@@ -314,7 +336,8 @@ PlanStep step_of(const Subject& t, const Mesh& mesh, const Move& m, Spec& cur, i
   s.to_dim = m.to_dim;
   s.before = cur;
   s.local_before = local_shape(mesh, cur, t.shape);
-  s.predicted_bytes = cost_of(t, s.local_before, m.kind, m.axes).bytes;
+  s.global = t.shape;
+  s.predicted_bytes = step_cost(t, cur, m.after, s.local_before, m.kind, m.axes, m.dim, m.to_dim).bytes;
   s.reason = reason_for(m, letters);
   cur = m.after;
   s.after = cur;
@@ -386,9 +409,11 @@ int split_dims(const Spec& s) {
 // reaches, with the cheapest plan's cost, cheapest first.
 std::vector<std::pair<Spec, Cost>> output_costs(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                                 const PlanOptions& options, double bound) {
-  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
-                              {mesh, b.shape, options.element_bytes, options.time_on},
-                              {mesh, shape_for(eq.out, eq.sizes(a.shape, b.shape)), options.element_bytes, options.time_on}};
+  const bool uneven = uneven_split(mesh, a.spec, a.shape) || uneven_split(mesh, b.spec, b.shape);
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on, uneven},
+                              {mesh, b.shape, options.element_bytes, options.time_on, uneven},
+                              {mesh, shape_for(eq.out, eq.sizes(a.shape, b.shape)), options.element_bytes, options.time_on,
+                               uneven}};
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   std::vector<std::pair<Spec, Cost>> starts;
@@ -439,7 +464,8 @@ std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const S
                                      const PlanOptions& options) {
   t.spec.validate(mesh, t.shape, t.name);
   target.validate(mesh, t.shape, t.name);
-  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
+  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on,
+                       uneven_split(mesh, t.spec, t.shape) || uneven_split(mesh, target, t.shape)};
   const Spec from = without_unit_axes(mesh, t.spec), to = without_unit_axes(mesh, target);
   const Layouts reach(subject, {{from, Cost{}}}, std::numeric_limits<double>::infinity(), &to);
   if (!reach.find(to))
@@ -455,7 +481,7 @@ std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const S
 
 
 std::vector<Reached> reshard_costs(const Mesh& mesh, const Operand& t, const PlanOptions& options) {
-  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on};
+  const Subject subject{mesh, t.shape, options.element_bytes, options.time_on, uneven_split(mesh, t.spec, t.shape)};
   const Layouts reach(subject, {{without_unit_axes(mesh, t.spec), Cost{}}}, std::numeric_limits<double>::infinity());
   std::vector<Reached> out;
   for (const auto& k : reach.settled()) {
@@ -481,7 +507,9 @@ double plan_objective(const Plan& plan, const Hardware* hw) {
                         {plan.mesh, plan.out_shape, plan.element_bytes, hw}};
   for (const auto& s : plan.steps) {
     if (!s.communicates() || plan.mesh.axes_size(s.axes) <= 1) continue;
-    seconds += cost_of(t[s.operand], local_shape(plan.mesh, s.before, t[s.operand].shape), s.kind, s.axes).key;
+    seconds += step_cost(t[s.operand], s.before, s.after, local_shape(plan.mesh, s.before, t[s.operand].shape), s.kind,
+                         s.axes, s.dim, s.to_dim)
+                   .key;
   }
   return seconds;
 }
@@ -518,9 +546,11 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   const Plan& art = base;
   const Spec target = without_unit_axes(mesh, art.out_spec);
   const std::string letters[3] = {eq.a, eq.b, eq.out};
-  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on},
-                              {mesh, b.shape, options.element_bytes, options.time_on},
-                              {mesh, art.out_shape, options.element_bytes, options.time_on}};
+  const bool uneven = uneven_split(mesh, a.spec, a.shape) || uneven_split(mesh, b.spec, b.shape) ||
+                     uneven_split(mesh, art.out_spec, art.out_shape);
+  const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on, uneven},
+                              {mesh, b.shape, options.element_bytes, options.time_on, uneven},
+                              {mesh, art.out_shape, options.element_bytes, options.time_on, uneven}};
   // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
@@ -566,6 +596,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
     s.tensor = label[kC];
     s.before = s.after = c.product;
     s.local_before = s.local_after = local_shape(mesh, c.product, art.out_shape);
+    s.global = art.out_shape;
     s.flops = c.flops;
     s.reason = c.product.is_partial() ? "local product; each is a partial sum over " + axes_text(c.product.partial)
                                       : "local product; every term of each sum is on this device";

@@ -11,6 +11,7 @@
 #include "core/text.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/table.hpp"
+#include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {
 
@@ -54,12 +55,16 @@ struct Builder {
     s.before = cur[o];
     s.local_before = local_shape(plan.mesh, cur[o], global[o]);
     s.reason = reason;
+    s.global = global[o];
     return s;
   }
   void finish(PlanStep s, int o) {
     s.after = cur[o];
     s.local_after = local_shape(plan.mesh, cur[o], global[o]);
-    if (s.communicates())
+    if (s.communicates() && step_is_uneven(plan.mesh, s.kind, s.dim, s.to_dim, s.before, s.after, s.global))
+      s.predicted_bytes = uneven_step_bytes(plan.mesh, s.kind, s.axes, s.dim, s.to_dim, s.before, s.after, s.global,
+                                            plan.element_bytes);
+    else if (s.communicates())
       s.predicted_bytes = predicted_bytes_sent(step_kind_name(s.kind), plan.mesh.axes_size(s.axes),
                                                bytes_of(s.local_before, plan.element_bytes), plan.element_bytes);
     plan.steps.push_back(std::move(s));
@@ -346,6 +351,8 @@ namespace {
 // One step that acts on one tensor (not the contraction) on this device's block x.
 template <class T>
 xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x) {
+  if (step_is_uneven(dev.mesh(), s.kind, s.dim, s.to_dim, s.before, s.after, s.global))
+    return apply_uneven_step(dev, s, x);  // a dim that does not divide (issue 32)
   switch (s.kind) {
     case StepKind::all_gather: return all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
     case StepKind::reduce_scatter: return reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
@@ -390,7 +397,7 @@ xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a
   const xt::xarray<T>* cur[3] = {&a_local, &b_local, &own[kC]};
   const Operand* ops[2] = {&plan.a, &plan.b};
   for (int o = 0; o < 2; ++o) {
-    const Shape want = local_shape(mesh, ops[o]->spec, ops[o]->shape);
+    const Shape want = block_of(mesh, ops[o]->spec, ops[o]->shape, dev.id()).stored_shape();
     if (shape_of(*cur[o]) != want)
       throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(dev.id()) + " was given a block " +
                                                 shape_text(shape_of(*cur[o])) + " of " + ops[o]->name + ", but spec " +

@@ -505,7 +505,8 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
         case OpKind::rename: y = args[0]; break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {
-          const Shape local = local_shape(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out));
+          const Shape local =
+              block_of(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out), dev.id()).stored_shape();
           y = rounded(broadcast_to(args[0], p.dims.at(op.in[0]), out_dims, local) * op.scale, plan.dtype);
           break;
         }

@@ -162,12 +162,13 @@ class Propagator {
       std::size_t left = shape[d];
       for (const auto& a : it->second) {
         const std::size_t n = static_cast<std::size_t>(mesh_.axis_size(a));
-        if (std::find(used.begin(), used.end(), a) != used.end() || left % n != 0) {
+        const bool uneven = mesh_.uneven() != Uneven::none;  // then any size splits (issue 32)
+        if (std::find(used.begin(), used.end(), a) != used.end() || (left % n != 0 && !uneven)) {
           dropped.push_back(a);
           continue;
         }
         used.push_back(a);
-        left /= n;
+        left = (left + n - 1) / n;
         s.dims[d].push_back(a);
       }
     }
