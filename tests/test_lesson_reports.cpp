@@ -37,7 +37,7 @@ const char* const kAllLessons[] = {"01_mesh_and_layout", "02_reduction_allreduce
                                    "07_full_sharding", "08_gspmd_ffn", "09_column_row_pairwise",
                                    "10_pairwise_backward", "11_propagation", "12_attention",
                                    "13_transformer_layer", "14_data_parallel", "15_zero", "16_pipeline",
-                                   "17_3d_parallelism", "18_sequence_parallel"};
+                                   "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel"};
 
 // The line a sim run prints just before its verdict, for a mesh of `devices`.
 std::string sim_line(int devices) {

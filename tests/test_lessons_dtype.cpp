@@ -19,7 +19,7 @@ const char* const kLessons[] = {"01_mesh_and_layout",     "02_reduction_allreduc
                                 "07_full_sharding",       "08_gspmd_ffn",           "09_column_row_pairwise",
                                 "10_pairwise_backward",   "11_propagation",         "12_attention",
                                 "13_transformer_layer",   "14_data_parallel",       "15_zero",
-                                "16_pipeline",            "17_3d_parallelism", "18_sequence_parallel"};
+                                "16_pipeline",            "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel"};
 struct Type {
   const char* name;
   double bytes;  // per element, from the formats: IEEE single 4, double 8, bfloat16 2
