@@ -205,7 +205,8 @@ test-mpi:
 	@tests/mpi/fault_test.sh $(BUILD)/bin
 
 # Soak (not in make test): random valid matmul cases for SOAK_MINUTES on sim, then as long under
-# mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang.
+# mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang; then
+# SIGINT and SIGTERM to mpiexec 20 times each, 130 and 143 every time.
 SOAK_MINUTES ?= 5
 soak: all
 	@echo "== $(SHARDLAB) soak --minutes $(SOAK_MINUTES)"
@@ -213,6 +214,8 @@ soak: all
 	@echo "== mpiexec -n 2 $(SHARDLAB) soak --backend mpi --minutes $(SOAK_MINUTES)"
 	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) mpiexec -n 2 $(SHARDLAB) soak --backend mpi \
 	  --minutes $(SOAK_MINUTES)
+	@echo "== tests/mpi/signal_test.sh: SIGINT and SIGTERM to mpiexec, 20 times each"
+	@tests/mpi/signal_test.sh $(BUILD)/bin 20
 
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it

@@ -3,7 +3,7 @@
 #   a) kill -9 of one rank of a 3-process run: mpiexec ends promptly, non-zero, no process left;
 #   b) SIGSTOP of one rank with --collective-timeout 2: the other ranks each print the watchdog's
 #      sentence, the run exits 3 within 10 s, and no process is left (the stopped one included);
-#   c) SIGINT and SIGTERM to a sim run exit 130 and 143; SIGINT to mpiexec ends every rank.
+#   c) SIGINT and SIGTERM to a sim run exit 130 and 143, and to mpiexec too (tests/mpi/signal_test.sh).
 # Usage: tests/mpi/fault_test.sh [BIN_DIR]   (default build/bin)
 set -u
 BIN=${1:-build/bin}
@@ -104,22 +104,7 @@ for s in INT:130 TERM:143; do
   [ $rc = "$want" ] || fail "exit $rc, expected $want"
 done
 
-echo "== c) SIGINT to mpiexec -n 2 shardlab $LONG --backend mpi"
-timeout -k 5 60 mpiexec -n 2 "$ME" $LONG --backend mpi >/dev/null 2>"$DIR/d.err" &
-job=$!
-rank_pid 1 >/dev/null || fail "rank 1 did not start"
-sleep 1
-mpiexec_pid=$(pgrep -P $job | head -1)
-kill -INT "$mpiexec_pid"
-sent=$(now)
-wait $job; rc=$?
-took=$(since "$sent")
-# mpiexec's own status varies with how it was started (130 from a terminal; 0 when its caller runs
-# in the background, where SIGINT starts out ignored): what counts is that every rank ends at once.
-echo "   mpiexec exit $rc, $took s after the signal"
-[ $rc -ne 124 ] || fail "the run went on until timeout killed it"
-[ "$(echo "$took < 5" | bc)" = 1 ] || fail "took more than 5 s to end"
-left=$(leftovers)
-[ -z "$left" ] && echo "   no process left" || fail "processes left: $left"
+echo "== c) SIGINT and SIGTERM to mpiexec -n 2 shardlab (twice each; make soak: 20 times)"
+"$(dirname "$0")/signal_test.sh" "$BIN" 2 || fail "mpiexec's status after a signal"
 
 [ $failed = 0 ] && echo "   fault test: all passed" || { echo "   fault test: FAILED"; exit 1; }
