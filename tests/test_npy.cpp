@@ -91,6 +91,20 @@ TEST_SUITE("npy") {
     std::remove(f4.c_str());
   }
 
+  TEST_CASE("the header's keys in any order, and without the trailing comma (NumPy's format fixes neither)") {
+    const std::string p = temp_path("order.npy");
+    for (const char* header : {"{'shape': (2, 3), 'fortran_order': False, 'descr': '<f8', }",
+                               "{'fortran_order': False, 'shape': (2, 3), 'descr': '<f8'}",
+                               "{'shape': (2, 3), 'descr': '<f8', 'fortran_order': False}"}) {
+      CAPTURE(header);
+      write_file(p, npy_bytes(header, raw<double>({1, 2, 3, 4, 5, -6.5})));
+      const NpyArray a = load_npy(p);
+      CHECK(a.type == NpyType::float64);
+      CHECK(a.data == Tensor{{1, 2, 3}, {4, 5, -6.5}});
+    }
+    std::remove(p.c_str());
+  }
+
   TEST_CASE("save writes the documented header and raw data, and reads back bit for bit") {
     const std::string p = temp_path("save.npy");
     const Tensor t = {{1.25, -3}, {1e-300, 7}};

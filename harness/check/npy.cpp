@@ -97,6 +97,30 @@ struct Header {
   std::uint64_t data_start = 0, elements = 1, item = 8;
 };
 
+// The text of `key`'s value in a header dict: a quoted string with its quotes, a (tuple), or a
+// word (True); "" when the key is not there.
+std::string header_value(const std::string& header, const std::string& key) {
+  std::size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos) at = header.find("\"" + key + "\"");
+  if (at == std::string::npos || (at = header.find(':', at)) == std::string::npos) return "";
+  at = header.find_first_not_of(' ', at + 1);
+  if (at == std::string::npos) return "";
+  const char open = header[at];
+  const std::size_t end = open == '(' ? header.find(')', at) : open == '\'' || open == '"' ? header.find(open, at + 1)
+                                                                                          : header.find_first_of(",}", at) - 1;
+  return end == std::string::npos || end < at ? "" : header.substr(at, end - at + 1);
+}
+
+// NumPy's format fixes neither the order of the header's keys nor a trailing comma; xnpy's parser
+// wants 'descr', 'fortran_order', 'shape' in that order. The same dict in that order, or the
+// header as it is when a key is missing (xnpy then says what is wrong).
+std::string canonical_header(const std::string& header) {
+  const std::string descr = header_value(header, "descr"), order = header_value(header, "fortran_order"),
+                    shape = header_value(header, "shape");
+  if (descr.empty() || order.empty() || shape.empty() || header.empty() || header.back() != '\n') return header;
+  return "{'descr': " + descr + ", 'fortran_order': " + order + ", 'shape': " + shape + ", }\n";
+}
+
 Header check_header(const std::string& path, std::ifstream& in, std::uint64_t size) {
   std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)), '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
@@ -119,7 +143,7 @@ Header check_header(const std::string& path, std::ifstream& in, std::uint64_t si
                      (head.size() < size ? "'s first MiB" : "") + " holds");
   Header h;
   try {
-    xt::detail::parse_header(head.substr(start, length), h.typestr, &h.fortran, h.shape);
+    xt::detail::parse_header(canonical_header(head.substr(start, length)), h.typestr, &h.fortran, h.shape);
   } catch (const std::exception& e) {
     throw unreadable(e.what());
   }
