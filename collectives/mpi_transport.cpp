@@ -1,5 +1,7 @@
 #include "collectives/mpi_transport.hpp"
 
+#include "collectives/stop_point.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -79,6 +81,7 @@ const MpiTransport::GroupComm& MpiTransport::comm_for(const Group& g) {
 
 void MpiTransport::exchange(Channel ch, const Group& g, int to, const void* sbuf, std::size_t sbytes, int from,
                             void* rbuf, std::size_t rbytes) {
+  stop_point("collective", device_);  // testing: stopped mid-run
   const GroupComm& gc = comm_for(g);
   const int tag = run_.group_tag(static_cast<int>(ch));
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};

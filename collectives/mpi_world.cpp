@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "collectives/exit_signals.hpp"
+#include "collectives/stop_point.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
@@ -117,6 +118,7 @@ MpiProcess::MpiProcess() {
   gone_.assign(size_, false);
   std::atexit([] { MpiProcess::get().leave(); });
   if (launched_) abort_on_signals();
+  stop_point("start", rank_);
 }
 
 // SIGINT or SIGTERM under mpiexec: the handler hands the signal over a pipe to this thread, which
@@ -214,6 +216,7 @@ bool MpiProcess::left_early(int r) {
 void MpiProcess::leave() {
   if (left_) return;
   left_ = true;
+  stop_point("finalize", rank_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Faults under mpiexec and on the sim backend (make test-mpi runs this; about 30 s):
+# Faults under mpiexec and on the sim backend (make test-mpi runs this; about 40 s):
 #   a) kill -9 of one rank of a 3-process run: mpiexec ends promptly, non-zero, no process left;
 #   b) SIGSTOP of one rank with --collective-timeout 2: the other ranks each print the watchdog's
 #      sentence, the run exits 3 within 10 s, and no process is left (the stopped one included);
-#   c) SIGINT and SIGTERM to a sim run exit 130 and 143, and to mpiexec too (tests/mpi/signal_test.sh).
+#   c) SIGINT and SIGTERM to a sim run exit 130 and 143, and to mpiexec too (tests/mpi/signal_test.sh);
+#   d) one rank stopped at four points of a run: exit 3, nothing left (tests/mpi/stop_test.sh).
 # Usage: tests/mpi/fault_test.sh [BIN_DIR]   (default build/bin)
 set -u
 BIN=${1:-build/bin}
@@ -106,5 +107,8 @@ done
 
 echo "== c) SIGINT and SIGTERM to mpiexec -n 2 shardlab (twice each; make soak: 20 times)"
 "$(dirname "$0")/signal_test.sh" "$BIN" 2 || fail "mpiexec's status after a signal"
+
+echo "== d) one rank stopped at start, mid-collective, during verification and at finalization"
+"$(dirname "$0")/stop_test.sh" "$BIN" || fail "a stopped rank"
 
 [ $failed = 0 ] && echo "   fault test: all passed" || { echo "   fault test: FAILED"; exit 1; }

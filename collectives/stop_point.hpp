@@ -1,0 +1,14 @@
+// Testing the watchdog where a rank can hang: SHARDLAB_STOP_AT=<point>:<rank> makes that rank stop
+// itself (SIGSTOP, as a debugger or an overloaded host would) the first time it reaches the point:
+//   start      right after MPI_Init
+//   collective its first collective step (mid-run)
+//   verify     after a run, while rank 0 checks the result
+//   finalize   at exit, before the goodbye and MPI_Finalize
+// tests/mpi/stop_test.sh runs each; without the variable nothing happens.
+#pragma once
+
+namespace shardlab {
+
+void stop_point(const char* point, int rank);
+
+}  // namespace shardlab
