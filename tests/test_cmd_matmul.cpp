@@ -266,4 +266,23 @@ TEST_SUITE("cmd_matmul") {
     CHECK(S_ISCHR(st.st_mode));  // still the device
     for (const auto& p : {a_in, b_in}) std::remove(p.c_str());
   }
+
+  TEST_CASE("shardlab matmul: .npy inputs whose product overflows the type are refused before anything runs") {
+    const std::string a_in = temp("big_a.npy"), b_in = temp("big_b.npy");
+    save_npy(a_in, Tensor(xt::ones<double>({4, 16}) * 1e30));  // each element of C: 16 x 1e60, past float32
+    save_npy(b_in, Tensor(xt::ones<double>({16, 4}) * 1e30));
+    auto r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("overflows float32 (some element of C rounds to inf)") != std::string::npos);
+    // In float64 the same product (1.6e61) fits: it runs and passes.
+    r = run_binary("shardlab matmul --dtype float64 --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in);
+    CHECK(r.status == 0);
+    // Large a times small b stays within range: not refused.
+    save_npy(b_in, Tensor(xt::ones<double>({16, 4}) * 1e-30));
+    r = run_binary("shardlab matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in);
+    CHECK(r.status == 0);
+    for (const auto& p : {a_in, b_in}) std::remove(p.c_str());
+  }
 }

@@ -225,6 +225,24 @@ int run_contraction(const ContractionOptions& o) {
       if (!xt::all(xt::isfinite(*t)))
         throw Error(ErrorKind::parse, "an input value in " + in.source + " is too large for " + o.common.dtype +
                                           " (it rounds to inf); use --dtype float64 or smaller inputs");
+    // Inputs from files may multiply past the type's range: refused here, on every rank, before
+    // anything runs. Cheap first: |C_ij| <= max|a| max|b| (terms per element); only when that bound
+    // passes the range is the product itself formed to see.
+    if (from_files) {
+      double summed = 1;  // products added into each element of the result
+      const auto sizes = eq.sizes(in.shape_a, in.shape_b);
+      for (char c : eq.contracted()) summed *= static_cast<double>(sizes.at(c));
+      const double bound = xt::amax(xt::abs(in.a))() * xt::amax(xt::abs(in.b))() * summed;
+      if (!std::isfinite(rounded(Tensor{bound}, session.dtype())(0))) {
+        const Tensor c = rounded(broadcast ? reference_einsum(eq, in.a, in.b) : contract(eq, in.a, in.b),
+                                 session.dtype());
+        if (!xt::all(xt::isfinite(c)))
+          throw Error(ErrorKind::parse, "the product of " + in.source + " overflows " + o.common.dtype +
+                                            " (some element of " + result +
+                                            " rounds to inf), so nothing could be checked; use smaller inputs" +
+                                            (session.dtype() == DType::float64 ? "" : " or --dtype float64"));
+      }
+    }
   }
   auto& out = session.out();
   out << "shardlab " << (o.einsum ? "einsum " : "matmul ") << eq.text() << ": " << plan.a.name << " "
