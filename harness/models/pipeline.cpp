@@ -319,9 +319,9 @@ std::string timeline_picture(const std::vector<TimedOp>& ops, int stages, int co
   double makespan = 0;
   for (const auto& o : ops) makespan = std::max(makespan, o.end);
   const int ticks = static_cast<int>(std::ceil(makespan));
-  // Each device's row: what it does in each tick ("F5,2" where an op starts, "----" while it goes
-  // on, blank when idle) and the kind of it ('F', 'B' or '.').
-  // A cell is 5 columns, or one more than the longest label ("F0,12" takes 6).
+  // Each device's row: a cell per tick ("F5,2" where an op starts, "----" while it goes on,
+  // "  .  " idle) and its kind ('F', 'B' or '.'). A cell is 5 columns, or one more than the
+  // longest label ("F0,12" takes 6).
   auto label_of = [&](const TimedOp& o) {
     return std::string(o.op.backward ? "B" : "F") + std::to_string(o.op.part * stages + o.stage) + "," +
            std::to_string(o.op.chunk);
