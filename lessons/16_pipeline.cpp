@@ -7,14 +7,17 @@
 // stages work on different ones at once; what stays idle - the bubble - shrinks to
 // (P-1)/(m+P-1) of the time for P stages and m micro-batches. GPipe runs every forward and then
 // every backward; 1F1B interleaves them once the pipe is full, so a stage keeps at most P-s
-// micro-batches' activations instead of all m. The gradients are summed over the micro-batches
-// (gradient accumulation) and equal the whole batch's.
+// micro-batches' activations instead of all m, for the same bubble. The interleaved schedule
+// (Megatron-LM's) gives each device v smaller model chunks: the pipe fills and drains in smaller
+// steps, and the bubble falls to (P-1)/(v m+P-1), for v times the messages. The gradients are
+// summed over the micro-batches (gradient accumulation) and equal the whole batch's.
 //
 // Run:    build/bin/16_pipeline [--json] [--trace FILE]
 //         mpiexec -n 4 build/bin/16_pipeline --backend mpi
-// Prints: the article's naive split (8 layers on 2 devices); GPipe and 1F1B on 4 stages with 4
-//         micro-batches, each drawn as the article's figure from the order the devices ran; the
-//         bubble against chunks; the article's batch arithmetic; the verdict.
+// Prints: the article's naive split (8 layers on 2 devices); GPipe, 1F1B and interleaved on 4
+//         devices with 4 micro-batches, each drawn as the article's figure from the order the
+//         devices ran; the bubble against chunks; the article's batch arithmetic; the verdict.
+#include <algorithm>
 #include <string>
 
 #include "core/error.hpp"
@@ -28,7 +31,8 @@
 using namespace shardlab;
 
 int main(int argc, char** argv) {
-  Cli cli("16_pipeline", "Lesson 16: pipeline parallelism - naive split, GPipe and 1F1B, and the bubble", "X=4");
+  Cli cli("16_pipeline", "Lesson 16: pipeline parallelism - naive split, GPipe, 1F1B, interleaved, and the bubble",
+          "X=4");
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -63,38 +67,83 @@ int main(int argc, char** argv) {
     PipelineConfig ofob = gpipe;
     ofob.schedule = PipeSchedule::one_f_one_b;
     out << "3. 1F1B: once its pipe is full each stage alternates one forward and one backward, so a\n"
-           "   micro-batch's activations are dropped sooner. Same bubble, fewer stashed activations:\n\n";
+           "   micro-batch's activations are dropped as soon as its backward has run:\n\n";
     const PipelineRun f = run_pipeline(session, ofob);
-    if (!session.runtime().is_root()) return session.finish();
-    out << pipeline_text(f) << "\n";
+    if (session.runtime().is_root())
+      out << pipeline_text(f) << "\n"
+          << "   Why the bubble stays GPipe's: the idle ticks are the fill and the drain. The last stage\n"
+             "   cannot start before P-1 forwards have passed the stages before it, and the first stage\n"
+             "   must wait as long for the first gradient to come back; each device still runs m forwards\n"
+             "   and m backwards. 1F1B only reorders the work in the middle, so idle time and makespan stay\n"
+             "   the same. What it buys is memory: stage s holds at most P-s micro-batches' activations,\n"
+             "   never more than P whatever m is (above: "
+          << f.peak_stash[0] << " " << f.peak_stash[1] << " " << f.peak_stash[2] << " " << f.peak_stash[3]
+          << " on stages 0-3 against GPipe's " << g.peak_stash[0] << " on each;\n"
+             "   with m = 16, 4 against 16). So m can grow to shrink the bubble, activations staying put.\n\n";
 
-    Table chunks({"chunks m", "gpipe", "1f1b", "(P-1)/(m+P-1)", "1f1b stashes (stage 0..3)"});
+    PipelineConfig inter = gpipe;
+    inter.schedule = PipeSchedule::interleaved;
+    inter.virtual_stages = 2;
+    out << "4. Interleaved 1F1B (Megatron-LM): the 8 layers become 8 virtual stages of 1 layer, and\n"
+           "   device d holds virtual stages d and d+4 (v = 2 model chunks). A micro-batch crosses every\n"
+           "   device twice, so the pipe fills and drains in steps of 1 layer instead of 2: the bubble\n"
+           "   falls to (P-1)/(v m+P-1) of the time, (P-1)/(v m) of the ideal time. F5,2 is virtual stage\n"
+           "   5 (device 1's second chunk) on micro-batch 2, and a tick is one layer here, two above.\n"
+           "   With m = P, Megatron's schedule runs every forward first; with m = 2P or more, its devices\n"
+           "   alternate forwards and backwards as 1F1B's do (see the second command under Next):\n\n";
+    const PipelineRun i = run_pipeline(session, inter);
+    if (!session.runtime().is_root()) return session.finish();
+    out << pipeline_text(i) << "\n";
+    auto makespan = [](const PipelineRun& r) {
+      double end = 0;
+      for (const auto& t : r.ticks) end = std::max(end, t.end);
+      return end * r.config.layers / (r.config.stages * r.config.virtual_stages);  // in layer-times
+    };
+    double msgs_1f1b = 0, msgs_inter = 0;
+    for (int n : f.sent_messages) msgs_1f1b += n;
+    for (int n : i.sent_messages) msgs_inter += n;
+    out << "   In layer-times the step takes " << format_number(makespan(f), "%.0f") << " with 1F1B and "
+        << format_number(makespan(i), "%.0f") << " interleaved (busy " << 2 * gpipe.chunks * gpipe.layers / gpipe.stages
+        << " per device either way).\n   The price: " << format_number(msgs_inter, "%.0f")
+        << " point-to-point messages instead of " << format_number(msgs_1f1b, "%.0f")
+        << " (2m(vP-1) against 2m(P-1)), and a longer\n   warm-up that stashes more (device 0: "
+        << i.peak_stash[0] << " chunks of 1 layer, 1F1B " << f.peak_stash[0] << " micro-batches of 2 layers).\n\n";
+    session.report().numbers["interleaved_p2p_messages"] = msgs_inter;
+    session.report().numbers["one_f_one_b_p2p_messages"] = msgs_1f1b;
+
+    Table chunks({"chunks m", "gpipe", "1f1b", "(P-1)/(m+P-1)", "interleaved v=2", "(P-1)/(2m+P-1)", "1f1b stashes"});
     for (int m : {1, 2, 4, 8, 16, 32}) {
-      std::vector<std::vector<PipeOp>> go, fo;
+      std::vector<std::vector<PipeOp>> go, fo, io;
       std::string stashes;
       for (int s = 0; s < 4; ++s) {
         go.push_back(stage_order(PipeSchedule::gpipe, 4, m, s));
         fo.push_back(stage_order(PipeSchedule::one_f_one_b, 4, m, s));
+        if (m % 4 == 0) io.push_back(stage_order(PipeSchedule::interleaved, 4, m, s, 2));
         stashes += (s ? " " : "") + std::to_string(stash_formula(PipeSchedule::one_f_one_b, 4, m, s));
       }
+      const bool can = m % 4 == 0;  // interleaved runs micro-batches in groups of P
       chunks.add({std::to_string(m), format_number(bubble_fraction(logical_clock(go), 4), "%.4f"),
                   format_number(bubble_fraction(logical_clock(fo), 4), "%.4f"), format_number(bubble_formula(4, m), "%.4f"),
-                  stashes});
+                  can ? format_number(bubble_fraction(logical_clock(io), 4), "%.4f") : "-",
+                  can ? format_number(bubble_formula(4, m, 2), "%.4f") : "-", stashes});
     }
-    out << "4. The bubble against chunks on 4 stages (the schedules on the logical clock; GPipe stashes all m):\n"
+    out << "5. The bubble against chunks on 4 stages (the schedules on the logical clock; GPipe stashes all m;\n"
+           "   interleaved needs m a multiple of P):\n"
         << chunks.text("   ") << "   More chunks shrink the bubble, but each micro-batch gets smaller and less efficient.\n\n";
 
     const int mbs = 8, gas = 32, dp = 4;
-    out << "5. The article's arithmetic: with data parallelism of degree " << dp << " beside the pipeline, a global\n"
+    out << "6. The article's arithmetic: with data parallelism of degree " << dp << " beside the pipeline, a global\n"
         << "   batch of " << mbs * gas * dp << " is " << dp << " replicas x " << gas << " chunks x micro-batches of "
         << mbs << ": " << mbs << " x " << gas << " x " << dp << " = " << mbs * gas * dp << ".\n\n";
     session.report().numbers["global_batch"] = mbs * gas * dp;
 
-    out << "6. Verdict (gradients against the whole batch on one device, bubble, stashes, bytes):\n";
+    out << "7. Verdict (gradients against the whole batch on one device, bubble, stashes, bytes):\n";
     for (const auto& v : session.report().checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "\nTakeaway: a pipeline keeps P devices busy on one model by cutting the batch; the bubble\n"
-           "          (P-1)/(m+P-1) needs many micro-batches, and 1F1B keeps fewer activations for the same.\n"
-           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 16 --schedule 1f1b\n";
+           "          (P-1)/(m+P-1) needs many micro-batches, 1F1B keeps fewer activations for the same,\n"
+           "          and interleaving v model chunks per device cuts it to (P-1)/(v m+P-1) for more messages.\n"
+           "Next:     build/bin/shardlab pipeline --stages 4 --chunks 16 --schedule 1f1b\n"
+           "          build/bin/shardlab pipeline --schedule interleaved --virtual-stages 2 --chunks 8\n";
     return session.finish();
   });
 }

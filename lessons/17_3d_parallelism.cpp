@@ -7,13 +7,16 @@
 // sums of each layer (an AllReduce per layer, forward and backward, for every micro-batch), P one
 // activation forward and one gradient back per micro-batch, D the gradients once per step
 // (ReduceScatter, then AllGather of the updated rows: ZeRO-1). How often each axis talks decides
-// where it should sit: T talks most, so it stays inside a node on the fastest links.
+// where it should sit: T talks most, so it stays inside a node on the fastest links. ZeRO-2 would
+// shard the gradients too, but then each micro-batch's gradient must be reduce-scattered over D
+// as soon as it exists: m ReduceScatters a step instead of one, so 3D stays with ZeRO-1.
 //
 // Run:    build/bin/17_3d_parallelism [--json] [--trace FILE]
 //         mpiexec -n 8 build/bin/17_3d_parallelism --backend mpi
 // Prints: each device's role; bytes per step by axis against formulas; the modeled time of those
-//         bytes with T inside a node or across nodes; article 002's nested 4x4 mesh as a plan; the
-//         verdict of one Adam step against the unsharded model.
+//         bytes with T inside a node or across nodes; ZeRO-1 against ZeRO-2 on the D axis (run and
+//         at GPT-3's size); article 002's nested 4x4 mesh as a plan; the verdict of one Adam step
+//         against the unsharded model, for both ZeRO stages.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -45,10 +48,56 @@ double modeled_seconds(const std::vector<LedgerRow>& rows, int device, const std
   return s;
 }
 
+// Messages a device sent over each axis (ledger rows' payload messages).
+std::map<std::string, double> messages_by_axis(const std::vector<LedgerRow>& rows, int device) {
+  std::map<std::string, double> n;
+  for (const auto& r : rows)
+    if (r.device == device) n[traffic_axis(r)] += static_cast<double>(r.messages);
+  return n;
+}
+
+// One Adam step against the unsharded model: the last stage's output, the owned gradient rows and
+// the weight shards of every device, each as one verdict (named with `tag` in front).
+std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const RunResult& run, const ThreeDReference& ref,
+                                const std::string& tag) {
+  const std::size_t hc = c.hidden / c.tensor;
+  Verdict outputs, grads, weights;
+  // The loss weights the output linearly (L = sum y R), so no gradient depends on y: it is
+  // checked on its own, or a wrong forward sum would pass unseen.
+  outputs.name = tag + "last stage's output y = unsharded";
+  grads.name = tag + "owned step-1 gradient rows = whole batch's";
+  weights.name = tag + "W1, W2 shards after one Adam step = unsharded";
+  for (int id = 0; id < mesh.devices(); ++id) {
+    const auto k = mesh.coords(id);
+    const int d = k[0], p = k[1], t = k[2];
+    auto shard = [&](const Tensor& w, bool by_cols) -> Tensor {
+      return by_cols ? Tensor(xt::view(w, xt::all(), xt::range(t * hc, (t + 1) * hc)))
+                     : Tensor(xt::view(w, xt::range(t * hc, (t + 1) * hc), xt::all()));
+    };
+    auto own = [&](const Tensor& s) -> Tensor {
+      const std::size_t n = s.shape()[0] / c.data;
+      return xt::view(s, xt::range(d * n, (d + 1) * n), xt::all());
+    };
+    const Outputs& o = run.outputs[id];
+    const std::vector<std::pair<Verdict, Verdict*>> vs = {
+        {compare("dW1", o.at("dW1"), own(shard(ref.g1[p], true)), own(shard(ref.g1_tol[p], true))), &grads},
+        {compare("dW2", o.at("dW2"), own(shard(ref.g2[p], false)), own(shard(ref.g2_tol[p], false))), &grads},
+        {compare("W1", o.at("W1"), shard(ref.w1[p], true), shard(ref.w1_tol[p], true)), &weights},
+        {compare("W2", o.at("W2"), shard(ref.w2[p], false), shard(ref.w2_tol[p], false)), &weights}};
+    for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
+    if (p == c.pipe - 1) {
+      const std::size_t n = ref.y.shape()[0] / c.data;
+      auto mine = [&](const Tensor& whole) -> Tensor { return xt::view(whole, xt::range(d * n, (d + 1) * n), xt::all()); };
+      absorb(outputs, compare("y", o.at("y"), mine(ref.y), mine(ref.y_tol)), "device " + std::to_string(id) + " y");
+    }
+  }
+  return {outputs, grads, weights};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Cli cli("17_3d_parallelism", "Lesson 17: data, pipeline and tensor parallelism on a 2x2x2 mesh, with ZeRO-1",
+  Cli cli("17_3d_parallelism", "Lesson 17: data, pipeline and tensor parallelism on a D x P x T mesh, with ZeRO-1",
           "D=2,P=2,T=2");
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
@@ -81,7 +130,11 @@ int main(int argc, char** argv) {
     out << roles.text("   ") << "\n";
 
     const RunResult run = session.run(three_d_program(c, in));
+    ThreeDConfig c2 = c;  // the same step with ZeRO-2 (section 4)
+    c2.zero_stage = 2;
+    const RunResult run2 = session.run(three_d_program(c2, in));
     if (!session.runtime().is_root()) return session.finish();
+    const std::string split = std::to_string(c.data) + "x" + std::to_string(c.pipe) + "x" + std::to_string(c.tensor);
     Report& report = session.report();
     const std::size_t eb = session.element_bytes(), act = c.micro_batch * c.width * eb;
 
@@ -148,62 +201,97 @@ int main(int argc, char** argv) {
                format_number(big(ethernet, nvlink), "%.1f")});
     report.numbers["modeled_s_gpt3_tp_inside"] = big(nvlink, ethernet);
     report.numbers["modeled_s_gpt3_tp_across"] = big(ethernet, nvlink);
+    report.numbers["tp_messages"] = messages_by_axis(run.ledger, mesh.devices() - 1)["T"];
+    report.numbers["dp_messages"] = messages_by_axis(run.ledger, mesh.devices() - 1)["D"];
+    const double gpt_inside = big(nvlink, ethernet), gpt_across = big(ethernet, nvlink);
     out << "3. Modeled communication time of a step (alpha-beta, no overlap) for two placements: this run's\n"
-        << "   ledger (the last device), and the same 2x2x2 split of GPT-3 (96 layers, h = 12288, 32 micro-\n"
-        << "   batches of 8 x 2048 tokens; communication only: GPT-3 would not fit in 8 devices' memory),\n"
-        << "   where a step moves T " << format_number(tp_big / 1e12, "%.2f") << " TB, P "
-        << format_number(pp_big / 1e9, "%.1f") << " GB and D " << format_number(dp_big / 1e9, "%.0f") << " GB per device:\n"
-        << model.text("   ") << "   T talks in every layer of every micro-batch: on the slow link it costs most, so TP stays\n"
-        << "   inside a node and D, which talks once a step, crosses nodes.\n\n";
+        << "   ledger (the last device), and the same " << split << " split of GPT-3 (96 layers, h = 12288, 32\n"
+        << "   micro-batches of 8 x 2048 tokens; communication only, memory not modeled), where a step\n"
+        << "   moves T " << format_number(tp_big / 1e12, "%.2f") << " TB, P " << format_number(pp_big / 1e9, "%.1f")
+        << " GB and D " << format_number(dp_big / 1e9, "%.0f") << " GB per device:\n"
+        << model.text("   ");
+    if (gpt_inside < gpt_across)
+      out << "   At GPT-3's size T talks in every layer of every micro-batch: on the slow link it costs "
+          << format_number(gpt_across / gpt_inside, "%.0f") << "\n   times as much, so TP stays inside a node and D, "
+          << "which talks once a step, crosses nodes.\n";
+    else
+      out << "   On this mesh even GPT-3's T traffic costs less across nodes (" << format_number(gpt_across, "%.1f")
+          << " s against " << format_number(gpt_inside, "%.1f") << " s):\n   the rule 'TP inside a node' "
+          << "does not hold here.\n";
+    auto msgs = messages_by_axis(run.ledger, mesh.devices() - 1);
+    if (inside <= across)
+      out << "   This run agrees on its own tiny scale (" << format_number(inside * 1e6, "%.1f") << " against "
+          << format_number(across * 1e6, "%.1f") << " us).\n\n";
+    else
+      out << "   This run's tiny model ranks them the other way (" << format_number(inside * 1e6, "%.1f") << " against "
+          << format_number(across * 1e6, "%.1f") << " us): its\n   last device sends " << format_number(msgs["T"], "%.0f")
+          << " messages over T and " << format_number(msgs["D"], "%.0f") << " over D (ReduceScatter and AllGather over "
+          << c.data << " devices),\n   and messages of a few bytes cost their latency (alpha), not their size. "
+          << "Bytes decide only\n   once the model is large, as in the GPT-3 column.\n\n";
+    // ZeRO-1 against ZeRO-2 on D: this run's ledger (every device, against the formula), and GPT-3's
+    // split by formula with D across nodes.
+    Verdict zero_bytes;
+    zero_bytes.name = "bytes over D, ZeRO-1 and ZeRO-2, every device = (RS + 1)(D-1)/D shards";
+    std::map<int, double> d_bytes, rs_calls, held;  // stage -> the last device's
+    for (const auto& [cfg, r] : {std::pair<const ThreeDConfig*, const RunResult*>{&c, &run}, {&c2, &run2}})
+      for (int id = 0; id < mesh.devices(); ++id) {
+        double got = 0, calls = 0;
+        for (const auto& row : r->ledger)
+          if (row.device == id && traffic_axis(row) == "D") {
+            got += static_cast<double>(row.bytes_sent);
+            calls += row.op == "reduce_scatter" ? 1 : 0;
+          }
+        zero_bytes.pass = zero_bytes.pass && got == zero_d_bytes(*cfg, eb) && calls == 2.0 * zero_reduce_scatters(*cfg);
+        d_bytes[cfg->zero_stage] = got;
+        rs_calls[cfg->zero_stage] = calls;
+        held[cfg->zero_stage] = r->outputs[id].at("grad_held")(0);
+      }
+    report.checks.push_back(zero_bytes);
+    report.numbers["zero1_d_bytes"] = d_bytes[1];
+    report.numbers["zero2_d_bytes"] = d_bytes[2];
+    const double gpt_rs = chunks_big;  // ZeRO-2: one ReduceScatter per micro-batch
+    const double dp_big2 = (gpt_rs + 1) / 2 * dp_big, dp_calls2 = (gpt_rs + 1) * 2 * layers;
+    auto d_time = [&](double calls, double bytes) { return calls * (D - 1) * ethernet.alpha + bytes / ethernet.bytes_per_s; };
+    Table zero({"D axis", "RS / step", "bytes (ledger)", "formula", "grads held", "GPT-3: D GB", "Ethernet (s)"});
+    for (int z : {1, 2}) {
+      const ThreeDConfig& cz = z == 1 ? c : c2;
+      zero.add({"ZeRO-" + std::to_string(z), format_number(rs_calls[z], "%.0f"), format_number(d_bytes[z], "%.0f"),
+                format_number(zero_d_bytes(cz, eb), "%.0f"), format_number(held[z], "%.0f"),
+                format_number((z == 1 ? dp_big : dp_big2) / 1e9, "%.0f"),
+                format_number(z == 1 ? d_time(dp_calls, dp_big) : d_time(dp_calls2, dp_big2), "%.1f")});
+    }
+    report.numbers["modeled_s_gpt3_zero1_d"] = d_time(dp_calls, dp_big);
+    report.numbers["modeled_s_gpt3_zero2_d"] = d_time(dp_calls2, dp_big2);
+    out << "4. Why ZeRO-1 here: ZeRO-2 would shard the gradients too, keeping 1/" << c.data << " of them"
+        << (c.data == 1 ? " (with D = 1 nothing\n   is sharded or moved: the table shows 0 bytes)" : "") << ". But the\n"
+        << "   pipeline's backward makes each weight's gradient once per micro-batch, and a device that keeps\n"
+        << "   only its own rows cannot sum the rest over micro-batches: each micro-batch's gradient must be\n"
+        << "   reduce-scattered over D at once. The same step run both ways (the last device; RS counts\n"
+        << "   W1's and W2's ReduceScatters, grads held the gradient elements it keeps; GPT-3 as in 3):\n"
+        << zero.text("   ") << "   ZeRO-2 moves (m+1)/2 times ZeRO-1's bytes over D: " << format_number((c.chunks + 1) / 2.0, "%.1f")
+        << " with this run's m = " << c.chunks << ", " << format_number((gpt_rs + 1) / 2, "%.1f")
+        << " with the\n   article's 32 micro-batches - and a pipeline wants many micro-batches for its bubble. "
+        << "So 3D\n   parallelism keeps the gradients whole and shards the optimizer states (ZeRO-1), the "
+        << "largest part.\n\n";
+
     Table nested({"part of the model", "X (4 devices)", "Y (4 devices)"});
     nested.add({"embedding", "data parallelism (batch)", "vocabulary"});
     nested.add({"encoder (MoE layers)", "pipeline stages", "experts"});
     nested.add({"decoder (dense FFN)", "pipeline stages", "batch"});
     nested.add({"softmax", "data parallelism (batch)", "vocabulary"});
-    out << "4. Article 002's nested 4x4 mesh (GSPMD's Transformer example), as a plan, not run: one mesh,\n"
+    out << "5. Article 002's nested 4x4 mesh (GSPMD's Transformer example), as a plan, not run: one mesh,\n"
            "   each axis reused by each part of the model for what suits it:\n"
         << nested.text("   ") << "\n";
 
-    // One Adam step against the unsharded model.
-    const ThreeDReference ref = three_d_reference(c, in, session.dtype());
-    Verdict outputs, grads, weights;
-    // The loss weights the output linearly (L = sum y R), so no gradient depends on y: it is
-    // checked on its own, or a wrong forward sum would pass unseen.
-    outputs.name = "last stage's output y = unsharded";
-    grads.name = "owned step-1 gradient rows = whole batch's";
-    weights.name = "W1, W2 shards after one Adam step = unsharded";
-    for (int id = 0; id < mesh.devices(); ++id) {
-      const auto k = mesh.coords(id);
-      const int d = k[0], p = k[1], t = k[2];
-      auto shard = [&](const Tensor& w, bool by_cols) -> Tensor {
-        return by_cols ? Tensor(xt::view(w, xt::all(), xt::range(t * hc, (t + 1) * hc)))
-                       : Tensor(xt::view(w, xt::range(t * hc, (t + 1) * hc), xt::all()));
-      };
-      auto own = [&](const Tensor& s) -> Tensor {
-        const std::size_t n = s.shape()[0] / c.data;
-        return xt::view(s, xt::range(d * n, (d + 1) * n), xt::all());
-      };
-      const Outputs& o = run.outputs[id];
-      const std::vector<std::pair<Verdict, Verdict*>> vs = {
-          {compare("dW1", o.at("dW1"), own(shard(ref.g1[p], true)),
-                   own(shard(ref.g1_tol[p], true))), &grads},
-          {compare("dW2", o.at("dW2"), own(shard(ref.g2[p], false)),
-                   own(shard(ref.g2_tol[p], false))), &grads},
-          {compare("W1", o.at("W1"), shard(ref.w1[p], true),
-                   shard(ref.w1_tol[p], true)), &weights},
-          {compare("W2", o.at("W2"), shard(ref.w2[p], false),
-                   shard(ref.w2_tol[p], false)), &weights}};
-      for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
-      if (p == c.pipe - 1) {
-        const std::size_t n = ref.y.shape()[0] / c.data;
-        auto mine = [&](const Tensor& whole) -> Tensor { return xt::view(whole, xt::range(d * n, (d + 1) * n), xt::all()); };
-        absorb(outputs, compare("y", o.at("y"), mine(ref.y), mine(ref.y_tol)), "device " + std::to_string(id) + " y");
-      }
-    }
-    report.checks.push_back(outputs);
-    report.checks.push_back(grads);
-    report.checks.push_back(weights);
-    out << "5. Verdict against the unsharded model (the whole batch, both stages, whole weights, one Adam step):\n";
+    // One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
+    for (const Verdict& v : check_step(mesh, c, run, three_d_reference(c, in, session.dtype()), ""))
+      report.checks.push_back(v);
+    for (const Verdict& v : check_step(mesh, c2, run2, three_d_reference(c2, in, session.dtype()), "ZeRO-2: "))
+      report.checks.push_back(v);
+    const std::string stages_text =
+        c.pipe == 2 ? "both stages" : c.pipe == 1 ? "its one stage" : "all " + std::to_string(c.pipe) + " stages";
+    out << "6. Verdict against the unsharded model (the whole batch, " << stages_text << ", whole weights, one Adam\n"
+        << "   step; ZeRO-2 the same step):\n";
     for (const auto& v : report.checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "\nTakeaway: 3D parallelism gives each axis one job: T splits layers (chatty: keep it on NVLink),\n"
            "          P splits the depth (an activation per micro-batch), D splits the batch (once a step).\n"

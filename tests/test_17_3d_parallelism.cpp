@@ -1,10 +1,12 @@
 // Lesson 17: DP + PP + TP with ZeRO-1 on D=2,P=2,T=2: one Adam step equal to the unsharded model's,
-// bytes per axis equal their formulas, and tensor parallelism cheaper inside a node.
+// bytes per axis equal their formulas, tensor parallelism cheaper inside a node at GPT-3's size,
+// ZeRO-2's per-micro-batch ReduceScatters measured against ZeRO-1's, and text that follows --mesh.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/run_binary.hpp"
 
+using shardlab::testing::flat;
 using shardlab::testing::run_binary;
 
 TEST_SUITE("lessons") {
@@ -22,5 +24,40 @@ TEST_SUITE("lessons") {
     CHECK(j["modeled_s_gpt3_tp_inside"] < j["modeled_s_gpt3_tp_across"]);
     CHECK(run_binary("17_3d_parallelism --inject perturb:1e-3 --quiet").status == 1);
     CHECK(run_binary("17_3d_parallelism --mesh X=8").status == 2);
+  }
+
+  TEST_CASE("lesson 17: ZeRO-2 reduce-scatters every micro-batch's gradient, (m+1)/2 times ZeRO-1's bytes over D") {
+    auto r = run_binary("17_3d_parallelism --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    // ZeRO-1: one ReduceScatter and one AllGather of 2 x [8, 8] float32 (512 B) over D = 2: 512 B.
+    // ZeRO-2: m = 2 ReduceScatters and the AllGather: 3 x 1/2 x 512 = 768 B.
+    CHECK(j["zero1_d_bytes"] == 512);
+    CHECK(j["zero2_d_bytes"] == 768);
+    // At GPT-3's size with 32 micro-batches the ratio is 33/2 in bytes, more in messages.
+    CHECK(j["modeled_s_gpt3_zero2_d"].get<double>() > 16 * j["modeled_s_gpt3_zero1_d"].get<double>());
+    const auto text = run_binary("17_3d_parallelism");
+    CHECK(text.out.find("ZeRO-2: owned step-1 gradient rows = whole batch's: PASS") != std::string::npos);
+    CHECK(flat(text.out).find("1.5 with this run's m = 2, 16.5 with the article's 32 micro-batches") != std::string::npos);
+  }
+
+  TEST_CASE("lesson 17: the text follows --mesh, and says which placement this run's numbers favour") {
+    for (const char* mesh : {"D=2,P=2,T=2", "D=4,P=2,T=2", "D=2,P=4,T=2"}) {
+      CAPTURE(mesh);
+      const auto r = run_binary(std::string("17_3d_parallelism --mesh ") + mesh);
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(run_binary(std::string("17_3d_parallelism --json --mesh ") + mesh).out);
+      const std::string text = flat(r.out), m = mesh;
+      const std::string split = m.substr(2, 1) + "x" + m.substr(6, 1) + "x" + m.substr(10, 1);
+      CHECK(text.find("the same " + split + " split of GPT-3") != std::string::npos);
+      if (split != "2x2x2") CHECK(text.find("2x2x2") == std::string::npos);
+      CHECK((text.find("both stages") != std::string::npos) == (m.substr(6, 1) == "2"));
+      if (m.substr(6, 1) == "4") CHECK(text.find("all 4 stages") != std::string::npos);
+      // The sentence under the table agrees with the table's own column for this run.
+      const bool inside_cheaper = j["modeled_us_tp_inside"] <= j["modeled_us_tp_across"];
+      CHECK((text.find("This run agrees") != std::string::npos) == inside_cheaper);
+      CHECK((text.find("ranks them the other way") != std::string::npos) == !inside_cheaper);
+      if (split == "4x2x2") CHECK_FALSE(inside_cheaper);  // 12 small D messages against 8 over T
+    }
   }
 }

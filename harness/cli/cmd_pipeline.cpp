@@ -21,6 +21,7 @@ struct PipelineOptions {
   CommonOptions common;
   static constexpr int kUnset = std::numeric_limits<int>::min();
   int stages = 4, chunks = kUnset, layers = 8;  // chunks: 4, or 1 for naive, unless given
+  int virtual_stages = kUnset;                   // 2 for interleaved, else 1, unless given
   int width = 8, micro_batch = 2;
   std::string schedule = "gpipe";
 };
@@ -31,6 +32,8 @@ int run(PipelineOptions o) {
   c.schedule = parse_schedule(o.schedule);
   c.chunks = o.chunks != PipelineOptions::kUnset ? o.chunks : c.schedule == PipeSchedule::naive ? 1 : 4;
   c.layers = o.layers;
+  c.virtual_stages = o.virtual_stages != PipelineOptions::kUnset ? o.virtual_stages
+                     : c.schedule == PipeSchedule::interleaved ? 2 : 1;
   if (o.width < 1 || o.micro_batch < 1)
     throw Error(ErrorKind::parse, "--width and --micro-batch must be positive, not " + std::to_string(o.width) + " and " +
                                       std::to_string(o.micro_batch));
@@ -43,7 +46,10 @@ int run(PipelineOptions o) {
   Session session("pipeline", o.common);
   auto& out = session.out();
   out << "shardlab pipeline: " << c.layers << " layers of [" << c.width << ", " << c.width << "] on " << c.stages
-      << " stages (" << c.layers / c.stages << " each),\n  " << c.chunks << " micro-batch(es) of " << c.micro_batch
+      << " stages (" << c.layers / c.stages << " each";
+  if (c.virtual_stages > 1)
+    out << "; " << c.virtual_stages << " model chunks of " << c.layers / (c.stages * c.virtual_stages) << " per device";
+  out << "),\n  " << c.chunks << " micro-batch(es) of " << c.micro_batch
       << " rows, schedule " << schedule_name(c.schedule) << ", " << session.options().backend << " backend\n\n";
   const PipelineRun r = run_pipeline(session, c);
   if (!session.runtime().is_root()) return session.finish();
@@ -56,11 +62,12 @@ int run(PipelineOptions o) {
 
 Command add_pipeline_command(CLI::App& app) {
   auto o = std::make_shared<PipelineOptions>();
-  auto* c = app.add_subcommand("pipeline", "run a pipeline of stages (article 004: naive, GPipe or 1F1B), verify its "
-                                           "gradients and measure its bubble");
+  auto* c = app.add_subcommand("pipeline", "run a pipeline of stages (article 004: naive, GPipe, 1F1B or interleaved), "
+                                           "verify its gradients and measure its bubble");
   c->add_option("--stages", o->stages, "pipeline stages, one device each")->capture_default_str();
   c->add_option("--chunks", o->chunks, "micro-batches the batch is cut into (default 4; naive: 1)");
-  c->add_option("--schedule", o->schedule, "naive, gpipe or 1f1b")->capture_default_str();
+  c->add_option("--schedule", o->schedule, "naive, gpipe, 1f1b or interleaved")->capture_default_str();
+  c->add_option("--virtual-stages", o->virtual_stages, "interleaved: model chunks per device (default 2)");
   c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
   c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
   c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();

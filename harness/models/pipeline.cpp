@@ -19,7 +19,8 @@ PipeSchedule parse_schedule(const std::string& text) {
   if (text == "naive") return PipeSchedule::naive;
   if (text == "gpipe") return PipeSchedule::gpipe;
   if (text == "1f1b") return PipeSchedule::one_f_one_b;
-  throw Error(ErrorKind::parse, "schedule '" + text + "' is not known; use naive, gpipe or 1f1b");
+  if (text == "interleaved") return PipeSchedule::interleaved;
+  throw Error(ErrorKind::parse, "schedule '" + text + "' is not known; use naive, gpipe, 1f1b or interleaved");
 }
 
 std::string schedule_name(PipeSchedule s) {
@@ -27,6 +28,7 @@ std::string schedule_name(PipeSchedule s) {
     case PipeSchedule::naive: return "naive";
     case PipeSchedule::gpipe: return "gpipe";
     case PipeSchedule::one_f_one_b: return "1f1b";
+    case PipeSchedule::interleaved: return "interleaved";
   }
   return "?";
 }
@@ -43,12 +45,49 @@ void check_pipeline(const PipelineConfig& c) {
     throw Error(ErrorKind::parse, "--micro-batch must be 1 to 4096, not " + std::to_string(c.micro_batch));
   if (c.schedule == PipeSchedule::naive && c.chunks != 1)
     throw Error(ErrorKind::parse, "the naive schedule runs the whole batch at once: --chunks must be 1 (or use gpipe)");
-  if (c.layers % c.stages != 0)
+  const int v = c.virtual_stages;
+  if (c.schedule != PipeSchedule::interleaved && v != 1)
+    throw Error(ErrorKind::parse, "--virtual-stages applies to the interleaved schedule only (" + schedule_name(c.schedule) +
+                                      " holds one model chunk per device)");
+  if (c.schedule == PipeSchedule::interleaved) {
+    if (v < 2 || v > 16)
+      throw Error(ErrorKind::parse, "the interleaved schedule needs --virtual-stages 2 to 16, not " + std::to_string(v) +
+                                        " (one model chunk per device is 1f1b)");
+    if (c.stages < 2) throw Error(ErrorKind::parse, "the interleaved schedule needs at least 2 stages");
+    if (c.chunks % c.stages != 0)
+      throw Error(ErrorKind::parse, "the interleaved schedule runs micro-batches in groups of the stages: --chunks " +
+                                        std::to_string(c.chunks) + " must be a multiple of --stages " + std::to_string(c.stages));
+  }
+  if (c.layers % (c.stages * v) != 0)
     throw Error(ErrorKind::not_divisible, std::to_string(c.layers) + " layers do not split evenly over " +
-                                              std::to_string(c.stages) + " stages");
+                                              std::to_string(c.stages) + " stages" +
+                                              (v > 1 ? " x " + std::to_string(v) + " virtual stages" : std::string()));
 }
 
-std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stage) {
+namespace {
+// Megatron-LM's interleaved 1F1B for device `s`: the k-th forward (and the k-th backward) of the
+// v m it runs. Micro-batches go in groups of P; within a group, model chunk by model chunk
+// (forwards first chunk first, backwards last chunk first).
+std::vector<PipeOp> interleaved_order(int p, int m, int s, int v) {
+  const int total = m * v;
+  const int warmup = m == p ? total : std::min(2 * (p - s - 1) + (v - 1) * p, total);
+  auto nth = [&](int k, bool backward) {
+    const int part = (k % (p * v)) / p;
+    return PipeOp{backward, (k / (p * v)) * p + k % p, backward ? v - 1 - part : part};
+  };
+  std::vector<PipeOp> out;
+  for (int k = 0; k < warmup; ++k) out.push_back(nth(k, false));
+  for (int i = 0; i < total - warmup; ++i) {
+    out.push_back(nth(warmup + i, false));
+    out.push_back(nth(i, true));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(nth(k, true));
+  return out;
+}
+}  // namespace
+
+std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stage, int virtual_stages) {
+  if (s == PipeSchedule::interleaved) return interleaved_order(stages, chunks, stage, virtual_stages);
   std::vector<PipeOp> out;
   if (s != PipeSchedule::one_f_one_b) {
     for (int c = 0; c < chunks; ++c) out.push_back({false, c});
@@ -65,9 +104,22 @@ std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stag
   return out;
 }
 
-int stash_formula(PipeSchedule s, int stages, int chunks, int stage) {
+int stash_formula(PipeSchedule s, int stages, int chunks, int stage, int virtual_stages) {
   if (s == PipeSchedule::one_f_one_b) return std::min(stages - stage, chunks);
+  if (s == PipeSchedule::interleaved) {
+    const int v = virtual_stages, total = v * chunks;
+    return chunks == stages ? total : std::min(2 * (stages - stage - 1) + (v - 1) * stages + 1, total);
+  }
   return chunks;
+}
+
+int messages_formula(const PipelineConfig& c, int stage) {
+  const int v = c.virtual_stages;
+  return c.chunks * ((v - (stage == c.stages - 1 ? 1 : 0)) + (v - (stage == 0 ? 1 : 0)));
+}
+
+int device_of_layer(const PipelineConfig& c, int layer) {
+  return (layer / (c.layers / (c.stages * c.virtual_stages))) % c.stages;
 }
 
 PipeInputs pipeline_inputs(const PipelineConfig& c) {
@@ -95,7 +147,7 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
   // stage's input, and the gradient of a stage's input as the previous stage's. The reference
   // rounds the same values at the same places, so what is left between the two is float64's order
   // of sums (the micro-batches' gradients added one by one, against one product over the batch).
-  const int per = c.layers / c.stages;
+  const int per = c.layers / (c.stages * c.virtual_stages);  // layers per (virtual) stage
   std::vector<Tensor> ins = {x}, outs;  // each layer's input (as the layer reads it) and output
   for (int l = 0; l < c.layers; ++l) {
     outs.push_back(xt::tanh(Tensor(matmul(ins.back(), in.weights[l]))));
@@ -122,34 +174,46 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
 Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
   return [c, &in](Device& dev) -> Outputs {
     if (dev.id() >= c.stages) return {};  // a mesh larger than the pipeline: the rest stay idle
-    const int s = dev.id(), p = c.stages, per = c.layers / c.stages, first = s * per;
+    // Virtual stage vs = part * P + s holds layers vs * per ... vs * per + per - 1; its neighbours
+    // vs - 1 and vs + 1 are on devices s - 1 and s + 1 (mod P). With v = 1: stage s, layers s * per ...
+    const int s = dev.id(), p = c.stages, v = c.virtual_stages, last = p * v - 1, per = c.layers / (p * v);
     const Shape block{c.micro_batch, c.width};
-    std::vector<Tensor> grads(per);
-    for (auto& g : grads) g = xt::zeros<double>(Shape{c.width, c.width});
-    std::map<int, std::vector<Tensor>> stash;  // micro-batch -> the input of each layer, then the output
+    std::map<int, Tensor> grads;  // layer -> its gradient, summed over the micro-batches
+    for (int part = 0; part < v; ++part)
+      for (int l = 0; l < per; ++l) grads[(part * p + s) * per + l] = xt::zeros<double>(Shape{c.width, c.width});
+    // (model chunk, micro-batch) -> the input of each layer, then the output
+    std::map<std::pair<int, int>, std::vector<Tensor>> stash;
     std::size_t peak = 0;
-    const auto order = stage_order(c.schedule, p, c.chunks, s);
-    Tensor ran = xt::zeros<double>(Shape{order.size(), 2}), wall = xt::zeros<double>(Shape{order.size(), 2});
+    const auto order = stage_order(c.schedule, p, c.chunks, s, v);
+    Tensor ran = xt::zeros<double>(Shape{order.size(), 3}), wall = xt::zeros<double>(Shape{order.size(), 2});
     for (std::size_t i = 0; i < order.size(); ++i) {
       const PipeOp op = order[i];
-      const std::string label = std::string(op.backward ? "B" : "F") + std::to_string(s) + "," + std::to_string(op.chunk);
-      const std::string tag = "_c" + std::to_string(op.chunk);
+      const int vs = op.part * p + s, first = vs * per;
+      const int prev = (s + p - 1) % p, next = (s + 1) % p;
+      const std::string label = std::string(op.backward ? "B" : "F") + std::to_string(vs) + "," + std::to_string(op.chunk);
+      // Messages into virtual stage vs carry its number: "act_c2_v5" is micro-batch 2's activation
+      // for virtual stage 5 (with v = 1, "act_c2_v1" on stage 1).
+      const std::string tag_in = "_c" + std::to_string(op.chunk) + "_v" + std::to_string(vs);
       // The op's input arrives first; its time (and its span) start once the input is here, so
       // waiting for a neighbour counts as idle, not as work.
       Tensor input;
-      if (!op.backward) input = s == 0 ? in.x[op.chunk] : recv(dev, s - 1, block, "act" + tag);
-      else input = s == p - 1 ? in.r[op.chunk] : recv(dev, s + 1, block, "grad" + tag);
-      TraceSpan span(label, [&] { return std::string(op.backward ? "backward" : "forward") + " of micro-batch " +
-                                         std::to_string(op.chunk) + " on stage " + std::to_string(s); });
+      if (!op.backward) input = vs == 0 ? in.x[op.chunk] : recv(dev, prev, block, "act" + tag_in);
+      else input = vs == last ? in.r[op.chunk] : recv(dev, next, block, "grad" + tag_in);
+      TraceSpan span(label, [&] {
+        return std::string(op.backward ? "backward" : "forward") + " of micro-batch " + std::to_string(op.chunk) +
+               " on stage " + std::to_string(vs) + (v > 1 ? " (device " + std::to_string(s) + ")" : std::string());
+      });
       wall(i, 0) = trace_now_us();
+      const std::pair<int, int> key{op.part, op.chunk};
       if (!op.backward) {
         std::vector<Tensor> acts = {input};
         for (int l = 0; l < per; ++l) acts.push_back(unary_op("tanh", matmul(acts.back(), in.weights[first + l])));
-        if (s < p - 1) send(dev, acts.back(), s + 1, "act" + tag);
-        stash[op.chunk] = std::move(acts);
+        if (vs < last)
+          send(dev, acts.back(), next, "act_c" + std::to_string(op.chunk) + "_v" + std::to_string(vs + 1));
+        stash[key] = std::move(acts);
         peak = std::max(peak, stash.size());
       } else {
-        const auto it = stash.find(op.chunk);
+        const auto it = stash.find(key);
         if (it == stash.end())
           throw Error(ErrorKind::unsupported, "stage " + std::to_string(s) + " runs " + label + " before its forward");
         auto from = it;  // --inject swap-microbatches: another micro-batch's stashed activations
@@ -160,18 +224,19 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
         for (int l = per - 1; l >= 0; --l) {
           const Tensor& out = acts[l + 1];
           const Tensor dpre = dz * (1.0 - out * out);
-          grads[l] += matmul(transposed(acts[l]), dpre);  // accumulated over the micro-batches
+          grads[first + l] += matmul(transposed(acts[l]), dpre);  // accumulated over the micro-batches
           dz = matmul(dpre, transposed(in.weights[first + l]));
         }
-        if (s > 0) send(dev, dz, s - 1, "grad" + tag);
+        if (vs > 0) send(dev, dz, prev, "grad_c" + std::to_string(op.chunk) + "_v" + std::to_string(vs - 1));
         stash.erase(it);
       }
       wall(i, 1) = trace_now_us();
       ran(i, 0) = op.backward ? 1 : 0;
       ran(i, 1) = op.chunk;
+      ran(i, 2) = op.part;
     }
     Outputs out = {{"order", ran}, {"wall", wall}, {"peak_stash", Tensor{double(peak)}}};
-    for (int l = 0; l < per; ++l) out["dW" + std::to_string(first + l)] = grads[l];
+    for (const auto& [l, g] : grads) out["dW" + std::to_string(l)] = g;
     return out;
   };
 }
@@ -181,7 +246,8 @@ std::vector<std::vector<PipeOp>> executed_orders(const RunResult& run, int stage
   for (int s = 0; s < stages; ++s) {
     const Tensor& order = run.outputs.at(s).at("order");
     std::vector<PipeOp> ops;
-    for (std::size_t i = 0; i < order.shape()[0]; ++i) ops.push_back({order(i, 0) != 0, static_cast<int>(order(i, 1))});
+    for (std::size_t i = 0; i < order.shape()[0]; ++i)
+      ops.push_back({order(i, 0) != 0, static_cast<int>(order(i, 1)), static_cast<int>(order(i, 2))});
     out.push_back(ops);
   }
   return out;
@@ -189,7 +255,11 @@ std::vector<std::vector<PipeOp>> executed_orders(const RunResult& run, int stage
 
 std::vector<TimedOp> logical_clock(const std::vector<std::vector<PipeOp>>& orders, double f_cost, double b_cost) {
   const int p = static_cast<int>(orders.size());
-  std::map<std::tuple<int, bool, int>, double> done;  // (stage, backward, chunk) -> end
+  int v = 1;
+  for (const auto& o : orders)
+    for (const auto& op : o) v = std::max(v, op.part + 1);
+  const int last = p * v - 1;
+  std::map<std::tuple<int, bool, int>, double> done;  // (virtual stage, backward, chunk) -> end
   std::vector<std::size_t> next(p, 0);
   std::vector<double> free(p, 0);
   std::vector<TimedOp> out;
@@ -200,11 +270,12 @@ std::vector<TimedOp> logical_clock(const std::vector<std::vector<PipeOp>>& order
         const PipeOp op = orders[s][next[s]];
         // What this op waits for: the neighbour's op on the same micro-batch (and, for a backward,
         // this stage's own forward).
+        const int vs = op.part * p + s;
         std::vector<std::tuple<int, bool, int>> needs;
-        if (!op.backward && s > 0) needs.push_back({s - 1, false, op.chunk});
+        if (!op.backward && vs > 0) needs.push_back({vs - 1, false, op.chunk});
         if (op.backward) {
-          needs.push_back({s, false, op.chunk});
-          if (s < p - 1) needs.push_back({s + 1, true, op.chunk});
+          needs.push_back({vs, false, op.chunk});
+          if (vs < last) needs.push_back({vs + 1, true, op.chunk});
         }
         double ready = free[s];
         bool ok = true;
@@ -215,7 +286,7 @@ std::vector<TimedOp> logical_clock(const std::vector<std::vector<PipeOp>>& order
         }
         if (!ok) break;
         const double end = ready + (op.backward ? b_cost : f_cost);
-        done[{s, op.backward, op.chunk}] = end;
+        done[{vs, op.backward, op.chunk}] = end;
         free[s] = end;
         out.push_back({s, op, ready, end});
         ++next[s];
@@ -240,27 +311,78 @@ double bubble_fraction(const std::vector<TimedOp>& ops, int stages) {
   return makespan > 0 ? (stages * makespan - busy) / (stages * makespan) : 0.0;
 }
 
-double bubble_formula(int stages, int chunks) { return double(stages - 1) / double(chunks + stages - 1); }
+double bubble_formula(int stages, int chunks, int virtual_stages) {
+  return double(stages - 1) / double(virtual_stages * chunks + stages - 1);
+}
 
-std::string timeline_picture(const std::vector<TimedOp>& ops, int stages) {
+std::string timeline_picture(const std::vector<TimedOp>& ops, int stages, int columns) {
   double makespan = 0;
   for (const auto& o : ops) makespan = std::max(makespan, o.end);
   const int ticks = static_cast<int>(std::ceil(makespan));
-  std::vector<std::vector<std::string>> cells(stages, std::vector<std::string>(ticks, "  .  "));
+  // Each device's row: a cell per tick ("F5,2" where an op starts, "----" while it goes on,
+  // "  .  " idle) and its kind ('F', 'B' or '.'). A cell is 5 columns, or one more than the
+  // longest label ("F0,12" takes 6).
+  auto label_of = [&](const TimedOp& o) {
+    return std::string(o.op.backward ? "B" : "F") + std::to_string(o.op.part * stages + o.stage) + "," +
+           std::to_string(o.op.chunk);
+  };
+  std::size_t cell_width = 5;
+  for (const auto& o : ops) cell_width = std::max(cell_width, label_of(o).size() + 1);
+  std::string idle_cell(cell_width, ' ');
+  idle_cell[2] = '.';
+  std::vector<std::vector<std::string>> cells(stages, std::vector<std::string>(ticks, idle_cell));
+  std::vector<std::string> kinds(stages, std::string(ticks, '.'));
   for (const auto& o : ops) {
-    const std::string label = std::string(o.op.backward ? "B" : "F") + std::to_string(o.stage) + "," + std::to_string(o.op.chunk);
+    const std::string label = label_of(o);
     for (int t = static_cast<int>(o.start); t < static_cast<int>(std::ceil(o.end)); ++t) {
       std::string cell = t == static_cast<int>(o.start) ? label : std::string(label.size(), '-');
-      cell.resize(5, ' ');
+      cell.resize(cell_width, ' ');
       cells[o.stage][t] = cell;
+      kinds[o.stage][t] = o.op.backward ? 'B' : 'F';
     }
   }
+  const int digits = static_cast<int>(std::to_string(std::max(0, stages - 1)).size());
+  auto prefix = [&](int s) {
+    std::string id = std::to_string(s);
+    return "device " + std::string(digits - id.size(), ' ') + id + " |";
+  };
+  const int room = std::max(40, columns) - static_cast<int>(prefix(0).size());
+  auto trimmed = [](std::string line) {
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
   std::string out;
-  for (int s = 0; s < stages; ++s) {
-    out += "device " + std::to_string(s) + " |";
-    for (const auto& c : cells[s]) out += c;
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    out += "\n";
+  const int fit = room / static_cast<int>(cell_width), bands = std::max(1, (ticks + fit - 1) / fit), per_line = (ticks + bands - 1) / bands;
+  if (bands <= 4) {  // whole cells, in bands of even length when they do not fit in one line
+    for (int t0 = 0; t0 < std::max(ticks, 1); t0 += std::max(per_line, 1)) {
+      const int t1 = std::min(ticks, t0 + per_line);
+      if (bands > 1) out += "ticks " + std::to_string(t0) + "-" + std::to_string(t1 - 1) + ":\n";
+      for (int s = 0; s < stages; ++s) {
+        std::string line = prefix(s);
+        for (int t = t0; t < t1; ++t) line += cells[s][t];
+        out += trimmed(line);
+      }
+    }
+    return out;
+  }
+  // One character per k ticks, in at most 4 bands: what the device did in those ticks.
+  const int k = (ticks + 4 * room - 1) / (4 * room), width = (ticks + k - 1) / k;
+  out += "one character per " + std::to_string(k) + (k == 1 ? " tick" : " ticks") +
+         ": F forwards, B backwards, X both, . idle; lower case: partly idle\n";
+  for (int c0 = 0; c0 < width; c0 += room) {
+    const int c1 = std::min(width, c0 + room);
+    out += "ticks " + std::to_string(c0 * k) + "-" + std::to_string(std::min(ticks, c1 * k) - 1) + ":\n";
+    for (int s = 0; s < stages; ++s) {
+      std::string line = prefix(s);
+      for (int c = c0; c < c1; ++c) {
+        int f = 0, b = 0, idle = 0;
+        for (int t = c * k; t < std::min(ticks, (c + 1) * k); ++t)
+          (kinds[s][t] == 'F' ? f : kinds[s][t] == 'B' ? b : idle) += 1;
+        const char busy = f && b ? 'X' : f ? 'F' : 'B';
+        line += !f && !b ? '.' : idle ? static_cast<char>(busy - 'A' + 'a') : busy;
+      }
+      out += trimmed(line);
+    }
   }
   return out;
 }

@@ -8,6 +8,14 @@
 //   gpipe  every forward, then every backward (last micro-batch first, as GPipe's figure)
 //   1f1b   stage s runs P-s-1 forwards, then alternates one forward and one backward, then the
 //          remaining backwards: at most P-s micro-batches' activations stashed at once
+//   interleaved  Megatron-LM's interleaved 1F1B: the model is cut into V = v P virtual stages of
+//          L/V layers; device s holds virtual stages s, s+P, s+2P, ... (v model chunks), so a
+//          micro-batch passes every device v times. Forwards go in groups of P micro-batches, model
+//          chunk by model chunk; a device runs 2(P-s-1) + (v-1)P forwards first (all of them when
+//          m = P), then alternates one forward and one backward, then drains. The fill and drain
+//          take P-1 ops of L/V layers instead of L/P: the bubble is (P-1)/(v m + P-1) of the time,
+//          (P-1)/(v m) of the ideal time, for v times the point-to-point messages. Needs m a
+//          multiple of P, v >= 2 and P >= 2.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,26 +26,30 @@
 
 namespace shardlab {
 
-enum class PipeSchedule { naive, gpipe, one_f_one_b };
-PipeSchedule parse_schedule(const std::string& text);  // naive | gpipe | 1f1b; else Error(parse)
+enum class PipeSchedule { naive, gpipe, one_f_one_b, interleaved };
+// naive | gpipe | 1f1b | interleaved; else Error(parse)
+PipeSchedule parse_schedule(const std::string& text);
 std::string schedule_name(PipeSchedule s);
 
 struct PipelineConfig {
   int stages = 4, chunks = 4, layers = 8;
+  int virtual_stages = 1;  // model chunks per device (v); above 1 for the interleaved schedule only
   PipeSchedule schedule = PipeSchedule::gpipe;
   std::size_t width = 8, micro_batch = 2;
   std::uint64_t seed = 0;
 };
-// Error(parse) for stages or chunks below 1, naive with chunks other than 1, and layers that do not
-// split evenly over the stages (Error(not_divisible)).
+// Error(parse) for stages or chunks below 1, naive with chunks other than 1, virtual stages other
+// than 1 outside interleaved (interleaved: v >= 2, P >= 2, m a multiple of P), and layers that do
+// not split evenly over the stages times v (Error(not_divisible)).
 void check_pipeline(const PipelineConfig& c);
 
 struct PipeOp {
   bool backward = false;
-  int chunk = 0;
+  int chunk = 0;  // the micro-batch
+  int part = 0;   // which of the device's model chunks: virtual stage part * P + device (0 but interleaved)
 };
-// The order in which stage `stage` runs its forwards and backwards.
-std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stage);
+// The order in which device `stage` runs its forwards and backwards (v model chunks each).
+std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stage, int virtual_stages = 1);
 
 struct PipeInputs {
   std::vector<Tensor> weights;  // L of [D, D]
@@ -57,17 +69,21 @@ struct PipeReference {
 };
 PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, DType wire);
 
-// Device s runs stage s (devices beyond the stages do nothing). Returns "dW<l>" for each of its layers, "order" [ops, 2] (backward 0/1,
-// micro-batch) as it ran them, "wall" [ops, 2] (start and end, microseconds on the monotonic
+// Device s runs stage s, or virtual stages s, s+P, ... (devices beyond the stages do nothing).
+// Returns "dW<l>" for each of its layers, "order" [ops, 3] (backward 0/1, micro-batch, model
+// chunk) as it ran them, "wall" [ops, 2] (start and end, microseconds on the monotonic
 // clock) and "peak_stash" [1]: the most micro-batches whose activations it held at once.
 Program pipeline_program(const PipelineConfig& c, const PipeInputs& in);
 
 // The order each stage ran its ops in, read back from the run's "order" outputs.
 std::vector<std::vector<PipeOp>> executed_orders(const RunResult& run, int stages);
+// The device that holds layer l.
+int device_of_layer(const PipelineConfig& c, int layer);
 
 // The logical clock: every op takes f_cost or b_cost ticks and starts when its device is free and
-// its input exists (a forward after the previous stage's forward of that micro-batch; a backward
-// after the next stage's backward of it, or on the last stage after its own forward). Computed
+// its input exists (a forward after the previous virtual stage's forward of that micro-batch; a
+// backward after its own forward and the next virtual stage's backward of it). Virtual stage
+// part * P + s runs on device s, P = orders.size(); with v = 1 these are the plain stages. Computed
 // from the order each device actually ran; Error(mismatch) if that order cannot finish.
 struct TimedOp {
   int stage = 0;
@@ -76,13 +92,21 @@ struct TimedOp {
 };
 std::vector<TimedOp> logical_clock(const std::vector<std::vector<PipeOp>>& orders, double f_cost = 1,
                                    double b_cost = 1);
-// Idle share of stages x makespan; and the formula (P-1)/(m+P-1).
+// Idle share of stages x makespan; and the formula (P-1)/(v m+P-1) (v = 1: (P-1)/(m+P-1)).
 double bubble_fraction(const std::vector<TimedOp>& ops, int stages);
-double bubble_formula(int stages, int chunks);
-// One row per device, one 5-column cell per tick: "F0,2" or "B3,1", "  .  " when idle.
-std::string timeline_picture(const std::vector<TimedOp>& ops, int stages);
-// The most micro-batches a stage holds activations for under each schedule: gpipe m, 1f1b
-// min(P - s, m), naive 1.
-int stash_formula(PipeSchedule s, int stages, int chunks, int stage);
+double bubble_formula(int stages, int chunks, int virtual_stages = 1);
+// One row per device, one 5-column cell per tick (one more than the longest label when that is 5):
+// "F0,2" or "B3,1" (virtual stage, micro-batch), "  .  " when idle. Always within `columns` (at
+// least 40): one line while it fits (18 ticks in 100 columns), else up to 4 bands of even length,
+// each under its ticks' range, else one character per k ticks in bands: 'F' forwards only, 'B'
+// backwards only, 'X' both, '.' idle, lower case when partly idle.
+std::string timeline_picture(const std::vector<TimedOp>& ops, int stages, int columns = 100);
+// The most micro-batches (interleaved: micro-batch and model chunk pairs) a stage holds
+// activations for: gpipe m, 1f1b min(P - s, m), naive 1, interleaved min(2(P-s-1) + (v-1)P + 1, v m)
+// (v m when m = P).
+int stash_formula(PipeSchedule s, int stages, int chunks, int stage, int virtual_stages = 1);
+// Point-to-point messages a device sends in one step: each micro-batch's activation out of each of
+// its virtual stages but the last of the model, and its gradient out of each but the first.
+int messages_formula(const PipelineConfig& c, int stage);
 
 }  // namespace shardlab

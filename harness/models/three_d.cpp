@@ -24,6 +24,13 @@ std::string traffic_axis(const LedgerRow& row) {
   return row.axes;
 }
 
+int zero_reduce_scatters(const ThreeDConfig& c) { return c.zero_stage == 2 ? c.chunks : 1; }
+
+double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes) {
+  const double D = c.data, shards = 2.0 * c.width * (c.hidden / c.tensor) * element_bytes;
+  return (zero_reduce_scatters(c) + 1) * (D - 1) / D * shards;
+}
+
 namespace {
 // Adam's first step from zero state.
 void adam_first_step(Tensor& w, const Tensor& g, const ThreeDConfig& c) {
@@ -36,6 +43,8 @@ Tensor cols(const Tensor& t, std::size_t part, std::size_t parts) { return col_b
 
 ThreeDInputs three_d_inputs(const ThreeDConfig& c) {
   const std::size_t D = c.data, T = c.tensor;
+  if (c.zero_stage != 1 && c.zero_stage != 2)
+    throw Error(ErrorKind::parse, "3D parallelism here runs ZeRO stage 1 or 2, not " + std::to_string(c.zero_stage));
   if (c.hidden % T != 0 || (c.hidden / T) % D != 0 || c.width % D != 0)
     throw Error(ErrorKind::not_divisible, "hidden " + std::to_string(c.hidden) + " and width " + std::to_string(c.width) +
                                               " must split over T=" + std::to_string(T) + " and then D=" + std::to_string(D));
@@ -105,13 +114,23 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
   // first, or last first: the ReduceScatter over D sums in some such order), move from one product
   // over the batch: the largest difference over the tensor. The worst-case bounds above ignore
   // cancellation; this is what rounding does here (as harness/check/program_check.hpp measures).
+  // ZeRO-2 sums over D micro-batch by micro-batch (rows d * m + k of the batch), then over them.
   auto moved = [&](const Tensor& act, const Tensor& dz, const Tensor& whole) {
-    const std::size_t D = static_cast<std::size_t>(c.data);
+    const std::size_t D = static_cast<std::size_t>(c.data), m = static_cast<std::size_t>(c.chunks);
     double most = 0;
     for (bool last_first : {false, true}) {
-      const Tensor sum = sum_rounded(D, last_first, wire, [&](std::size_t d) -> Tensor {
-        return matmul(transposed(row_block(act, d, D)), row_block(dz, d, D));
-      });
+      Tensor sum;
+      if (c.zero_stage == 2) {
+        sum = xt::zeros<double>(whole.shape());
+        for (std::size_t k = 0; k < m; ++k)
+          sum += sum_rounded(D, last_first, wire, [&](std::size_t d) -> Tensor {
+            return matmul(transposed(row_block(act, d * m + k, D * m)), row_block(dz, d * m + k, D * m));
+          });
+      } else {
+        sum = sum_rounded(D, last_first, wire, [&](std::size_t d) -> Tensor {
+          return matmul(transposed(row_block(act, d, D)), row_block(dz, d, D));
+        });
+      }
       most = std::max(most, double(xt::amax(xt::abs(sum - whole))()));
     }
     return most;
@@ -160,7 +179,12 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
     const int d = dev.coord("D"), p = dev.coord("P"), t = dev.coord("T"), T = c.tensor, P = c.pipe;
     const std::string stage = "_s" + std::to_string(p);
     Tensor w1 = cols(in.w1[p], t, T), w2 = rows(in.w2[p], t, T);
-    Tensor g1 = zeros_like(w1), g2 = zeros_like(w2);
+    const std::size_t D = c.data, me = d;
+    const bool zero2 = c.zero_stage == 2;
+    // ZeRO-1 sums the whole shards' gradients here; ZeRO-2 only the owned rows (own_g1, own_g2).
+    Tensor g1 = zero2 ? Tensor() : zeros_like(w1), g2 = zero2 ? Tensor() : zeros_like(w2);
+    Tensor own_g1 = zeros_like(rows(w1, me, D)), own_g2 = zeros_like(rows(w2, me, D));
+    const double grad_held = zero2 ? double(own_g1.size() + own_g2.size()) : double(w1.size() + w2.size());
     const Shape block{c.micro_batch, c.width};
     std::map<int, std::pair<Tensor, Tensor>> stash;  // micro-batch -> (stage input, hidden activation)
     Tensor out;  // the last stage: its micro-batches' outputs, one after another
@@ -177,24 +201,31 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
       const std::string tag = "_c" + std::to_string(k);
       const Tensor dy = p == P - 1 ? in.r[d * c.chunks + k] : recv(dev, dev.id() + T, block, "grad" + tag);
       const auto& [x, a] = stash.at(k);
-      g2 += matmul(transposed(a), dy);
       const Tensor dpre = matmul(dy, transposed(w2)) * (1.0 - a * a);
-      g1 += matmul(transposed(x), dpre);
+      if (zero2) {  // this micro-batch's gradient, summed over D now: only the owned rows stay
+        own_g2 += reduce_scatter(dev, Tensor(matmul(transposed(a), dy)), {"D"}, 0, "dW2" + stage + tag);
+        own_g1 += reduce_scatter(dev, Tensor(matmul(transposed(x), dpre)), {"D"}, 0, "dW1" + stage + tag);
+      } else {
+        g2 += matmul(transposed(a), dy);
+        g1 += matmul(transposed(x), dpre);
+      }
       if (p > 0) {  // the first stage's input needs no gradient
         const Tensor dx = all_reduce(dev, Tensor(matmul(dpre, transposed(w1))), {"T"}, "dx" + stage);
         send(dev, dx, dev.id() - T, "grad" + tag);
       }
     }
-    // ZeRO-1 over D: sum the gradient shards, step the owned rows, gather the rows back.
-    const std::size_t D = c.data, me = d;
-    const Tensor own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
-    const Tensor own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
+    // ZeRO-1 over D: sum the gradient shards, step the owned rows, gather the rows back (ZeRO-2
+    // has summed them already).
+    if (!zero2) {
+      own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
+      own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
+    }
     Tensor own_w1 = rows(w1, me, D), own_w2 = rows(w2, me, D);
     if (!dev.strike(FaultKind::skip_update)) adam_first_step(own_w1, own_g1, c);  // --inject skip-update
     adam_first_step(own_w2, own_g2, c);
     w1 = all_gather(dev, own_w1, {"D"}, 0, "W1" + stage);
     w2 = all_gather(dev, own_w2, {"D"}, 0, "W2" + stage);
-    Outputs result = {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}};
+    Outputs result = {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}, {"grad_held", Tensor{grad_held}}};
     if (p == P - 1) result["y"] = out;
     return result;
   };

@@ -5,6 +5,9 @@
 // ZeRO-1: the batch is split, and after the backward each weight shard's gradient is
 // reduce-scattered over D, Adam steps the owned rows (with the owned m and v), and the rows are
 // all-gathered back. Device (d, p, t) holds stage p's W1[:, t-th columns] and W2[t-th rows, :].
+// With zero_stage 2 (ZeRO-2: gradients sharded too) a device keeps only its owned gradient rows, so
+// each micro-batch's gradient is reduce-scattered over D as soon as its backward has run: m
+// ReduceScatters a step instead of one (article 004 on why 3D parallelism stays with ZeRO-1).
 // Loss L = sum over the whole batch of y * R.
 #pragma once
 #include <array>
@@ -21,6 +24,7 @@ namespace shardlab {
 struct ThreeDConfig {
   int data = 2, pipe = 2, tensor = 2;  // mesh D=data, P=pipe, T=tensor
   int chunks = 2;                      // micro-batches per replica
+  int zero_stage = 1;                  // 1: gradients summed, then one ReduceScatter; 2: one per micro-batch
   std::size_t width = 8, hidden = 16, micro_batch = 2;
   AdamParams adam;
   std::uint64_t seed = 0;
@@ -46,11 +50,18 @@ struct ThreeDReference {
 ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in, DType wire);
 
 // Device (d, p, t)'s program. Returns "W1", "W2" (its shards after the step), "dW1", "dW2" (the
-// summed gradient rows it owns after the ReduceScatter over D) and, on the last stage, "y": the
+// summed gradient rows it owns after the ReduceScatter(s) over D), "grad_held" [1] (the most
+// gradient elements it held at once: its whole shards with ZeRO-1, the owned rows with ZeRO-2) and, on the last stage, "y": the
 // outputs of its micro-batches one after another (its data shard's rows of the batch's output).
 Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
 
 // Which mesh axis a ledger row's traffic crosses: "T", "D", or "P" for send/recv.
 std::string traffic_axis(const LedgerRow& row);
+
+// Bytes a device sends over D in one step: a ReduceScatter of its W1 and W2 shards' gradients (one,
+// or one per micro-batch with ZeRO-2) and an AllGather of the updated rows, each (D-1)/D of the
+// 2 width (hidden/T) elements, and the ReduceScatters alone.
+double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes);
+int zero_reduce_scatters(const ThreeDConfig& c);  // per weight: 1, or m with ZeRO-2
 
 }  // namespace shardlab
