@@ -15,7 +15,7 @@
 //         mpiexec -n 8 build/bin/17_3d_parallelism --backend mpi
 // Prints: each device's role; bytes per step by axis against formulas; the modeled time of those
 //         bytes with T inside a node or across nodes; ZeRO-1 against ZeRO-2 on the D axis (run and
-//         at GPT-3's size); article 002's nested 4x4 mesh as a plan; the verdict of one Adam step
+//         at GPT-3's size); article 002's nested 4x4 mesh and the commands that run its parts; the verdict of one Adam step
 //         against the unsharded model, for both ZeRO stages.
 #include <algorithm>
 #include <map>
@@ -279,9 +279,15 @@ int main(int argc, char** argv) {
     nested.add({"encoder (MoE layers)", "pipeline stages", "experts"});
     nested.add({"decoder (dense FFN)", "pipeline stages", "batch"});
     nested.add({"softmax", "data parallelism (batch)", "vocabulary"});
-    out << "5. Article 002's nested 4x4 mesh (GSPMD's Transformer example), as a plan, not run: one mesh,\n"
-           "   each axis reused by each part of the model for what suits it:\n"
-        << nested.text("   ") << "\n";
+    out << "5. Article 002's nested 4x4 mesh (GSPMD's Transformer example): one mesh, each axis reused by\n"
+           "   each part of the model for what suits it:\n"
+        << nested.text("   ")
+        << "   Its parts run on 16 sim devices with that assignment of axes: the embedding and softmax\n"
+           "   (batch over X, vocabulary over Y; the softmax over a split vocabulary), and an MoE layer\n"
+           "   (experts over Y, tokens over both):\n"
+           "     build/bin/shardlab run harness/cases/nested_4x4_embedding_softmax.toml\n"
+           "     build/bin/shardlab moe --mesh X=4,Y=4\n"
+           "   The decoder's pipeline over X is lesson 16's; its batch over Y, lesson 14's.\n\n";
 
     // One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
     for (const Verdict& v : check_step(mesh, c, run, three_d_reference(c, in, session.dtype()), ""))

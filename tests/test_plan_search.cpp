@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/random_cases.hpp"
 #include "core/error.hpp"
 #include "core/spec.hpp"
 #include "harness/plan/planner.hpp"
@@ -24,6 +25,10 @@
 #include "harness/check/report.hpp"
 
 using namespace shardlab;
+using shardlab::testing::pick;
+using shardlab::testing::random_mesh;
+using shardlab::testing::random_spec;
+using shardlab::testing::Rng;
 
 namespace {
 
@@ -38,9 +43,6 @@ brute::Cheapest hand_case(const std::string& mesh, const std::string& a_spec, co
   if (article) *article = plan_contraction(eq, m, a, b, Spec::parse(out)).predicted_bytes_per_device();
   return *c;
 }
-
-using Rng = std::mt19937_64;
-int pick(Rng& rng, int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); }
 
 struct Case {
   Mesh mesh;
@@ -59,18 +61,6 @@ struct Case {
     return t + "]";
   }
 };
-
-// Each mesh axis, in random order, goes to the end of a random dim or to none.
-Spec random_spec(Rng& rng, const Mesh& mesh, std::size_t rank) {
-  Spec s = Spec::replicated(rank);
-  std::vector<std::string> axes = mesh.names();
-  std::shuffle(axes.begin(), axes.end(), rng);
-  for (const auto& ax : axes) {
-    const int d = pick(rng, -1, static_cast<int>(rank) - 1);
-    if (d >= 0) s.dims[d].push_back(ax);
-  }
-  return s;
-}
 
 Case random_case(Rng& rng) {
   static const char* meshes[] = {"4", "2x4", "2x2x2", "4x4"};

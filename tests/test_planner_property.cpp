@@ -16,6 +16,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xsort.hpp>
 
+#include "tests/random_cases.hpp"
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -24,27 +25,12 @@
 #include "harness/check/verify.hpp"
 
 using namespace shardlab;
+using shardlab::testing::pick;
+using shardlab::testing::random_mesh;
+using shardlab::testing::random_spec;
+using shardlab::testing::Rng;
 
 namespace {
-
-using Rng = std::mt19937_64;
-int pick(Rng& rng, int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); }
-
-Mesh random_mesh(Rng& rng) {
-  static const char* names[] = {"X", "Y", "Z"};
-  const int rank = pick(rng, 1, 3);
-  std::vector<std::string> n;
-  std::vector<int> s;
-  int devices = 1;
-  for (int i = 0; i < rank; ++i) {
-    int size = pick(rng, 1, 4);
-    while (devices * size > 8) --size;
-    devices *= size;
-    n.push_back(names[i]);
-    s.push_back(size);
-  }
-  return Mesh(n, s);
-}
 
 // Letters: some batch, contracted and free ones; each operand has at least one dim.
 Einsum random_einsum(Rng& rng) {
@@ -62,19 +48,6 @@ Einsum random_einsum(Rng& rng) {
   std::shuffle(b.begin(), b.end(), rng);
   std::shuffle(out.begin(), out.end(), rng);
   return Einsum::parse(a + "," + b + "->" + out);
-}
-
-// Each mesh axis, in random order, goes to a random dim or to none.
-Spec random_spec(Rng& rng, const Mesh& mesh, std::size_t rank) {
-  Spec s = Spec::replicated(rank);
-  if (rank == 0) return s;
-  std::vector<std::string> axes = mesh.names();
-  std::shuffle(axes.begin(), axes.end(), rng);
-  for (const auto& ax : axes) {
-    const int d = pick(rng, -1, static_cast<int>(rank) - 1);
-    if (d >= 0) s.dims[d].push_back(ax);
-  }
-  return s;
 }
 
 // Each letter's size: a multiple of every shard count any spec asks of it, kept small.

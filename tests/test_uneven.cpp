@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/random_cases.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/predict.hpp"
 #include "collectives/runtime.hpp"
@@ -25,6 +26,10 @@
 #include "harness/plan/planner.hpp"
 
 using namespace shardlab;
+using shardlab::testing::pick;
+using shardlab::testing::random_mesh;
+using shardlab::testing::random_spec;
+using shardlab::testing::Rng;
 using Sizes = std::vector<std::size_t>;
 
 namespace {
@@ -211,37 +216,6 @@ TEST_SUITE("uneven") {
 }
 
 namespace {
-
-using Rng = std::mt19937_64;
-int pick(Rng& rng, int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); }
-
-Mesh random_mesh(Rng& rng) {
-  static const char* names[] = {"X", "Y", "Z"};
-  const int rank = pick(rng, 1, 3);
-  std::vector<std::string> n;
-  std::vector<int> s;
-  int devices = 1;
-  for (int i = 0; i < rank; ++i) {
-    int size = pick(rng, 1, 4);
-    while (devices * size > 8) --size;
-    devices *= size;
-    n.push_back(names[i]);
-    s.push_back(size);
-  }
-  return Mesh(n, s);
-}
-
-// Each mesh axis, in random order, to a random dim or to none.
-Spec random_spec(Rng& rng, const Mesh& mesh, std::size_t rank) {
-  Spec s = Spec::replicated(rank);
-  std::vector<std::string> axes = mesh.names();
-  std::shuffle(axes.begin(), axes.end(), rng);
-  for (const auto& ax : axes) {
-    const int d = pick(rng, -1, static_cast<int>(rank) - 1);
-    if (d >= 0) s.dims[static_cast<std::size_t>(d)].push_back(ax);
-  }
-  return s;
-}
 
 struct Tally {
   int cases = 0, uneven_steps = 0, padded = 0;

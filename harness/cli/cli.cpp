@@ -151,6 +151,18 @@ void within(CLI::Option* option, long lo, long hi) {
                                              : std::to_string(lo) + ".." + std::to_string(hi)));
 }
 
+void add_run_options(CLI::App* c, CommonOptions& common, const std::string& processes) {
+  add_collective_timeout(c, common.collective_timeout);
+  c->add_option("--backend", common.backend, "sim (threads, default) or mpi (mpiexec -n " + processes + ")")
+      ->capture_default_str();
+  c->add_option("--seed", common.seed, "seed for generated inputs")->capture_default_str();
+  c->add_option("--dtype", common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
+  c->add_flag("--json", common.json, "print one JSON object instead of the text report");
+  c->add_flag("--quiet", common.quiet, "print only the verdict line");
+  c->add_option("--trace", common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
+  add_inject_option(c, common.inject);
+}
+
 int line_devices(const CommonOptions& common, int fallback) {
   const int processes = common.backend == "mpi" ? launched_processes() : 0;
   return processes > 0 ? processes : fallback;

@@ -25,6 +25,11 @@ void at_least(CLI::Option* option, long lo);
 // Refuses a value outside lo..hi (one sentence, exit 2).
 void within(CLI::Option* option, long lo, long hi);
 
+// The options a command that runs on devices shares with the lessons: --collective-timeout,
+// --backend (its help says how many processes mpiexec needs: `processes`, e.g. "<devices>"),
+// --seed, --dtype, --json, --quiet, --trace and --inject, into `common`.
+void add_run_options(CLI::App* command, CommonOptions& common, const std::string& processes);
+
 class Cli {
  public:
   Cli(const std::string& name, const std::string& description, const std::string& default_mesh);

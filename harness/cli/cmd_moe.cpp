@@ -5,11 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.hpp"
+#include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
-#include "harness/cli/inject_option.hpp"
-#include "harness/cli/timeout_option.hpp"
 #include "harness/models/moe_run.hpp"
 
 namespace shardlab {
@@ -60,17 +59,8 @@ Command add_moe_command(CLI::App& app) {
   c->add_option("--top-k", o->shape.top_k, "experts per token")->capture_default_str();
   c->add_option("--capacity-factor", o->shape.capacity_factor, "slots per expert and device, in even shares")
       ->capture_default_str();
-  add_collective_timeout(c, o->common.collective_timeout);
-  c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (mpiexec -n <devices>)")
-      ->capture_default_str();
+  add_run_options(c, o->common, "<devices>");
   c->add_option("--collectives", o->common.collectives, "ring (ours); native is refused here")->capture_default_str();
-  c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();
-  c->add_option("--dtype", o->common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
-  c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
-  c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
-  c->add_option("--trace", o->common.trace,
-                "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, o->common.inject);
   return {c, [o] { return run(*o); }};
 }
 

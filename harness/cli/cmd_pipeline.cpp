@@ -7,11 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.hpp"
+#include "harness/cli/cli.hpp"
 #include "harness/check/session.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/pipeline_run.hpp"
-#include "harness/cli/timeout_option.hpp"
-#include "harness/cli/inject_option.hpp"
 
 namespace shardlab {
 
@@ -71,15 +70,7 @@ Command add_pipeline_command(CLI::App& app) {
   c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
   c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
   c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
-  add_collective_timeout(c, o->common.collective_timeout);
-  c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (mpiexec -n <stages>)")
-      ->capture_default_str();
-  c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();
-  c->add_option("--dtype", o->common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
-  c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
-  c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
-  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, o->common.inject);
+  add_run_options(c, o->common, "<stages>");
   return {c, [o] { return run(*o); }};
 }
 

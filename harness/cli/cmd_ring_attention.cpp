@@ -7,11 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.hpp"
+#include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
-#include "harness/cli/inject_option.hpp"
-#include "harness/cli/timeout_option.hpp"
 #include "harness/cost/topology.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/ring_attention.hpp"
@@ -130,15 +129,7 @@ Command add_ring_attention_command(CLI::App& app) {
   c->add_option("--order", o->order, "balanced (device i: chunks i, 2n-1-i) or contiguous")->capture_default_str();
   c->add_option("--tokens", o->tokens, "also price one ring step at this many tokens on the presets (e.g. 131072)");
   c->add_option("--width", o->width, "model width for --tokens (heads x head size)")->capture_default_str();
-  add_collective_timeout(c, o->common.collective_timeout);
-  c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (mpiexec -n <devices>)")
-      ->capture_default_str();
-  c->add_option("--seed", o->common.seed, "seed for generated inputs")->capture_default_str();
-  c->add_option("--dtype", o->common.dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
-  c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
-  c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
-  c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, o->common.inject);
+  add_run_options(c, o->common, "<devices>");
   return {c, [o] { return run(*o); }};
 }
 
