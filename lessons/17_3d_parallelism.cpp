@@ -283,11 +283,12 @@ int main(int argc, char** argv) {
            "   each part of the model for what suits it:\n"
         << nested.text("   ")
         << "   Its parts run on 16 sim devices with that assignment of axes: the embedding and softmax\n"
-           "   (batch over X, vocabulary over Y; the softmax over a split vocabulary), and an MoE layer\n"
-           "   (experts over Y, tokens over both):\n"
+           "   (batch over X, vocabulary over Y; the softmax over a split vocabulary), an MoE layer\n"
+           "   (experts over Y, tokens over both), and the dense layers as 4 pipeline stages whose\n"
+           "   batch is split over the other 4 devices (this lesson with P for X and D for Y):\n"
            "     build/bin/shardlab run harness/cases/nested_4x4_embedding_softmax.toml\n"
            "     build/bin/shardlab moe --mesh X=4,Y=4\n"
-           "   The decoder's pipeline over X is lesson 16's; its batch over Y, lesson 14's.\n\n";
+           "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n\n";
 
     // One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
     for (const Verdict& v : check_step(mesh, c, run, three_d_reference(c, in, session.dtype()), ""))

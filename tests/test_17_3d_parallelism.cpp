@@ -60,4 +60,16 @@ TEST_SUITE("lessons") {
       if (split == "4x2x2") CHECK_FALSE(inside_cheaper);  // 12 small D messages against 8 over T
     }
   }
+
+  TEST_CASE("lesson 17: article 002's nested 4x4 mesh, each part run on 16 devices with its assignment of axes") {
+    const auto r = run_binary("17_3d_parallelism");
+    REQUIRE(r.status == 0);
+    for (const char* cmd : {"     build/bin/shardlab run harness/cases/nested_4x4_embedding_softmax.toml\n",
+                            "     build/bin/shardlab moe --mesh X=4,Y=4\n",
+                            "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n"})
+      CHECK_MESSAGE(r.out.find(cmd) != std::string::npos, cmd);
+    const auto decoder = run_binary("17_3d_parallelism --mesh D=4,P=4,T=1 --json");
+    CHECK(decoder.status == 0);
+    CHECK(decoder.out.find("\"pass\": true") != std::string::npos);
+  }
 }
