@@ -82,6 +82,21 @@ TEST_CASE("shardlab cost --axes: the wired time of a group over two wrapped axes
   CHECK(text.out.find("3D torus, wraps on axes >= 4") != std::string::npos);
 }
 
+TEST_CASE("shardlab cost --op collective_permute: one block to one device, a + S b, by hand") {
+  const auto r = run_binary("shardlab cost --op collective_permute --bytes 16M --preset nvlink-a100 --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["rows"].size() == 1);
+  const auto& row = j["rows"][0];
+  CHECK(row["op"] == "collective_permute");
+  CHECK(row["steps"] == 1);
+  CHECK(row["bytes_sent_per_device"] == 16777216.0);  // the whole block, to the next device
+  // nvlink-a100: 5 us per message, 300 GB/s per link each way.
+  CHECK(row["seconds"].get<double>() == doctest::Approx(5e-6 + 16777216.0 / 300e9));
+  const auto text = run_binary("shardlab cost --op collective_permute --preset nvlink-a100");
+  CHECK(text.out.find("(collective_permute: one block to one device, a + S b; S = the block)") != std::string::npos);
+}
+
 TEST_CASE("shardlab cost: bad input exits 2 with one sentence and prints nothing") {
   for (const std::string args : {"--devices 0", "--bytes 12Q", "--preset tpu-v9", "--op broadcast", "--axes 4,x",
                                  "--axes 4,0", "--axes 4,4 --devices 8", "--axes 512,512"}) {

@@ -31,15 +31,15 @@ struct CostOptions {
   std::string machine;  // a machine.dat for the this-machine preset
 };
 
-const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"};
 
 // The algorithm that sends the least (ring; pairwise for all_to_all) and the one with the fewest
 // steps, where the model has it.
 Algorithm bandwidth_algorithm(const std::string& op) {
-  return op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+  return op == "all_to_all" || op == "collective_permute" ? Algorithm::pairwise : Algorithm::ring;
 }
 bool has_doubling(const std::string& op, int p) {
-  return op != "all_to_all" && p >= 1 && (p & (p - 1)) == 0;
+  return op != "all_to_all" && op != "collective_permute" && p >= 1 && (p & (p - 1)) == 0;
 }
 
 std::vector<std::string> pick(const std::string& list, const std::vector<std::string>& known, const std::string& flag) {
@@ -134,7 +134,8 @@ int run(const CostOptions& o) {
     const std::string first = algorithm_name(bw);
     std::vector<std::string> cols = {"preset", "size", first + "_us", "dbl_us", "faster", first + "_sent",
                                      "dbl_sent", "busbw_GB/s", "wired_us"};
-    if (op == "all_to_all") cols = {"preset", "size", first + "_us", first + "_sent", "busbw_GB/s", "wired_us"};
+    const bool direct = op == "all_to_all" || op == "collective_permute";  // no recursive doubling
+    if (direct) cols = {"preset", "size", first + "_us", first + "_sent", "busbw_GB/s", "wired_us"};
     Table t(cols);
     for (const Hardware* h : presets)
       for (double n : sizes) {
@@ -150,7 +151,7 @@ int run(const CostOptions& o) {
         const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
         const std::string bus = std::isnan(busbw) ? "-" : format_number(busbw, "%.2f");
         const std::string wired = format_number(topology_seconds(op, axes, n, *h) * 1e6, "%.2f");
-        if (op == "all_to_all")
+        if (direct)
           t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), human_bytes(rt.link_bytes), bus, wired});
         else
           t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"),
@@ -180,8 +181,9 @@ int run(const CostOptions& o) {
       }
     text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + t.text();
     if (!doubling) {
-      text += op == "all_to_all" ? "  (all_to_all: pairwise exchange only)\n"
-                                 : "  (recursive doubling needs a power-of-two group)\n";
+      text += op == "all_to_all"           ? "  (all_to_all: pairwise exchange only)\n"
+              : op == "collective_permute" ? "  (collective_permute: one block to one device, a + S b; S = the block)\n"
+                                           : "  (recursive doubling needs a power-of-two group)\n";
       continue;
     }
     std::vector<std::string> where;
@@ -214,7 +216,8 @@ Command add_cost_command(CLI::App& app) {
   auto* c = app.add_subcommand("cost",
                                "the cost model: hardware presets (with their sources) and the modeled time of "
                                "collectives, ring against recursive doubling, and where one overtakes the other");
-  c->add_option("--op", o->ops, "collectives, comma separated: all_reduce, all_gather, reduce_scatter, all_to_all, or all")
+  c->add_option("--op", o->ops, "collectives, comma separated: all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute "
+                "(a shift by one: each device's block to the next), or all")
       ->capture_default_str();
   c->add_option("--bytes", o->sizes, "message sizes S, comma separated (the whole tensor; K, M, G suffixes)")
       ->capture_default_str();
