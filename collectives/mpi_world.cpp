@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -130,8 +131,11 @@ void MpiProcess::abort_on_signals() {
   if (::pipe(fds) != 0) return;  // the handler keeps exiting by itself
   std::thread([read_end = fds[0]] {
     unsigned char s = 0;
-    while (::read(read_end, &s, 1) != 1) {
-    }
+    for (ssize_t got; (got = ::read(read_end, &s, 1)) != 1;)
+      if (got == 0 || errno != EINTR) {  // the pipe failed: the handler goes back to exiting by itself
+        hand_signals_to(-1);
+        return;
+      }
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) ::dup2(null, 2);
     MPI_Abort(MPI_COMM_WORLD, 128 + s);
