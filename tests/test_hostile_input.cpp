@@ -217,6 +217,13 @@ TEST_SUITE("hostile input") {
         "01_mesh_and_layout --trace ''",
         "01_mesh_and_layout --trace /dev/full",
         "01_mesh_and_layout --trace /nonexistent_dir/t.json",
+        // A directory that takes no files (was found after the run, exit 3): refused before it.
+        "01_mesh_and_layout --trace /proc/shardlab_t.json",
+        "shardlab moe --trace /proc/shardlab_t.json",
+        "shardlab moe --collectives foo",  // was accepted, and the run passed
+        "shardlab ring-attention --trace /proc/shardlab_t.json",
+        "19_context_parallel --trace /proc/shardlab_t.json",
+        "shardlab matmul --a-spec _,Y --b-spec Y,_ --trace /proc/shardlab_t.json",
         "01_mesh_and_layout --trace " + out,
         "01_mesh_and_layout --no-such-flag",
         "08_gspmd_ffn --seed -5",

@@ -1,9 +1,11 @@
 #include "harness/check/write_file.hpp"
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +52,16 @@ void check_writable(const std::string& given, const std::string& what) {
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw io(what, path, "it is a directory, not a file name");
     if (!S_ISREG(st.st_mode)) throw io(what, path, "it exists and is not a regular file");
+  }
+  // A writable directory that takes no files (/proc, /sys, a read-only mount, as root): try the
+  // temporary file the write will use, and remove it, so the run does not find out after its work.
+  const std::string probe = path + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    if (errno != EEXIST) throw io(what, path, "cannot create a file in its directory");
+  } else {
+    ::close(fd);
+    ::unlink(probe.c_str());
   }
 }
 

@@ -24,6 +24,8 @@ int run(MoeOptions o) {
   if (o.common.collectives == "native")
     throw Error(ErrorKind::parse, "shardlab moe's reference adds gradients in the ring's order; run it without "
                                   "--collectives native");
+  if (o.common.collectives != "ring")
+    throw Error(ErrorKind::parse, "--collectives is '" + o.common.collectives + "'; shardlab moe runs ring (ours)");
   const MoeShape& s = o.shape;
   check_moe_mesh(Mesh::parse(o.common.mesh), s);  // bad numbers: one sentence, before any device starts
   Session session("moe", o.common);
