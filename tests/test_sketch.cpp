@@ -229,15 +229,37 @@ TEST_CASE("sketch_product: float, one element just over its row's tolerance: at 
   CHECK(passes(c, a, b, gamma, 20, 200) == 0);
 }
 
-TEST_CASE("sketch_product: the bound is per row: 4 times every element's allowance on a 2000-wide row passes") {
-  // E_ij = 4 gamma P_ij > 0 with P = |A| |B|: (E V)_i = 4 gamma sum_j P_ij v_ij grows like sqrt(N),
-  // the row tolerance gamma sum_j P_ij like N. Only an elementwise comparison sees this error.
+TEST_CASE("sketch_product: the row bound is Hoeffding's: a full allowance of one sign passes, 4 times it fails") {
+  // E_ij = f gamma P_ij > 0 with P = |A| |B| on a 2000-wide row. The worst-case row tolerance
+  // gamma sum_j P_ij passes any f <= 1 and, as (E V)_i grows like sqrt(N), f = 4 too. Hoeffding's
+  // bound (sketch.cpp) allows about 7 times sqrt(sum_j (gamma P_ij)^2): f = 1, at every element's
+  // bound, still passes (an honest C may sit there), f = 4 fails.
   const auto a = random_mat<float>(3, 32, false, 40, 0, 1, false), b = random_mat<float>(32, 2000, false, 41, 0, 1, false);
   const double gamma = sum_gamma(32, float_unit_roundoff);
-  auto c = product(a, b);
+  auto spread = [&](double f) {
+    auto c = product(a, b);
+    for (std::size_t i = 0; i < c.rows; ++i)
+      for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + f * gamma));
+    return c;
+  };
+  for (std::uint64_t seed = 0; seed < 20; ++seed) CHECK(check(spread(1.0), a, b, gamma, 20, seed).pass);
+  CHECK_FALSE(check(spread(4.0), a, b, gamma, 20, 0).pass);
+}
+
+TEST_CASE("sketch_product: power is the largest row tolerance plus the check's rounding over C's RMS") {
+  const auto a = random_mat<float>(8, 64, false, 30, -1, 1, false), b = random_mat<float>(64, 16, false, 31, -1, 1, false);
+  const double gamma = sum_gamma(64, float_unit_roundoff);
+  const auto c = product(a, b);
+  const Verdict v = check(c, a, b, gamma, 20, 0);
+  REQUIRE(v.pass);
+  double squares = 0;
   for (std::size_t i = 0; i < c.rows; ++i)
-    for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 4 * gamma));
-  CHECK(check(c, a, b, gamma, 20, 0).pass);
+    for (std::size_t j = 0; j < c.cols; ++j) squares += double(c.at(i, j)) * c.at(i, j);
+  const double rms = std::sqrt(squares / double(c.rows * c.cols));
+  CHECK(v.power >= v.tolerance / rms);
+  CHECK(v.power <= v.tolerance / rms * (1 + 1e-5));  // the rounding: ~1e-7 of it
+  CHECK(v.tol_over_value_max >= v.tol_over_value_median);
+  CHECK(v.tol_over_value_median > 0);
 }
 
 TEST_CASE("sketch_product: result_gamma allows each element a last rounding relative to itself, row by row") {
@@ -350,13 +372,14 @@ TEST_CASE("sketch check_rows: an error in k of n rows is missed about C(n-k, r) 
 }
 
 TEST_CASE("sketch_product with rows: a spread error the projections pass fails when its rows are drawn") {
-  // The per-row case above (4 times every element's allowance on a 2000-wide row): the projections
-  // pass it, the sampled rows compare each element with its own bound.
+  // 1.5 times every element's allowance on a 2000-wide row, all one sign: the projections pass it
+  // (Hoeffding's bound is about 7 times the allowances' root sum of squares), the sampled rows
+  // compare each element with its own bound.
   const auto a = random_mat<float>(3, 32, false, 40, 0, 1, false), b = random_mat<float>(32, 2000, false, 41, 0, 1, false);
   const double gamma = sum_gamma(32, float_unit_roundoff);
   auto c = product(a, b);
   for (std::size_t i = 0; i < c.rows; ++i)
-    for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 4 * gamma));
+    for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 1.5 * gamma));
   const Verdict alone = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0);
   const Verdict both = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8);
   CHECK(alone.pass);

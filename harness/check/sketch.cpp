@@ -43,7 +43,23 @@
 // values 2|E_ij| apart, so at most one of them is within T_i + f_i. Vector c passes row i with
 // probability <= 1/2, independently of the other vectors; all k pass with probability <= 2^-k.
 // The detail line reports the largest T_i as the row's tolerance and the largest f_i as the
-// check's own rounding. The bound is per row: an error spread over a row must exceed the sum
+// check's own rounding.
+//
+// A tighter row tolerance, with a stated false-FAIL probability. T_i above assumes every E_ij at
+// its bound b_ij = gamma P_ij + rho |C_ij| with the sign of v_jc: sum_j b_ij, growing with N. But V is
+// drawn after C is fixed (from a seed not chosen by looking at C), so sum_j E_ij v_jc is a sum of
+// independent, mean-zero terms in [-b_ij, b_ij], and Hoeffding's inequality gives
+//     P(|sum_j E_ij v_jc| >= t) <= 2 exp(-t^2 / (2 sum_j b_ij^2)),
+// with sum_j b_ij^2 <= (max_j b_ij) (sum_j b_ij) <= (gamma pm_i + rho cm_i) (gamma s_i + rho r_i) = q_i,
+// pm_i = |op(A)_i| colmax(|op(B)|) >= max_j P_ij and cm_i = max_j |C_ij| (both computed in double,
+// within delta of exact, as s and r are). Over all M rows and k vectors an honest C then fails
+// with probability <= kFalseFail when
+//     h_i = sqrt(2 q_i ln(2 M k / kFalseFail)),
+// about sqrt(N) / 8 times below t_i at the articles' sizes. The row tolerance is the smaller of the
+// two, T_i = min(T_i(worst case), (h_i / (1 - delta) + delta (r_i + s_i) / (1 - delta) + tiny) (1 + 32u)),
+// and the catching argument above holds for any T_i. Power (verify.hpp): an element off by more
+// than T_i + f_i is caught with probability >= 1 - 2^-k, so the check reports max_i (T_i + f_i)
+// over the RMS of C. The bound is per row: an error spread over a row must exceed the sum
 // of that row's elementwise allowances to be caught (test_sketch.cpp shows one that is not).
 // That is why sketch_product can add exact row sampling (check_rows, sketch.hpp): a few rows
 // recomputed in double and compared element by element, which sees a block-shaped error (a missing
@@ -119,6 +135,25 @@ void apply(MatRef<T> x, const double* in, std::size_t k, const double* in_abs, d
       xt::blas::gemv(blk, vin, vout, true, 1.0, 1.0);
     }
   }
+}
+
+// out[i] = max_j |op(X)_ij| for each of op(X)'s rows; returns the sum of squares of every element.
+template <class T>
+double row_max_abs(MatRef<T> x, double* out) {
+  std::fill(out, out + op_rows(x), 0.0);
+  double squares = 0;
+  for (std::size_t r = 0; r < x.rows; ++r) {
+    const T* row = x.data + r * x.cols;
+    double big = 0;
+    for (std::size_t c = 0; c < x.cols; ++c) {
+      const double e = std::fabs(static_cast<double>(row[c]));
+      squares += e * e;
+      if (x.transposed) out[c] = std::max(out[c], e);
+      else big = std::max(big, e);
+    }
+    if (!x.transposed) out[r] = big;
+  }
+  return squares;
 }
 
 // V [n, k], row-major. Vector c takes bits c*n .. c*n+n-1 of the mt19937_64 stream, lowest bit
@@ -266,20 +301,34 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     return v;
   }
   const std::vector<double> rv = rademacher(n, k, seed), ones(n, 1.0);
-  std::vector<double> buf, w(inner * k), w_abs(inner), y(m * k), s(m), z(m * k), r(m);
+  std::vector<double> buf, w(inner * k), w_abs(inner), y(m * k), z(m * k), r(m);
   apply(b, rv.data(), k, ones.data(), w.data(), w_abs.data(), buf);
-  apply(a, w.data(), k, w_abs.data(), y.data(), s.data(), buf);
+  // |op(A)| [w_abs, colmax |op(B)|] = [s, pm]: each row's sum_j P_ij and a bound on its max_j P_ij.
+  std::vector<double> colmax(inner), abs_in(inner * 2), sp(m * 2), cm(m);
+  row_max_abs(b, colmax.data());
+  for (std::size_t l = 0; l < inner; ++l) abs_in[2 * l] = w_abs[l], abs_in[2 * l + 1] = colmax[l];
+  apply(a, w.data(), k, abs_in.data(), y.data(), sp.data(), buf, 2);
   apply(c, rv.data(), k, ones.data(), z.data(), r.data(), buf);
+  const double squares = row_max_abs(c, cm.data());
 
   const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
   const double tiny = static_cast<double>(n + inner) * 0x1.0p-1074;
-  double largest_own = 0;
+  const double spread = 2 * std::log(2.0 * static_cast<double>(m) * static_cast<double>(k) / kFalseFail);
+  const double rms = m * n > 0 ? std::sqrt(squares / (static_cast<double>(m) * static_cast<double>(n))) : 0.0;
+  double largest_own = 0, guaranteed = 0;
+  std::vector<double> rel;  // T_i over row i's mean |C_ij|
   std::string first;
   for (std::size_t i = 0; i < m; ++i) {
-    const double tol = (((gamma + delta) * s[i] + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
-    const double own = ((delta * (r[i] + s[i]) / (1 - delta) + 2 * u * tol) + tiny) * up;
+    const double s_i = sp[2 * i], pm_i = sp[2 * i + 1];
+    const double worst = (((gamma + delta) * s_i + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
+    const double q = (gamma * pm_i + result_gamma * cm[i]) * (gamma * s_i + result_gamma * r[i]);
+    const double likely = ((std::sqrt(spread * q) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up;
+    const double tol = std::min(worst, likely);
+    const double own = ((delta * (r[i] + s_i) / (1 - delta) + 2 * u * tol) + tiny) * up;
     v.tolerance = std::max(v.tolerance, tol);
     largest_own = std::max(largest_own, own);
+    guaranteed = std::max(guaranteed, tol + own);
+    if (r[i] > 0) rel.push_back(tol / (r[i] / static_cast<double>(n)));
     for (std::size_t j = 0; j < k; ++j) {
       const double diff = z[i * k + j] - y[i * k + j];
       const double err = std::isnan(diff) ? INFINITY : std::fabs(diff);
@@ -290,6 +339,13 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
                 g3(err) + " > row tolerance " + g3(tol) + "; ";
       }
     }
+  }
+  v.power = guaranteed == 0 ? 0.0 : rms > 0 ? guaranteed / rms : INFINITY;
+  if (!rel.empty()) {
+    auto mid = rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2);
+    std::nth_element(rel.begin(), mid, rel.end());
+    v.tol_over_value_median = *mid;
+    v.tol_over_value_max = *std::max_element(rel.begin(), rel.end());
   }
   v.detail = first + false_pass_line(k, v.tolerance, largest_own);
   if (rows == 0) return v;

@@ -28,6 +28,9 @@ constexpr std::size_t sketch_buffer_doubles = std::size_t(1) << 19;
 
 constexpr double float_unit_roundoff = 0x1.0p-24;   // u = eps/2; bfloat16 would be 2^-8
 constexpr double double_unit_roundoff = 0x1.0p-53;
+// The probability that sketch_product fails an honest C (over the draw of its vectors): its row
+// tolerance is Hoeffding's bound at this level where that is below the worst case (sketch.cpp).
+constexpr double kFalseFail = 0x1.0p-30;
 
 // Higham's gamma_n = n u / (1 - n u): a sum of n products computed in precision u, in any order,
 // is within gamma_n * sum |a_l b_l| of the exact sum (Accuracy and Stability, Lemma 3.1, eq. 3.5).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "core/dtype.hpp"
 #include "core/gemm.hpp"
 #include "core/text.hpp"
+#include "core/wrap.hpp"
+#include "harness/check/report.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/check/table.hpp"
 #include "harness/check/trace.hpp"
@@ -24,6 +27,35 @@
 namespace shardlab {
 
 namespace {
+
+// One row a check: what it compares, its verdict (WEAK: passed with power above the floor), the
+// largest error and tolerance, and its power (x RMS; "-" where it compares no values).
+std::string checks_table(const std::vector<Verdict>& checks, DType t) {
+  Table table({"check", "verdict", "max err", "tol", "power x RMS"});
+  auto g = [](double x) { return format_number(x, "%.3g"); };
+  for (const auto& c : checks)
+    table.add({c.name, !c.pass ? "FAIL" : is_weak(c, t) ? "WEAK" : "PASS", g(c.max_abs_error), g(c.tolerance),
+               c.power < 0 ? "-" : g(c.power)});
+  return table.text();
+}
+
+nlohmann::ordered_json checks_json(const std::vector<Verdict>& checks, DType t) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : checks) {
+    nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
+                                  {"tolerance", c.tolerance}};
+    if (c.power >= 0) {  // null: infinite
+      one["power"] = std::isfinite(c.power) ? nlohmann::ordered_json(c.power) : nlohmann::ordered_json(nullptr);
+      one["power_floor"] = floor_for(c, t);
+      one["weak"] = is_weak(c, t);
+      one["tolerance_over_value_median"] = c.tol_over_value_median;
+      one["tolerance_over_value_max"] = c.tol_over_value_max;
+    }
+    if (!c.pass) one["detail"] = c.detail;
+    out.push_back(one);
+  }
+  return out;
+}
 
 template <class T>
 double gemm_gflops(std::size_t n) {
@@ -120,12 +152,13 @@ int bench_ffn(const FfnBenchOptions& o) {
     j["sharded_over_floor"] = ratio;
     j["peak_rss_bytes"] = rss;
     j["planned_bytes"] = planned;
+    j["checks"] = checks_json(r.checks, dtype);
     std::cout << j.dump(2) << std::endl;
     return kept(r.pass() ? 0 : 1);
   }
   std::cout << "shardlab bench ffn: " << plan.strategy.name << " on mesh " << mesh.text() << ", "
             << ffn_dims_text(config.dims) << ", " << (config.backward ? "forward + backward" : "forward") << "\n"
-            << "  " << dtype_text(dtype) << "; " << blas_description() << "\n"
+            << wrap_lines("  " + dtype_text(dtype) + "; " + blas_description()) << "\n"
             << "  one core: " << format_number(rate, "%.1f") << " GFLOP/s (" << (dtype == DType::float64 ? "dgemm" : "sgemm")
             << " " << 1536 << "^3, best of 3, measured now); " << cores << " cores\n\n";
   Table t({"phase", "wall", "note"});
@@ -139,9 +172,18 @@ int bench_ffn(const FfnBenchOptions& o) {
             << "  sharded / floor = " << format_number(ratio, "%.2f") << " (target <= 1.5)\n"
             << "  peak memory " << human_bytes(rss) << "; the plan: " << human_bytes(planned)
             << " (every device's peak + the unsharded layer) = " << format_number(rss / planned, "%.2f") << "x\n";
-  for (const auto& c : r.checks) std::cout << "  " << c.name << ": " << c.line() << "\n";
+  std::cout << "\n" << checks_table(r.checks, dtype);
+  for (const auto& c : r.checks)
+    if (!c.pass) std::cout << wrap_lines("  " + c.name + ": " + c.detail) << "\n";
+  const PowerSummary ps = power_summary(r.checks, dtype);
+  Report powers;
+  powers.dtype = dtype;
+  powers.checks = r.checks;
+  std::cout << wrap_lines("  " + power_line(powers)) << "\n";
   std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
-            << format_number(ratio, "%.2f") << ", total " << secs(total) << std::endl;
+            << format_number(ratio, "%.2f") << ", total " << secs(total);
+  if (ps.weak > 0) std::cout << "; " << ps.weak << "/" << ps.compared << " WEAK";
+  std::cout << std::endl;
   return kept(r.pass() ? 0 : 1);
 }
 

@@ -386,6 +386,7 @@ Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt:
   Verdict v;
   v.name = name;
   v.detail = "every element, bit for bit (the same function in the same type on both sides)";
+  v.power = 0;  // every element compared exactly: any wrong one fails
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double p = element_cast<double>(got.data()[i]), q = element_cast<double>(want.data()[i]);
     if (!(p == q) && !(std::isnan(p) && std::isnan(q))) {
