@@ -26,6 +26,7 @@
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_bounds.hpp"
+#include "harness/models/ffn_spread.hpp"
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/session.hpp"
@@ -405,7 +406,9 @@ void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, st
   const FfnConfig& c = plan.config;
   use_all_blas_threads();
   const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
-  const FfnBounds tol = ffn_bounds(in, ref, ffn_reduction_groups(plan));  // one float64 GEMM per stage
+  const FfnGroups groups = ffn_reduction_groups(plan);
+  FfnBounds tol = ffn_bounds(in, ref, groups);  // one float64 GEMM per stage
+  tighten_by_order_spread(tol, in, ref, groups, c.backward);  // two more unsharded layers in T (ffn_spread.hpp)
   use_one_blas_thread();
   auto check = [&](const std::string& name, const xt::xarray<T>& want, const Tensor& t, const std::string& label) {
     Verdict v = compare(label, converted<double>(got.at(name)), converted<double>(want), t);
