@@ -61,7 +61,8 @@ std::string program_explain_text(const ProgramPlan& plan) {
   }
   std::string out =
       "Why each moved tensor lies where it does (--explain). Alternatives: the whole program's bytes\n"
-      "per device with that tensor laid out otherwise, everything else as planned:\n";
+      "per device with that tensor laid out otherwise, everything else as planned (bytes only: a\n"
+      "layout that sends less may hold more, as a gathered activation kept for the backward does):\n";
   if (order.empty()) out += "  nothing moves: every op runs on the blocks its operands already hold\n";
   for (const auto& t : order) {
     const bool known = plan.propagation.specs.count(t) > 0;
