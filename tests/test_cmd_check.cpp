@@ -51,7 +51,7 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
     CHECK_MESSAGE(r.out.find("PASS " + name + "_backward: ") != std::string::npos, name);
   }
   for (const std::string name :
-       {"attention_megatron", "attention_gspmd", "attention_sequence", "attention_ring_step", "transformer_gspmd",
+       {"attention_megatron", "attention_fused_qkv", "attention_gspmd", "attention_sequence", "attention_ring_step", "transformer_gspmd",
         "transformer_megatron", "transformer_sequence_parallel"})
     CHECK_MESSAGE(r.out.find("PASS " + name + ": ") != std::string::npos, name);
   // At the article's sizes: planned, never run (plan_only = true), its expected collectives held to the plan.
@@ -59,10 +59,10 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
         std::string::npos);
   CHECK(r.out.find("PASS attention_12_heads: 2 collectives, 1792 B/device") != std::string::npos);  // uneven heads
   CHECK(r.out.find("PASS nested_4x4_embedding_softmax: 7 collectives, 2304 B/device") != std::string::npos);
-  CHECK(r.out.find("22 passed, 0 failed") != std::string::npos);
+  CHECK(r.out.find("23 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 22);
+  CHECK(count(doc, "/testsuites/testsuite") == 23);
   CHECK(count(doc, "//failure") == 0);
   // FFN forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against
   // the unsharded program and each against central differences. Attention (backward): y and the
@@ -74,7 +74,8 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CHECK(count(doc, "//testcase") ==
         6 * 5 + 6 * 11 + (6 + 5 + 1 + 1 + 1) * 2 + 2 * (7 + 6 + 1 + 2 + 1) + 2 * (12 + 11 + 1 + 1 + 1) +
             (12 + 11 + 1 + 2 + 1) + 1 + (6 + 5 + 1 + 2 + 1) +  // 12 heads on Y=8, two expectations
-            (1 + 3 + 3 + 1 + 1 + 1));  // nested 4x4: p, 3 gradients and their central differences, ledger, bytes, memory
+            (1 + 3 + 3 + 1 + 1 + 1) +  // nested 4x4: p, 3 gradients and their central differences, ledger, bytes, memory
+            (4 + 3 + 1 + 1 + 1));      // fused QKV: y, 3 gradients, their central differences, ledger, expectation, memory
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6 + 3);  // FFNs, layers
   // Every comparison of values carries its power and floor; no shipped case has a WEAK check.
   const auto powers = doc.select_nodes("//testcase/properties/property[@name='power']");

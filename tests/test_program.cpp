@@ -94,7 +94,7 @@ TEST_CASE("program: malformed programs are refused naming the op, the tensor and
   // broadcast's `to`: only on broadcast, and holding every dim of its input.
   ProgramOp to_on_gelu = op("y", "gelu", {"x"});
   to_on_gelu.to = "bsm";
-  CHECK(refusal(with(to_on_gelu)).find("only broadcast and rename take to") != std::string::npos);
+  CHECK(refusal(with(to_on_gelu)).find("only broadcast, rename and concat take to") != std::string::npos);
   ProgramOp short_to = op("y", "broadcast", {"x"});
   short_to.to = "bs";
   CHECK(refusal(with(short_to)).find("x has dim 'm', which to = 'bs' lacks") != std::string::npos);

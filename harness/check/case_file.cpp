@@ -78,7 +78,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   r.only(root,
          {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only", "allow_weak", "uneven"},
+          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -131,6 +131,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "backward must be true or false");
     c.backward = *n->value<bool>();
     c.backward_line = Reader::line_of(*n);
+  }
+  if (const auto* n = root.get("keep_gathered")) {
+    if (!n->is_boolean()) r.fail(Reader::line_of(*n), "keep_gathered must be true or false");
+    c.keep_gathered = *n->value<bool>();
+    if (c.keep_gathered && !c.backward)
+      r.fail(Reader::line_of(*n), "keep_gathered = true keeps copies for the backward pass; it needs backward = true");
   }
   std::map<char, int> dim_lines;
   for (const auto& [k, v] : r.table(r.need(root, "dims", "a case file"), "dims")) {

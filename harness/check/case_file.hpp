@@ -16,6 +16,9 @@
 //   backward = false                                     optional
 //   plan = "search"                                      optional: "article" plans each einsum by
 //                                                        the articles' rules instead of the search
+//   keep_gathered = false                                optional: true keeps the forward's gathered
+//                                                        copies for the backward pass instead of
+//                                                        gathering them again (fewer bytes, more memory)
 //   plan_only = false                                    optional: true for a case too big to run
 //                                                        here; its expectations are checked against
 //                                                        the plan, and no tensor is built
@@ -63,6 +66,7 @@ struct CaseFile {
   int backward_line = 0;
   std::string plan = "search";  // or "article"
   bool plan_only = false;       // too big to run here: checked against its plan, no tensors built
+  bool keep_gathered = false;   // the forward's gathered copies kept for the backward pass
   std::string uneven = "none";  // dims that do not divide: "chunk" (core/mesh.hpp's Uneven) or "none"
   CaseExpect expect;
   // Why a check above its power floor (WEAK, verify.hpp) is accepted; empty: a WEAK check fails.

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/ops.hpp"
 #include "core/roll.hpp"
+#include "core/split.hpp"
 #include "harness/check/verify.hpp"
 
 namespace shardlab {
@@ -76,6 +77,13 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
     }
     case OpKind::rename:
       return a;
+    case OpKind::split:  // moves elements, rounds nothing
+      return split_op(a, p.dims.at(op.in[0]).find(op.over[0]), static_cast<std::size_t>(op.value));
+    case OpKind::concat: {
+      std::vector<Tensor> parts;
+      for (const auto& t : op.in) parts.push_back(values.at(t));
+      return concat_op(parts, out_dims.find(op.over[0]));
+    }
     case OpKind::broadcast:
       return rounded(broadcast_to(a, p.dims.at(op.in[0]), out_dims, p.shape(op.out)) * op.scale, dtype);
     case OpKind::reduce: {
@@ -170,6 +178,15 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       case OpKind::rename:
         e = ea;
         break;
+      case OpKind::split:
+        e = split_op(ea, p.dims.at(op.in[0]).find(op.over[0]), static_cast<std::size_t>(op.value));
+        break;
+      case OpKind::concat: {
+        std::vector<Tensor> parts;
+        for (const auto& t : op.in) parts.push_back(r.bounds.at(t));
+        e = concat_op(parts, out_dims.find(op.over[0]));
+        break;
+      }
       case OpKind::broadcast: {
         const std::string& in_dims = p.dims.at(op.in[0]);
         e = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale) + 2 * u * abs_of(v);

@@ -19,7 +19,9 @@
 #include "harness/cost/cost.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/program_cost.hpp"
+#include "harness/plan/keep_gathered.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/program_explain.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"
 
@@ -112,9 +114,31 @@ nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw) {
   return {{"preset", hw.name}, {"parts", parts}};
 }
 
-// --explain: every einsum's search, the articles' plan and the rejected ones.
+// A backward case: keep_gathered's trade-off, from the case planned the other way too.
+KeepTradeOff keep_of(const CaseFile& c, const ProgramPlan& plan) {
+  if (!c.backward) return {};
+  CaseFile other = c;
+  other.keep_gathered = !c.keep_gathered;
+  const ProgramPlan alt = plan_case(other, plan.mesh);
+  return c.keep_gathered ? keep_trade_off(alt, plan) : keep_trade_off(plan, alt);
+}
+
+std::string keep_text(const CaseFile& c, const ProgramPlan& plan) {
+  const std::string t = keep_gathered_text(keep_of(c, plan), c.keep_gathered);
+  return t.empty() ? t : "\n" + t;
+}
+
+nlohmann::ordered_json keep_json(const CaseFile& c, const ProgramPlan& plan) {
+  const KeepTradeOff t = keep_of(c, plan);
+  return {{"keep_gathered", c.keep_gathered}, {"bytes_per_device_regather", t.bytes_regather},
+          {"bytes_per_device_keep", t.bytes_keep}, {"saved_bytes_per_device", t.saved()},
+          {"held_bytes_per_device", t.held()}, {"peak_regather", t.peak_regather}, {"peak_keep", t.peak_keep}};
+}
+
+// --explain: each moved tensor's layout, why, and what the others would cost; then every einsum's
+// search, the articles' plan and the rejected ones.
 std::string explanations(const ProgramPlan& plan) {
-  std::string out;
+  std::string out = "\n" + program_explain_text(plan) + "\nEach einsum's plan search:\n";
   for (const auto& o : plan.ops) {
     if (!o.has_contraction) continue;
     const ProgramOp& op = plan.program.ops[o.op];
@@ -144,11 +168,13 @@ int run(const RunOptions& o) {
                                   {"predicted_bytes_per_device", plan.predicted_bytes_per_device()},
                                   {"predicted_peak_memory_per_device", predicted_peak_bytes(plan)}};
       if (hw) j["model"] = model_json(plan, *hw);
+      if (c.backward) j["gathered_activations"] = keep_json(c, plan);
       std::cout << j.dump(2) << std::endl;
       return 0;
     }
     std::cout << wrap_lines("shardlab run --plan-only: " + c.program.name + " (" + c.path + ") on mesh " +
                                 plan.mesh.text() + "\n\n" + case_plan_text(c, plan) + uneven_blocks_text(plan) +
+                                keep_text(c, plan) +
                                 (o.explain ? explanations(plan) : "") + (hw ? model_text(c, plan, *hw) : ""),
                             100, Hang::last_column);
     return 0;
@@ -159,7 +185,7 @@ int run(const RunOptions& o) {
   auto& out = session.out();
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
       << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan) << uneven_blocks_text(plan)
-      << (o.explain ? explanations(plan) : "") << (hw ? model_text(c, plan, *hw) : "");
+      << keep_text(c, plan) << (o.explain ? explanations(plan) : "") << (hw ? model_text(c, plan, *hw) : "");
   const CaseRun r = run_case(session, c, plan);
   Report& report = session.report();
   report.weak_fails = c.allow_weak.empty();
@@ -193,6 +219,7 @@ int run(const RunOptions& o) {
     j["specs"][name] = {{"spec", s.spec.text()}, {"origin", s.origin}};
   }
   j["expected_collectives"] = plan.collective_lines();
+  if (c.backward) j["gathered_activations"] = keep_json(c, plan);
   if (hw) j["model"] = model_json(plan, *hw);
   std::cout << j.dump(2) << std::endl;
   return session.runtime().agree(std::max(report.pass() ? 0 : 1, session.keep_trace()));
@@ -209,7 +236,9 @@ Command add_run_command(CLI::App& app) {
   add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
-  c->add_flag("--explain", o->explain, "also each einsum's search: the articles' plan and the rejected ones");
+  c->add_flag("--explain", o->explain,
+              "also why each moved tensor lies where it does and what its other layouts would cost, then each "
+              "einsum's search: the articles' plan and the rejected ones");
   c->add_flag("--plan-only", o->plan_only, "print the program, the specs and the plan without running");
   c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");

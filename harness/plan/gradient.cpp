@@ -69,10 +69,11 @@ class Deriver {
       if (from_inputs.count(t)) needs_.insert(t);
     for (const auto& y : f_.outputs)
       if (needs_.count(y)) ++uses_[y];
+    std::set<std::pair<std::string, std::string>> split_groups;  // the splits of t over one dim give one
     for (const auto& op : f_.ops)
       if (needs_.count(op.out) && op.name != "stop_gradient")
         for (const auto& t : op.in)
-          if (needs_.count(t)) ++uses_[t];
+          if (needs_.count(t) && (op.kind != OpKind::split || split_groups.insert({t, op.over}).second)) ++uses_[t];
   }
 
   std::string fresh(const std::string& base) {
@@ -115,8 +116,24 @@ class Deriver {
     return out;
   }
 
-  // t's gradient, its contributions added (in the order they came).
+  // t's gradient, its contributions added (in the order they came). The parts split from t along
+  // one dim are first stacked back by one concat, a part no op used filled with zeros.
   std::string finish(const std::string& t) {
+    for (auto& [key, pieces] : pieces_) {
+      if (key.first != t) continue;
+      const std::string& any = pieces.begin()->second;
+      std::vector<std::string> in;
+      for (std::size_t k = 0; k < f_.sizes.at(key.second[0]); ++k) {
+        if (pieces.count(k)) {
+          in.push_back(pieces.at(k));
+          continue;
+        }
+        in.push_back(emit(fresh("zero_" + any), "scale", {any}));
+        g_.ops.back().value = 0;
+        g_.ops.back().has_value = true;
+      }
+      contribute(t, emit(contribution_name(t), "concat", in, "", key.second, f_.dims.at(t)));
+    }
     const auto& parts = contribs_[t];
     std::string acc = parts.at(0);
     for (std::size_t k = 1; k < parts.size(); ++k)
@@ -151,7 +168,9 @@ class Deriver {
     const std::string& a = op.in[0];
     const std::string& A = f_.dims.at(a);
     const std::string label = op_label(f_, i);
-    if (!needs_.count(a) && (op.in.size() < 2 || !needs_.count(op.in[1]))) return;
+    bool any = false;
+    for (const auto& t : op.in) any = any || needs_.count(t) > 0;
+    if (!any) return;
     if (op.name == "eq" || op.name == "is_max" || op.name.find("_grad") != std::string::npos)
       throw Error(ErrorKind::unsupported, "backward: " + label + ": " + op.name + " has no gradient rule");
     switch (op.kind) {
@@ -242,6 +261,17 @@ class Deriver {
       case OpKind::rename:
         contribute(a, emit(contribution_name(a), "rename", {dz}, "", "", A));
         break;
+      case OpKind::split:  // a part of a's gradient: stacked with the other parts when a finishes
+        pieces_[{a, op.over}][static_cast<std::size_t>(op.value)] = dz;
+        break;
+      case OpKind::concat:
+        for (std::size_t k = 0; k < op.in.size(); ++k) {
+          if (!needs_.count(op.in[k])) continue;
+          contribute(op.in[k], emit(contribution_name(op.in[k]), "split", {dz}, "", op.over));
+          g_.ops.back().value = double(k);
+          g_.ops.back().has_value = true;
+        }
+        break;
     }
   }
 
@@ -252,6 +282,8 @@ class Deriver {
   std::map<std::string, int> uses_;
   std::map<std::string, std::vector<std::string>> contribs_;
   std::map<std::string, std::string> whole_, grad_;
+  // (tensor, dim) -> part -> the gradient of that part of a split of the tensor along the dim
+  std::map<std::pair<std::string, std::string>, std::map<std::size_t, std::string>> pieces_;
 };
 
 }  // namespace

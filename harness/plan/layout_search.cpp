@@ -53,6 +53,8 @@ class Pricer {
       case OpKind::rename: return reshard(op.in[0], p_.shape(op.in[0]), in[0], out);
       case OpKind::broadcast:
         return reshard(op.in[0], p_.shape(op.in[0]), in[0], restricted(out, od, p_.dims.at(op.in[0])));
+      case OpKind::split: return reshard(op.in[0], p_.shape(op.in[0]), in[0], widened(out, od, p_.dims.at(op.in[0])));
+      case OpKind::concat:
       case OpKind::binary: {
         double sum = 0;
         for (std::size_t k = 0; k < op.in.size(); ++k)
@@ -243,6 +245,15 @@ Spec restricted(const Spec& out, const std::string& out_dims, const std::string&
   return s;
 }
 
+Spec widened(const Spec& out, const std::string& out_dims, const std::string& dims) {
+  Spec s = Spec::replicated(dims.size());
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    const std::size_t at = out_dims.find(dims[d]);
+    if (at != std::string::npos) s.dims[d] = out.dims[at];
+  }
+  return s;
+}
+
 Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bool partial) {
   Spec r;
   for (std::size_t d = 0; d < dims.size(); ++d) {
@@ -272,7 +283,7 @@ Propagation search_layouts(const TensorProgram& p, const Mesh& mesh, Propagation
   // Dims a softmax needs whole, per tensor.
   std::map<std::string, std::vector<std::size_t>> whole;
   for (const auto& op : p.ops)
-    if (op.kind == OpKind::softmax)
+    if (op.kind == OpKind::softmax || op.kind == OpKind::concat)
       for (char c : op.over) whole[op.out].push_back(p.dims.at(op.out).find(c));
   // A free rename's output is not searched: it lies as its input does, so that a copy the input
   // is moved into serves both (harness/plan/program_plan.hpp) and the rename never moves a second.

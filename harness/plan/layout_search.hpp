@@ -44,6 +44,9 @@ std::vector<Spec> all_layouts(const Mesh& mesh, const Shape& shape, const std::v
 
 // The spec of a tensor with dims `dims` that lies as `out` (dims out_dims) does on the dims it has.
 Spec restricted(const Spec& out, const std::string& out_dims, const std::string& dims);
+// The spec of a tensor with dims `dims` (out_dims' and more) that lies as `out` does on the dims
+// out has, whole on the others (a split's input, its split dim whole).
+Spec widened(const Spec& out, const std::string& out_dims, const std::string& dims);
 // `s` without the dims in `over` (of `dims`); with `partial`, their axes become partial sums.
 Spec reduced(const Spec& s, const std::string& dims, const std::string& over, bool partial);
 

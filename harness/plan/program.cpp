@@ -20,7 +20,7 @@ const std::vector<std::pair<std::string, OpKind>> kOps = {
     {"gelu_grad", OpKind::unary},    {"tanh_grad", OpKind::unary}, {"square_grad", OpKind::unary},
     {"rsqrt_grad", OpKind::unary}, {"copy", OpKind::unary}, {"is_max", OpKind::binary}, {"scale", OpKind::unary},
     {"shift", OpKind::unary}, {"rename", OpKind::rename}, {"stop_gradient", OpKind::unary},
-    {"roll", OpKind::unary}};
+    {"roll", OpKind::unary}, {"split", OpKind::split}, {"concat", OpKind::concat}};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::parse, what); }
 
@@ -104,7 +104,12 @@ TensorProgram make_program(TensorProgram p) {
     ProgramOp& op = p.ops[i];
     const std::string where = op_label(p, i);
     if (!op_kind_of(op.name, op.kind)) fail(where + ": '" + op.name + "' is not an op; the ops are " + op_names());
-    const std::size_t want = op.kind == OpKind::einsum || op.kind == OpKind::binary ? 2 : 1;
+    std::size_t want = op.kind == OpKind::einsum || op.kind == OpKind::binary ? 2 : 1;
+    if (op.kind == OpKind::concat) {  // one operand per part of the dim it stacks along
+      if (op.over.size() != 1 || !p.sizes.count(op.over[0]))
+        fail(where + " needs over = \"<one dim>\", a dim `dims` gives a size");
+      want = p.sizes.at(op.over[0]);
+    }
     if (op.in.size() != want)
       fail(where + " takes " + std::to_string(want) + " operand" + (want > 1 ? "s" : "") + ", not " +
            std::to_string(op.in.size()));
@@ -114,13 +119,20 @@ TensorProgram make_program(TensorProgram p) {
       in_dims.push_back(p.dims.at(t));
     }
     if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
-    if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename) == op.to.empty())
-      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast and rename take to"));
-    const bool roll = op.name == "roll";
-    if ((op.name == "scale" || op.name == "shift" || roll) != op.has_value)
-      fail(where + (op.has_value ? ": only scale, shift and roll take value" : " needs value = <number>"));
-    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax || roll) == op.over.empty())
-      fail(where + (op.over.empty() ? " needs over = \"<dims>\"" : ": only reductions, softmax and roll take over"));
+    if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename || op.kind == OpKind::concat) == op.to.empty())
+      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast, rename and concat take to"));
+    const bool roll = op.name == "roll", split = op.kind == OpKind::split;
+    if ((op.name == "scale" || op.name == "shift" || roll || split) != op.has_value)
+      fail(where + (op.has_value ? ": only scale, shift, roll and split take value" : " needs value = <number>"));
+    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax || roll || split || op.kind == OpKind::concat) ==
+        op.over.empty())
+      fail(where + (op.over.empty() ? " needs over = \"<dims>\""
+                                    : ": only reductions, softmax, roll, split and concat take over"));
+    if (split && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
+      fail(where + ": split takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
+    if (split && (op.value != std::floor(op.value) || op.value < 0 || op.value >= double(p.sizes.at(op.over[0]))))
+      fail(where + ": split takes value = a part from 0 to " + std::to_string(p.sizes.at(op.over[0]) - 1) + " of dim '" +
+           op.over + "', not " + format_number(op.value, "%g"));
     if (roll && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
       fail(where + ": roll takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
     if (roll && (op.value != std::floor(op.value) || std::abs(op.value) > 1e15))
@@ -144,6 +156,24 @@ TensorProgram make_program(TensorProgram p) {
         break;
       }
       case OpKind::unary: out = in_dims[0]; break;
+      case OpKind::split:
+        for (char c : in_dims[0])
+          if (c != op.over[0]) out += c;
+        break;
+      case OpKind::concat: {
+        check_dims(op.to, where);
+        if (op.to.find(op.over[0]) == std::string::npos)
+          fail(where + ": to = '" + op.to + "' lacks the dim '" + op.over + "' it stacks along");
+        std::string part;
+        for (char c : op.to)
+          if (c != op.over[0]) part += c;
+        for (std::size_t k = 0; k < op.in.size(); ++k)
+          if (in_dims[k] != part)
+            fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "'; each part must have '" + part +
+                 "' (to = '" + op.to + "' without '" + op.over + "')");
+        out = op.to;
+        break;
+      }
       case OpKind::rename:
         if (op.to.size() != in_dims[0].size())
           fail(where + ": to = '" + op.to + "' names " + std::to_string(op.to.size()) + " dims, " + op.in[0] + " '" +

@@ -19,6 +19,11 @@
 //   softmax  over="h"                      one dim; out has the input's dims
 //   broadcast to="bsh"                     the input repeated along the dims it lacks (its dims a
 //                                          subset of `to`, in to's order), times `scale`
+//   split    over="j" value=1              part 1 of the input's dim j: out drops j (Megatron's
+//                                          fused QKV: qkv[bsnjd] with j = 3, q = part 0, k = 1,
+//                                          v = 2); j must be whole where it runs
+//   concat   over="j" to="bsnjd"           its operands (as many as j is long, each with to's
+//                                          dims but j) stacked along j: split's gradient
 //   and what gradient programs (harness/plan/gradient.hpp) add: unary relu_grad gelu_grad
 //   tanh_grad square_grad rsqrt_grad (each op's derivative), binary eq (1 where equal, else 0),
 //   binary is_max(x, m) with m = max(x) over the dims m lacks: 1 where x reaches its row's max
@@ -36,7 +41,7 @@
 
 namespace shardlab {
 
-enum class OpKind { einsum, unary, binary, reduce, softmax, broadcast, rename };
+enum class OpKind { einsum, unary, binary, reduce, softmax, broadcast, rename, split, concat };
 
 struct ProgramOp {
   std::string out;              // the tensor it defines
@@ -44,10 +49,10 @@ struct ProgramOp {
   OpKind kind = OpKind::unary;
   std::vector<std::string> in;  // its operands
   std::string eq;               // einsum only: "bsm,mh->bsh"
-  std::string over;             // reduce and softmax: the dim letters
-  std::string to;               // broadcast only: the output's dims
+  std::string over;             // reduce, softmax, roll, split, concat: the dim letters
+  std::string to;               // broadcast, rename, concat: the output's dims
   double scale = 1;             // broadcast only: multiplies every element (a mean's 1/n)
-  double value = 0;             // scale (x * value) and shift (x + value) only
+  double value = 0;             // scale (x * value), shift (x + value), roll, split (the part)
   bool has_value = false;
   std::string part;             // a name for costs summed by part ("attention"); backward ops
                                 // take their forward op's

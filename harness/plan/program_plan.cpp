@@ -8,6 +8,7 @@
 #include "core/layout.hpp"
 #include "core/ops.hpp"
 #include "core/roll.hpp"
+#include "core/split.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
 #include "harness/plan/layout_search.hpp"
@@ -115,8 +116,11 @@ std::set<std::string> deferrable_tensors(const TensorProgram& p) {
 }  // namespace
 
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
-                             DType dtype, bool article, std::size_t backward_from) {
+                             DType dtype, bool article, std::size_t backward_from, bool keep_gathered) {
   ProgramPlan pp;
+  pp.backward_from = backward_from;
+  pp.keep_gathered = keep_gathered;
+  pp.article = article;
   pp.program = program;
   pp.mesh = mesh;
   pp.propagation = propagation;
@@ -142,7 +146,7 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
     const ProgramOp& op = program.ops[i];
     OpPlan o;
     o.op = i;
-    if (i == backward_from) kept.clear();
+    if (i == backward_from && !keep_gathered) kept.clear();
     if (op.kind == OpKind::rename) root[op.out] = root_of(op.in[0]);
     const Spec out = propagation.specs.at(op.out).spec;
     const std::string& out_dims = program.dims.at(op.out);
@@ -244,6 +248,12 @@ ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, con
               mesh, operand(op.in[0], spec(op.in[0])), restricted(out, out_dims, program.dims.at(op.in[0])), options));
           o.computed = out;
           break;
+        case OpKind::split:  // the input as out lies, its split dim whole: then each device keeps its part
+          o.reshard.push_back(search_reshard(
+              mesh, operand(op.in[0], spec(op.in[0])), widened(out, out_dims, program.dims.at(op.in[0])), options));
+          o.computed = out;
+          break;
+        case OpKind::concat:  // each part as out lies (out's stacked dim is whole): then stacked locally
         case OpKind::binary:
           for (const auto& t : op.in)
             o.reshard.push_back(
@@ -503,6 +513,10 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           }
           break;
         case OpKind::rename: y = args[0]; break;
+        case OpKind::split:
+          y = split_op(args[0], p.dims.at(op.in[0]).find(op.over[0]), static_cast<std::size_t>(op.value));
+          break;
+        case OpKind::concat: y = concat_op(args, out_dims.find(op.over[0])); break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {
           const Shape local =

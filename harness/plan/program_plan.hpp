@@ -21,7 +21,9 @@
 // x_t = rename(x) too, and x_t is never gathered apart. A copy lives until the last einsum that
 // reuses it. Nothing is kept across the start of the backward ops (`backward_from`): in a model of
 // many layers a layer's backward runs long after its forward, so an activation or weight gathered
-// for the forward is gathered again for the backward (Megatron's default).
+// for the forward is gathered again for the backward (Megatron's default). With `keep_gathered`
+// (a case file's keep_gathered = true) the forward's copies are kept for the backward einsums that
+// can start from them: fewer bytes sent, more held (harness/plan/keep_gathered.hpp prices both).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -60,6 +62,9 @@ struct ProgramPlan {
   Propagation propagation;
   DType dtype = DType::float32;
   std::vector<OpPlan> ops;
+  std::size_t backward_from = SIZE_MAX;  // the first backward op (SIZE_MAX: none)
+  bool keep_gathered = false;            // the forward's moved copies reused by the backward
+  bool article = false;                  // each einsum by the articles' rules
   // Each tensor as devices hold it: its propagated spec, or partial sums where completing them
   // waits for an op that needs them whole (see plan_program_ops).
   std::map<std::string, Spec> stored;
@@ -72,7 +77,8 @@ struct ProgramPlan {
 // Error(unsupported) naming the op when no plan reaches an op's output spec. `article`: each
 // einsum by the articles' rules (plan_contraction) instead of the search.
 ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
-                             bool article = false, std::size_t backward_from = SIZE_MAX);
+                             bool article = false, std::size_t backward_from = SIZE_MAX,
+                             bool keep_gathered = false);
 
 // Per op, how many devices' partial sums the run adds (the sizes of the partial-sum axes its
 // product or reduction leaves; 1 when none): what run_reference's bounds need.

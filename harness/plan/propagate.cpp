@@ -113,10 +113,11 @@ class Propagator {
       if (!known(t)) set(t, Spec::replicated(p_.dims.at(t).size()), "replicated: nothing constrains it", true);
   }
 
-  // Softmax needs its dim whole, whatever rule gave its output a spec.
+  // Softmax needs its dim whole, whatever rule gave its output a spec; so does the dim a concat
+  // stacks its parts along (each device stacks whole parts).
   void softmax_whole() {
     for (const auto& op : p_.ops) {
-      if (op.kind != OpKind::softmax) continue;
+      if (op.kind != OpKind::softmax && op.kind != OpKind::concat) continue;
       PropagatedSpec& s = out_.specs.at(op.out);
       for (char c : op.over) {
         const std::size_t d = p_.dims.at(op.out).find(c);

@@ -13,7 +13,8 @@
 //     its letter has in the op that reads it (the other operand, then the output).
 //  5. then forward again, and anything still open is replicated.
 //  6. whatever rule gave a softmax's output its spec, the softmax dim is made whole (an annotation
-//     that splits it is refused).
+//     that splits it is refused); so is the dim a concat stacks along. A split's output drops its
+//     dim: rule 3 by letter gives it the input's axes on the other dims.
 //  7. op outputs rules 3-5 gave a spec are free: where trying every layout of them is cheap, they
 //     take the layouts that make the program send the fewest bytes (harness/plan/layout_search.hpp),
 //     so an unannotated einsum output lies where it is cheapest to leave it, not where the
