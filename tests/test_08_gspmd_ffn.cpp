@@ -64,7 +64,7 @@ TEST_SUITE("lessons") {
     auto f = run_binary("08_gspmd_ffn --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    for (const char* bad : {"--dims M=6", "--mesh Y=8", "--mesh X=3,Y=3", "--dims B=8,Q=2"}) {
+    for (const char* bad : {"--dims M=6 --uneven none", "--mesh Y=8", "--mesh X=3,Y=3 --uneven none", "--dims B=8,Q=2"}) {
       auto b = run_binary(std::string("08_gspmd_ffn ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);

@@ -52,7 +52,7 @@ TEST_SUITE("lessons") {
     auto f = run_binary("10_pairwise_backward --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30", "--mesh Y=0"}) {
+    for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30 --uneven none", "--mesh Y=0"}) {
       auto b = run_binary(std::string("10_pairwise_backward ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);

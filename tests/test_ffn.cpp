@@ -324,7 +324,7 @@ TEST_SUITE("ffn") {
     auto p = ffn_json("--strategy gspmd --dims article --backward --plan-only --json");
     CHECK(p["collectives"].size() == 11);
     CHECK(p["collectives"][0]["predicted_bytes_per_device"] == 3ull * 4 * 512 * 1280 * kD);
-    for (const char* bad : {"--dims M=6", "--dims Q=3", "--strategy foo", "--strategy column --mesh X=2,Y=4",
+    for (const char* bad : {"--dims M=6 --uneven none", "--dims Q=3", "--strategy foo", "--strategy column --mesh X=2,Y=4",
                             "--dims B=0", "--mesh X=2,,Y"}) {
       auto r = run_binary(std::string("shardlab ffn ") + bad);
       CAPTURE(bad);
