@@ -64,7 +64,7 @@ TEST_SUITE("lessons") {
     auto f = run_binary("08_gspmd_ffn --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    for (const char* bad : {"--dims M=6", "--mesh Y=8", "--mesh X=3,Y=3", "--dims B=8,Q=2"}) {
+    for (const char* bad : {"--dims M=6 --uneven none", "--mesh Y=8", "--mesh X=3,Y=3 --uneven none", "--dims B=8,Q=2"}) {
       auto b = run_binary(std::string("08_gspmd_ffn ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);
@@ -86,4 +86,27 @@ TEST_SUITE("lessons") {
     CHECK(text.find("What a device keeps between stages falls as 1/n: the article's claim.") != std::string::npos);
     CHECK(text.find("this mesh's 0.212 peak beside its 0.125 held") != std::string::npos);
   }
+}
+
+// Issue 32: B=7 over X=2 (4, 3), M=5 over Y=4 (chunk 2,2,1,0; pad 2 each). AllGather x over Y:
+// the busiest device (4 rows of B) sends every M row but the empty block's, 4*3*5 float64 (chunk),
+// or 3 padded blocks of 2, 4*3*6 (pad); the AllReduce alternative of y [4,3,5] on 4: 2*3 ring
+// chunks of 15 elements either way.
+TEST_CASE("lesson 08 --uneven chunk|pad: B=7,S=3,M=5,H=30 verifies, bytes by the ring formula; none refuses") {
+  for (const char* u : {"chunk", "pad"}) {
+    CAPTURE(u);
+    auto r = run_binary(std::string("08_gspmd_ffn --dtype float64 --dims B=7,S=3,M=5,H=30 --json --uneven ") + u);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    CHECK(j["collectives"][0]["tensor"] == "x");
+    CHECK(j["collectives"][0]["bytes_per_device"] == (std::string(u) == "chunk" ? 4 * 3 * 5 * 8 : 4 * 3 * 6 * 8));
+    for (const auto& c : j["collectives"]) {
+      CHECK(c["bytes_per_device"] == c["predicted_bytes_per_device"]);
+      if (c["tensor"] == "y_ar") CHECK(c["bytes_per_device"] == 2 * 3 * 15 * 8);
+    }
+  }
+  auto none = run_binary("08_gspmd_ffn --dims B=7,S=3,M=5,H=30 --uneven none");
+  CHECK(none.status == 2);
+  CHECK(none.err.find("is not divisible by mesh axis") != std::string::npos);
 }

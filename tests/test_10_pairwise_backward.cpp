@@ -52,11 +52,30 @@ TEST_SUITE("lessons") {
     auto f = run_binary("10_pairwise_backward --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30", "--mesh Y=0"}) {
+    for (const char* bad : {"--mesh X=2,Y=2", "--dims H=30 --uneven none", "--mesh Y=0"}) {
       auto b = run_binary(std::string("10_pairwise_backward ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);
       CHECK(shardlab::testing::count_lines(b.err) == 1);
     }
   }
+}
+
+// Issue 32: H=30 over Y=4 (chunk 8,8,8,6): the column cut's AllGather of h [7,3,30] sends every
+// block but the 6-column one from the busiest device, 7*3*24 float64.
+TEST_CASE("lesson 10 --uneven chunk|pad: B=7,S=3,M=5,H=30 verifies forward and backward; none refuses") {
+  for (const char* u : {"chunk", "pad"}) {
+    CAPTURE(u);
+    auto r = run_binary(std::string("10_pairwise_backward --dtype float64 --dims B=7,S=3,M=5,H=30 --json --uneven ") + u);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["pass"] == true);
+    for (const auto& c : j["collectives"]) CHECK(c["bytes_per_device"] == c["predicted_bytes_per_device"]);
+    if (std::string(u) == "chunk") {
+      CHECK(j["collectives"][0]["tensor"] == "h");
+      CHECK(j["collectives"][0]["bytes_per_device"] == 7 * 3 * 24 * 8);
+    }
+  }
+  auto none = run_binary("10_pairwise_backward --dims B=7,S=3,M=5,H=30 --uneven none");
+  CHECK(none.status == 2);
 }

@@ -87,7 +87,7 @@ TEST_SUITE("cmd pipeline") {
     auto n = run_binary("shardlab pipeline --schedule naive --stages 2 --json");
     REQUIRE(n.status == 0);
     CHECK(nlohmann::json::parse(n.out)["bubble_measured"] == doctest::Approx(0.5));
-    for (const char* bad : {"--schedule naive --chunks 4", "--layers 7", "--layers 64", "--schedule zigzag", "--stages 0",
+    for (const char* bad : {"--schedule naive --chunks 4", "--layers 7 --uneven none", "--layers 64", "--schedule zigzag", "--stages 0",
                             "--chunks -3", "--virtual-stages 2", "--schedule interleaved --chunks 6",
                             "--schedule interleaved --virtual-stages 1", "--schedule interleaved --stages 1 --chunks 2"}) {
       CAPTURE(bad);

@@ -324,7 +324,7 @@ TEST_SUITE("ffn") {
     auto p = ffn_json("--strategy gspmd --dims article --backward --plan-only --json");
     CHECK(p["collectives"].size() == 11);
     CHECK(p["collectives"][0]["predicted_bytes_per_device"] == 3ull * 4 * 512 * 1280 * kD);
-    for (const char* bad : {"--dims M=6", "--dims Q=3", "--strategy foo", "--strategy column --mesh X=2,Y=4",
+    for (const char* bad : {"--dims M=6 --uneven none", "--dims Q=3", "--strategy foo", "--strategy column --mesh X=2,Y=4",
                             "--dims B=0", "--mesh X=2,,Y"}) {
       auto r = run_binary(std::string("shardlab ffn ") + bad);
       CAPTURE(bad);
@@ -574,4 +574,70 @@ TEST_CASE("shardlab ffn: where the search beats a stage's plan, the report gives
     }
     if (cheaper == 0) CHECK(r.out.find("none: every contraction's plan already sends the fewest bytes") != std::string::npos);
   }
+}
+
+// Issue 32: dims that do not divide the mesh. B=7 over X=2 (4, 3), M=5 over Y=4 (chunk 2,2,1,0;
+// pad 2 each, 3 rows of padding), H=30 over Y=4 (8,8,8,6; pad 8 each). Results against the
+// reference written above, padding zero, bytes against the ring's arithmetic written out here.
+TEST_CASE("ffn --uneven chunk|pad: B=7,S=3,M=5,H=30 on X=2,Y=4 (and data, pairwise) equal the unsharded layer") {
+  const FfnDims dims{7, 3, 5, 30};
+  const FfnInputs in = ffn_inputs(dims, 5);
+  const Expected want = expected(in);
+  Runtime rt(Backend::sim);
+  const std::pair<std::string, std::string> runs[] = {
+      {"gspmd", "X=2,Y=4"}, {"pairwise", "Y=4"}, {"data", "X=3"}, {"column", "Y=4"}, {"row_column", "Y=4"}};
+  for (Uneven u : {Uneven::chunk, Uneven::pad}) {
+    for (const auto& [strategy, mesh_text] : runs) {
+      CAPTURE(uneven_name(u));
+      CAPTURE(strategy);
+      Mesh mesh = Mesh::parse(mesh_text);
+      mesh.set_uneven(u);
+      const FfnPlan plan = plan_ffn(mesh, config(strategy, true, dims));
+      const RunResult run = rt.run(mesh, ffn_program(plan, in));
+      auto got = [&](const std::string& name, const Spec& spec, const Shape& shape) {
+        std::vector<Tensor> blocks;
+        for (const auto& o : run.outputs) blocks.push_back(o.at(name));
+        const Assembly a = assemble(mesh, spec, shape, blocks, name);
+        CHECK(a.replicas_agree);
+        for (int d = 0; d < mesh.devices(); ++d)  // padding stays zero: the block is its real part, zero-padded
+          CHECK(blocks[static_cast<std::size_t>(d)] == local_block(a.tensor, mesh, spec, d));
+        return a.tensor;
+      };
+      const Shape xs{dims.b, dims.s, dims.m};
+      CHECK(max_diff(got("y", plan.specs.y, xs), want.y) < 1e-12);
+      CHECK(max_diff(got("dx", plan.specs.x, xs), want.dx) < 1e-12);
+      CHECK(max_diff(got("dW_in", plan.specs.w_in, {dims.m, dims.h}), want.dw_in) < 1e-12);
+      CHECK(max_diff(got("dW_out", plan.specs.w_out, {dims.h, dims.m}), want.dw_out) < 1e-12);
+      const auto summary = summarize(run.ledger);
+      const auto steps = plan.collectives();
+      REQUIRE(summary.size() == steps.size());
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        CAPTURE(steps[i]->tensor);
+        CHECK(summary[i].bytes_per_device == steps[i]->predicted_bytes);
+        CHECK(summary[i].bytes_per_device == summary[i].predicted_bytes_per_device);
+      }
+      if (strategy == "gspmd") {
+        // Forward: AllGather x over Y, W_in and W_out over X, ReduceScatter y over Y. The busiest
+        // device (B block of 4) sends every part but one: chunk all 5 M rows but the empty one,
+        // pad 3 blocks of 2; the weights' rings of 2 send one block of 3 x 8.
+        const std::size_t xy = u == Uneven::chunk ? 4 * 3 * 5 * kD : 4 * 3 * 2 * 3 * kD;
+        CHECK(bytes(plan, FfnPhase::forward) == Sizes{xy, 3 * 8 * kD, 3 * 8 * kD, xy});
+        for (std::size_t i = 0; i < 4; ++i) CHECK(summary[i].bytes_per_device == bytes(plan, FfnPhase::forward)[i]);
+      }
+      if (strategy == "data") {  // B=7 over X=3: 3,2,2; only the weight gradients are all-reduced
+        CHECK(bytes(plan, FfnPhase::forward).empty());
+        const std::size_t w = 5 * 30;  // AllReduce of 150 elements on 3: 2 (n-1)/n, the ring's blocks of 50
+        CHECK(bytes(plan, FfnPhase::backward) == Sizes{2 * 2 * (w / 3) * kD, 2 * 2 * (w / 3) * kD});
+      }
+    }
+  }
+  // The command: --uneven chunk (the default) and pad pass; none keeps the refusal.
+  for (const char* u : {"chunk", "pad"}) {
+    const auto j = ffn_json(std::string("--dims B=7,S=3,M=5,H=30 --backward --json --uneven ") + u);
+    CHECK(j["pass"] == true);
+    CHECK(j["collectives"][0]["bytes_per_device"] == (std::string(u) == "chunk" ? 480 : 576));
+  }
+  auto none = run_binary("shardlab ffn --dims B=7,S=3,M=5,H=30 --uneven none");
+  CHECK(none.status == 2);
+  CHECK(none.err.find("dim 0 of x (size 7) is not divisible by mesh axis X (size 2)") != std::string::npos);
 }

@@ -119,8 +119,8 @@ TEST_SUITE("lessons") {
   TEST_CASE("lessons 08 and 10 (issue 18): a mesh they cannot use is one sentence naming the option, exit 2") {
     const struct { const char* cmd; const char* says; } bad[] = {
         {"10_pairwise_backward --mesh 2x4", "error: --mesh 2x4 has 2 axes; lesson 10 cuts weights over one line"},
-        {"10_pairwise_backward --mesh Y=3", "error: --mesh Y=3 cannot split M=16 or H=64 into 3 equal slices"},
-        {"10_pairwise_backward --dims H=30", "error: --dims H=30: H=30 does not split into 4 equal slices"},
+        {"10_pairwise_backward --mesh Y=3 --uneven none", "error: --mesh Y=3 cannot split M=16 or H=64 into 3 equal slices"},
+        {"10_pairwise_backward --dims H=30 --uneven none", "error: --dims H=30: H=30 does not split into 4 equal slices"},
         {"08_gspmd_ffn --mesh Y=4", "error: --mesh Y=4 has 1 axis; lesson 08 splits the batch over one mesh axis"},
         {"08_gspmd_ffn --mesh 2x2x2", "error: --mesh 2x2x2 has 3 axes; lesson 08"},
     };

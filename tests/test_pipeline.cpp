@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -320,3 +321,92 @@ TEST_CASE("pipeline: interleaved runs give the whole batch's gradients, P = 2 (m
 }
 
 }  // TEST_SUITE
+
+// Issue 32: 7 layers on 4 stages (torch.chunk: 2, 2, 2, 1) and a batch of 7 rows in 3 micro-batches
+// (chunk: 3, 3, 1; pad: 3 each, 2 zero rows in the last). Gradients against backpropagation over
+// the whole batch written here (float64: exact up to the order of sums), bytes per stage against
+// the rows each micro-batch is sent as.
+TEST_CASE("pipeline --uneven chunk|pad: 7 layers on 4 stages, a batch of 7 in 3 micro-batches") {
+  for (Uneven u : {Uneven::chunk, Uneven::pad})
+    for (PipeSchedule sched : {PipeSchedule::gpipe, PipeSchedule::one_f_one_b}) {
+      CAPTURE(uneven_name(u));
+      CAPTURE(schedule_name(sched));
+      PipelineConfig c;
+      c.layers = 7;
+      c.chunks = 3;
+      c.batch = 7;
+      c.schedule = sched;
+      c.uneven = u;
+      CHECK(stage_layers(c) == std::vector<int>{2, 2, 2, 1});
+      CHECK(micro_batch_rows(c) == std::vector<std::size_t>{3, 3, 1});
+      const PipeInputs in = pipeline_inputs(c);
+      // The whole batch: h_{l+1} = tanh(h_l W_l), L = sum(h_L * R); dW_l = h_l^T (dh_{l+1} (1 - h_{l+1}^2)),
+      // with plain loops over the rows of every micro-batch in order.
+      std::vector<std::vector<double>> x, r;  // 7 rows of 8
+      for (int k = 0; k < 3; ++k)
+        for (std::size_t i = 0; i < in.x[k].shape()[0]; ++i) {
+          x.emplace_back(in.x[k].data() + i * 8, in.x[k].data() + i * 8 + 8);
+          r.emplace_back(in.r[k].data() + i * 8, in.r[k].data() + i * 8 + 8);
+        }
+      REQUIRE(x.size() == 7);
+      std::vector<std::vector<std::vector<double>>> h = {x};  // h[l][row][col]
+      for (int l = 0; l < 7; ++l) {
+        auto next = h.back();
+        for (std::size_t i = 0; i < 7; ++i)
+          for (std::size_t j = 0; j < 8; ++j) {
+            double sum = 0;
+            for (std::size_t k = 0; k < 8; ++k) sum += h.back()[i][k] * in.weights[l](k, j);
+            next[i][j] = std::tanh(sum);
+          }
+        h.push_back(next);
+      }
+      std::vector<std::vector<std::vector<double>>> want(7, std::vector<std::vector<double>>(8, std::vector<double>(8, 0.0)));
+      auto dh = r;
+      for (int l = 6; l >= 0; --l) {
+        auto dpre = dh;
+        for (std::size_t i = 0; i < 7; ++i)
+          for (std::size_t j = 0; j < 8; ++j) dpre[i][j] = dh[i][j] * (1.0 - h[l + 1][i][j] * h[l + 1][i][j]);
+        for (std::size_t a = 0; a < 8; ++a)
+          for (std::size_t b = 0; b < 8; ++b)
+            for (std::size_t i = 0; i < 7; ++i) want[l][a][b] += h[l][i][a] * dpre[i][b];
+        for (std::size_t i = 0; i < 7; ++i)
+          for (std::size_t k = 0; k < 8; ++k) {
+            double sum = 0;
+            for (std::size_t j = 0; j < 8; ++j) sum += dpre[i][j] * in.weights[l](k, j);
+            dh[i][k] = sum;
+          }
+      }
+      Runtime rt(Backend::sim, false, DType::float64);
+      Mesh mesh = Mesh::parse("X=4");
+      mesh.set_uneven(u);
+      const RunResult run = rt.run(mesh, pipeline_program(c, in));
+      const int holder[7] = {0, 0, 1, 1, 2, 2, 3};
+      for (int l = 0; l < 7; ++l) {
+        CHECK(device_of_layer(c, l) == holder[l]);
+        const Tensor& got = run.outputs[holder[l]].at("dW" + std::to_string(l));
+        double worst = 0;
+        for (std::size_t a = 0; a < 8; ++a)
+          for (std::size_t b = 0; b < 8; ++b) worst = std::max(worst, std::fabs(got(a, b) - want[l][a][b]));
+        CHECK(worst <= 1e-12);
+      }
+      // Each stage sends every micro-batch's activation on (but the last) and gradient back (but the
+      // first): 7 rows of 8 float64 columns each way (chunk), 9 (pad: 3 x 3).
+      const double rows = u == Uneven::chunk ? 7 : 9, one_way = rows * 8 * 8;
+      std::vector<double> sent(4, 0);
+      for (const auto& row : run.ledger) sent[row.device] += static_cast<double>(row.bytes_sent);
+      CHECK(sent == std::vector<double>{one_way, 2 * one_way, 2 * one_way, one_way});
+    }
+  PipelineConfig c;
+  c.layers = 7;
+  CHECK_THROWS_AS(check_pipeline(c), Error);  // none (the default) keeps the refusal
+  c.batch = 7;
+  c.layers = 8;
+  CHECK_THROWS_AS(check_pipeline(c), Error);
+  c.uneven = Uneven::chunk;
+  CHECK_NOTHROW(check_pipeline(c));
+  c.schedule = PipeSchedule::interleaved;  // uneven layers need one model chunk per device
+  c.virtual_stages = 2;
+  c.chunks = 4;
+  c.layers = 9;
+  CHECK_THROWS_AS(check_pipeline(c), Error);
+}

@@ -34,3 +34,23 @@ TEST_CASE("zero: parameter counts with K, M, B and T, or refused in one sentence
   for (const char* bad : {"", "0", "-1B", "abc", "7.5X", "B", "nan", "inf", "1e20"})
     CHECK_THROWS_AS(parse_param_count(bad, "--params"), Error);
 }
+
+// Issue 32: P = 5 parameters on 4 devices. chunk: parts 2, 2, 1, 0 (torch.chunk); pad: 2 each.
+// The busiest device holds 2; one ring ReduceScatter or AllGather sends every part but one: all
+// 5 (chunk: the empty part is the one skipped) or 3 padded parts of 2 (pad), 2 bytes each.
+TEST_CASE("zero --uneven: 5 parameters on 4 devices, chunk and pad; none refuses") {
+  const auto chunk = zero_stages(5, 4, "adam", Uneven::chunk), pad = zero_stages(5, 4, "adam", Uneven::pad);
+  for (const auto* s : {&chunk, &pad}) {
+    CHECK((*s)[0].memory_bytes() == 16 * 5);
+    CHECK((*s)[1].state_bytes == 12 * 2);
+    CHECK((*s)[2].grad_bytes == 2 * 2);
+    CHECK((*s)[3].memory_bytes() == 16 * 2);
+  }
+  CHECK(chunk[0].sent_bytes == 2 * 5 * 2);  // ReduceScatter + AllGather (or one AllReduce)
+  CHECK(chunk[3].sent_bytes == 3 * 5 * 2);
+  CHECK(pad[0].sent_bytes == 2 * 3 * 2 * 2);
+  CHECK(pad[3].sent_bytes == 3 * 3 * 2 * 2);
+  // Dividing counts are the same under every rule.
+  CHECK(zero_stages(12, 4, "adam", Uneven::pad)[3].sent_bytes == zero_stages(12, 4, "adam", Uneven::none)[3].sent_bytes);
+  CHECK_THROWS_AS(zero_stages(5, 4, "adam", Uneven::none), Error);
+}

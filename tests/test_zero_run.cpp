@@ -13,6 +13,8 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "core/layout.hpp"
+#include "harness/check/report.hpp"
 #include "harness/models/zero_run.hpp"
 
 using namespace shardlab;
@@ -126,6 +128,57 @@ TEST_CASE("zero_run: every stage's calls, bytes by the ring formulas, and weight
         REQUIRE(got_w.shape() == want_w.shape());
         CHECK(xt::amax(xt::abs(got_w - want_w))() <= 1e-12);
       }
+  }
+}
+
+// Issue 32: D = 5 rows on 4 devices. chunk (torch.chunk): 2, 2, 1, 0 rows; pad: 2 each, the third
+// device 1 row of padding, the fourth all padding. Weights and gradients against the unsharded
+// Adam run, padding zero, and each collective's bytes against the ring written out here.
+TEST_CASE("zero_run --uneven chunk|pad: 5 rows on 4 devices train like the unsharded model") {
+  ZeroModel m;
+  m.width = 5;
+  m.steps = 2;
+  const std::size_t D = 5, n = 4, eb = 8;
+  const std::size_t starts[] = {0, 2, 4, 5}, real_rows[] = {2, 2, 1, 0};
+  CHECK_THROWS_AS(zero_inputs(m, 4, 3), Error);  // none (the default) keeps the refusal
+  for (Uneven u : {Uneven::chunk, Uneven::pad}) {
+    CAPTURE(uneven_name(u));
+    m.uneven = u;
+    CHECK(zero_slice_rows(m, 4) == std::vector<std::size_t>{2, 2, 1, 0});
+    const ZeroInputs in = zero_inputs(m, 4, 3);
+    const ZeroReference ref = zero_reference(m, in, DType::float64);
+    Mesh mesh = Mesh::parse("X=4");
+    mesh.set_uneven(u);
+    Runtime rt(Backend::sim, false, DType::float64);
+    for (ZeroMode mode : {ZeroMode::dp, ZeroMode::zero1, ZeroMode::zero2, ZeroMode::zero3}) {
+      CAPTURE(zero_mode_name(mode));
+      const RunResult r = rt.run(mesh, zero_program(mode, m, in));
+      for (std::size_t d = 0; d < n; ++d)
+        for (int k = 0; k < 3; ++k) {
+          // Whole weights, or (zero3) the own rows, stored as 2 rows under pad with zeros after the real ones.
+          for (const bool grad : {false, true}) {
+            const bool split = grad ? mode != ZeroMode::dp : mode == ZeroMode::zero3;
+            const Tensor& got = r.outputs[d].at((grad ? "d" : "") + std::string(1, "ABC"[k]));
+            const Tensor& whole = grad ? ref.gradient[k] : ref.weights[k];
+            const std::size_t rows = !split ? D : u == Uneven::pad ? 2 : real_rows[d];
+            REQUIRE(got.shape() == Shape{rows, D});
+            for (std::size_t i = 0; i < rows; ++i)
+              for (std::size_t j = 0; j < D; ++j) {
+                const bool padding = split && i >= real_rows[d];
+                const double want = padding ? 0.0 : whole(split ? starts[d] + i : i, j);
+                CHECK(std::fabs(got(i, j) - want) <= (grad ? 1e-12 : 1e-9));
+              }
+          }
+        }
+      const auto summary = summarize(r.ledger);
+      for (const auto& c : summary) {
+        CAPTURE(c.op + " " + c.tensor);
+        CHECK(c.matches());  // measured = the ledger row's own prediction
+        // Every gather and scatter of a [5, 5] weight: the busiest device sends every part but the
+        // smallest (chunk: all 5 rows but the empty part's; pad: 3 padded parts of 2 rows).
+        if (c.op != "all_reduce") CHECK(c.bytes_per_device == (u == Uneven::chunk ? 5 * D * eb : 3 * 2 * D * eb));
+      }
+    }
   }
 }
 

@@ -163,6 +163,14 @@ void add_run_options(CLI::App* c, CommonOptions& common, const std::string& proc
   add_inject_option(c, common.inject);
 }
 
+void add_uneven_option(CLI::App* c, std::string& uneven) {
+  uneven = "chunk";
+  c->add_option("--uneven", uneven,
+                "a dim that does not divide its mesh axes: chunk (blocks of ceil(d/n), the last shorter, as "
+                "torch.chunk), pad (each ceil(d/n), zero-padded, as JAX) or none (refuse it)")
+      ->capture_default_str();
+}
+
 int line_devices(const CommonOptions& common, int fallback) {
   const int processes = common.backend == "mpi" ? launched_processes() : 0;
   return processes > 0 ? processes : fallback;

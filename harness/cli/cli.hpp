@@ -29,6 +29,9 @@ void within(CLI::Option* option, long lo, long hi);
 // --backend (its help says how many processes mpiexec needs: `processes`, e.g. "<devices>"),
 // --seed, --dtype, --json, --quiet, --trace and --inject, into `common`.
 void add_run_options(CLI::App* command, CommonOptions& common, const std::string& processes);
+// --uneven chunk|pad|none into `uneven` (chunk by default): how a dim that does not divide its mesh
+// axes is split (core/mesh.hpp's Uneven; parse_uneven refuses other values).
+void add_uneven_option(CLI::App* command, std::string& uneven);
 
 class Cli {
  public:

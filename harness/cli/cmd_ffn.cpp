@@ -134,6 +134,13 @@ nlohmann::ordered_json plan_json(const FfnPlan& p) {
   return j;
 }
 
+// The mesh with the --uneven rule (a Session sets it too; --plan-only and the memory check come first).
+Mesh uneven_mesh(const CommonOptions& common) {
+  Mesh mesh = Mesh::parse(common.mesh);
+  mesh.set_uneven(parse_uneven(common.uneven));
+  return mesh;
+}
+
 int run(const FfnOptions& o) {
   CommonOptions common = o.common;
   const FfnStrategy& strategy = ffn_strategy(o.strategy);
@@ -152,7 +159,7 @@ int run(const FfnOptions& o) {
 
   if (o.plan_only) {  // no devices: the planner's predictions alone
     refuse_trace_without_run(common.trace, "--plan-only");
-    const FfnPlan p = plan_ffn(Mesh::parse(common.mesh), config);
+    const FfnPlan p = plan_ffn(uneven_mesh(common), config);
     if (!process_is_root() || common.quiet) return 0;  // no run, so no verdict line to print
     if (common.json) {
       auto j = plan_json(p);
@@ -172,7 +179,7 @@ int run(const FfnOptions& o) {
   }
 
   // Up front, before any tensor: every device here at its peak, plus the full tensors in float64.
-  refuse_ffn_over_memory(plan_ffn(Mesh::parse(common.mesh), config), config,
+  refuse_ffn_over_memory(plan_ffn(uneven_mesh(common), config), config,
                          common.backend == "mpi" ? 1 : Mesh::parse(common.mesh).devices());
   Session session("ffn", common);
   const FfnPlan preview = plan_ffn(session.mesh(), config);  // bad specs fail here, before any output
@@ -261,6 +268,7 @@ Command add_ffn_command(CLI::App& app) {
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
   add_inject_option(c, o->common.inject);
+  add_uneven_option(c, o->common.uneven);
   return {c, [o] { return run(*o); }};
 }
 

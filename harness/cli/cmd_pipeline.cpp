@@ -21,7 +21,7 @@ struct PipelineOptions {
   static constexpr int kUnset = std::numeric_limits<int>::min();
   int stages = 4, chunks = kUnset, layers = 8;  // chunks: 4, or 1 for naive, unless given
   int virtual_stages = kUnset;                   // 2 for interleaved, else 1, unless given
-  int width = 8, micro_batch = 2;
+  int width = 8, micro_batch = 2, batch = 0;
   std::string schedule = "gpipe";
 };
 
@@ -40,16 +40,34 @@ int run(PipelineOptions o) {
   c.micro_batch = static_cast<std::size_t>(o.micro_batch);
   c.schedule = parse_schedule(o.schedule);
   c.seed = o.common.seed;
+  if (o.batch < 0) throw Error(ErrorKind::parse, "--batch must be positive, not " + std::to_string(o.batch));
+  c.batch = static_cast<std::size_t>(o.batch);
+  c.uneven = parse_uneven(o.common.uneven);
   check_pipeline(c);  // bad numbers: one sentence, before any device starts
   o.common.mesh = "X=" + std::to_string(c.stages);
   Session session("pipeline", o.common);
   auto& out = session.out();
+  const std::vector<int> per = stage_layers(c);
+  std::string each = std::to_string(per[0]) + " each";
+  if (per.front() != per.back()) {  // uneven layers (v = 1): torch.chunk's cut
+    each.clear();
+    for (int n : per) each += (each.empty() ? "" : ", ") + std::to_string(n);
+  }
+  // The micro-batches' rows: --micro-batch each, or --batch cut as --uneven says.
+  std::string rows = c.batch > 0 ? "" : std::to_string(c.micro_batch);
+  const auto real = micro_batch_rows(c);
+  for (std::size_t k = 0; c.batch > 0 && k < std::min<std::size_t>(real.size(), 8); ++k)
+    rows += (rows.empty() ? "" : ",") + std::to_string(real[k]);
+  if (c.batch > 0 && real.size() > 8) rows += ",...";
+  rows += " rows";
+  if (c.uneven == Uneven::pad && micro_batch_stored(c, c.chunks - 1) != real.back())
+    rows += " (each sent as " + std::to_string(micro_batch_stored(c, 0)) + ", zero rows after the real ones)";
   out << "shardlab pipeline: " << c.layers << " layers of [" << c.width << ", " << c.width << "] on " << c.stages
-      << " stages (" << c.layers / c.stages << " each";
+      << " stages (" << (c.virtual_stages > 1 ? std::to_string(c.layers / c.stages) + " each" : each);
   if (c.virtual_stages > 1)
     out << "; " << c.virtual_stages << " model chunks of " << c.layers / (c.stages * c.virtual_stages) << " per device";
-  out << "),\n  " << c.chunks << " micro-batch(es) of " << c.micro_batch
-      << " rows, schedule " << schedule_name(c.schedule) << ", " << session.options().backend << " backend\n\n";
+  out << "),\n  " << c.chunks << " micro-batch(es) of " << rows
+      << ", schedule " << schedule_name(c.schedule) << ", " << session.options().backend << " backend\n\n";
   const PipelineRun r = run_pipeline(session, c);
   if (!session.runtime().is_root()) return session.finish();
   out << pipeline_text(r) << "\nChecks:\n";
@@ -70,7 +88,9 @@ Command add_pipeline_command(CLI::App& app) {
   c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
   c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
   c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
+  c->add_option("--batch", o->batch, "rows of the whole batch, cut into --chunks micro-batches (instead of --micro-batch)");
   add_run_options(c, o->common, "<stages>");
+  add_uneven_option(c, o->common.uneven);
   return {c, [o] { return run(*o); }};
 }
 

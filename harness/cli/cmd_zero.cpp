@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/mesh.hpp"
+#include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
 #include "harness/models/zero.hpp"
@@ -19,6 +21,7 @@ struct ZeroOptions {
   std::string params, optimizer = "adam";
   int devices = 0;
   bool json = false;
+  std::string uneven = "chunk";
 };
 
 std::string gb(double bytes) { return format_number(bytes / 1e9, bytes < 1e9 ? "%.2f" : "%.1f"); }
@@ -32,7 +35,8 @@ std::string count_text(double n) {
 int run(const ZeroOptions& o) {
   const double params = parse_param_count(o.params, "--params");
   if (o.devices < 1) throw Error(ErrorKind::parse, "--devices has " + std::to_string(o.devices) + ", expected at least 1");
-  const auto stages = zero_stages(params, o.devices, o.optimizer);
+  const Uneven uneven = parse_uneven(o.uneven);
+  const auto stages = zero_stages(params, o.devices, o.optimizer, uneven);
   const double k = optimizer_state_bytes(o.optimizer);
   if (o.json) {
     nlohmann::ordered_json j = {{"params", params}, {"devices", o.devices}, {"optimizer", o.optimizer},
@@ -70,6 +74,7 @@ Command add_zero_command(CLI::App& app) {
   c->add_option("--optimizer", o->optimizer, "adam (12 bytes of state per parameter) or sgd (8: with momentum)")
       ->capture_default_str();
   c->add_flag("--json", o->json, "print one JSON object instead of the table");
+  add_uneven_option(c, o->uneven);
   return {c, [o] { return run(*o); }};
 }
 

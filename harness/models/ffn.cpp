@@ -11,6 +11,7 @@
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
+#include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {
 
@@ -136,12 +137,15 @@ std::vector<PlanStep> reshard_steps(const Mesh& mesh, const std::string& label, 
     s.axes = axes;
     s.dim = static_cast<int>(d);
     s.before = cur;
+    s.global = shape;
     s.local_before = local_shape(mesh, cur, shape);
     if (kind == StepKind::all_gather) cur.dims[d].resize(cur.dims[d].size() - axes.size());
     else cur.dims[d].insert(cur.dims[d].end(), axes.begin(), axes.end());
     s.after = cur;
     s.local_after = local_shape(mesh, cur, shape);
-    if (s.communicates())
+    if (s.communicates() && step_is_uneven(mesh, kind, s.dim, s.to_dim, s.before, s.after, shape))
+      s.predicted_bytes = uneven_step_bytes(mesh, kind, axes, s.dim, s.to_dim, s.before, s.after, shape, eb);
+    else if (s.communicates())
       s.predicted_bytes = predicted_bytes_sent("all_gather", mesh.axes_size(axes), bytes_of(s.local_before, eb), eb);
     s.reason = reason;
     steps.push_back(s);

@@ -27,7 +27,7 @@ void refuse_bad_line(const Mesh& mesh, const FfnDims& d, const std::string& mesh
   if (mesh.rank() != 1)
     throw Error(ErrorKind::parse, mesh_typed + " has " + std::to_string(mesh.rank()) +
                                       " axes; " + who + " cuts weights over one line of devices: try " + line);
-  if (d.m % n == 0 && d.h % n == 0) return;
+  if ((d.m % n == 0 && d.h % n == 0) || mesh.uneven() != Uneven::none) return;  // --uneven chunk|pad: any sizes
   const auto up = [n](std::size_t v) { return std::to_string((v + n - 1) / n * n); };
   std::vector<std::string> bad;
   std::string dims_fix;
@@ -51,7 +51,9 @@ void refuse_bad_ffn_line(const CommonOptions& common, const std::string& default
   const FfnDims dims = parse_ffn_dims(dims_flag);
   const int procs = common.backend == "mpi" ? launched_processes() : 0;
   const bool from_procs = procs > 0 && common.mesh == "Y=" + std::to_string(procs);
-  refuse_bad_line(Mesh::parse(common.mesh), dims,
+  Mesh mesh = Mesh::parse(common.mesh);
+  mesh.set_uneven(parse_uneven(common.uneven));
+  refuse_bad_line(mesh, dims,
                   from_procs ? "mpiexec -n " + std::to_string(procs)
                   : common.mesh == default_mesh ? std::string() : "--mesh " + common.mesh,
                   dims_flag == default_dims ? std::string() : "--dims " + dims_flag, from_procs, who);

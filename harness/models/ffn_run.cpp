@@ -236,16 +236,9 @@ Program typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* 
       switch (s.kind) {
         case FfnStage::Kind::reshard: {
           peak = std::max(peak, before + s.extra_bytes);
-          xt::xarray<T> t = std::move(held.at(s.out));
-          for (const auto& st : s.steps) {
-            if (st.kind == StepKind::all_gather) {
-              t = all_gather(dev, t, st.axes, static_cast<std::size_t>(st.dim), st.tensor);
-            } else {  // the block of this device's block along the new axes: a copy, no messages
-              Spec more = Spec::replicated(t.dimension());
-              more.dims[static_cast<std::size_t>(st.dim)] = st.axes;
-              t = local_block(t, mesh, more, id);
-            }
-          }
+          // Gathers and free slices; the planner's own steps, so a dim that does not divide moves
+          // each block's real rows (or the padded blocks) as --uneven says.
+          xt::xarray<T> t = execute_steps(dev, s.steps, held.at(s.out));
           held[s.out] = std::move(t);
           break;
         }
@@ -331,11 +324,18 @@ xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& glo
       throw Error(ErrorKind::device, "device " + std::to_string(d) + " returned no block named " + name);
     const xt::xarray<T>& mine = it->second;
     const Block b = block_of(mesh, spec, global, d);
-    if (shape_of(mine) != b.shape())
+    if (shape_of(mine) != b.stored_shape())
       throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(d) + " holds " + name + " block " +
-                                                shape_text(shape_of(mine)) + ", expected " + shape_text(b.shape()));
+                                                shape_text(shape_of(mine)) + ", expected " + shape_text(b.stored_shape()));
     auto [at, fresh] = first.emplace(b.start, d);
-    if (fresh) {
+    if (fresh && b.padded()) {  // --uneven pad: only the real elements, at the front of each dim
+      Block front;
+      front.start.assign(b.start.size(), 0);
+      front.stop = b.shape();
+      xt::xarray<T> real = xt::empty<T>(b.shape());
+      take_block(mine.data(), b.stored_shape(), front, real.data());
+      put_block(out.data(), global, b, real.data());
+    } else if (fresh) {
       put_block(out.data(), global, b, mine.data());
     } else if (disagreement.empty()) {
       const xt::xarray<T>& earlier = blocks[static_cast<std::size_t>(at->second)].at(name);

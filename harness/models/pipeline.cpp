@@ -58,10 +58,54 @@ void check_pipeline(const PipelineConfig& c) {
       throw Error(ErrorKind::parse, "the interleaved schedule runs micro-batches in groups of the stages: --chunks " +
                                         std::to_string(c.chunks) + " must be a multiple of --stages " + std::to_string(c.stages));
   }
-  if (c.layers % (c.stages * v) != 0)
+  if (c.layers % (c.stages * v) != 0 && (c.uneven == Uneven::none || v > 1))
     throw Error(ErrorKind::not_divisible, std::to_string(c.layers) + " layers do not split evenly over " +
                                               std::to_string(c.stages) + " stages" +
-                                              (v > 1 ? " x " + std::to_string(v) + " virtual stages" : std::string()));
+                                              (v > 1 ? " x " + std::to_string(v) + " virtual stages" : std::string()) +
+                                              (v > 1 ? "" : "; give --uneven chunk or pad"));
+  if (c.batch > 0) {
+    if (c.batch > 1u << 20) throw Error(ErrorKind::parse, "--batch must be 1 to 1048576, not " + std::to_string(c.batch));
+    if (c.batch < static_cast<std::size_t>(c.chunks))
+      throw Error(ErrorKind::parse, "--batch " + std::to_string(c.batch) + " has fewer rows than --chunks " +
+                                        std::to_string(c.chunks) + ": every micro-batch needs a row");
+    if (c.batch % static_cast<std::size_t>(c.chunks) != 0 && c.uneven == Uneven::none)
+      throw Error(ErrorKind::not_divisible, "a batch of " + std::to_string(c.batch) + " rows does not split evenly into " +
+                                                std::to_string(c.chunks) + " micro-batches; give --uneven chunk or pad");
+  }
+}
+
+namespace {
+// torch.chunk: n items cut into `parts` of ceil(n/parts), the last ones shorter (or empty).
+std::vector<std::size_t> chunk_counts(std::size_t n, std::size_t parts) {
+  const std::size_t q = (n + parts - 1) / parts;
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < parts; ++k) out.push_back(k * q >= n ? 0 : std::min(q, n - k * q));
+  return out;
+}
+}  // namespace
+
+std::vector<int> stage_layers(const PipelineConfig& c) {
+  const std::size_t vs = static_cast<std::size_t>(c.stages * c.virtual_stages);
+  std::vector<int> out;
+  for (std::size_t n : chunk_counts(static_cast<std::size_t>(c.layers), vs)) out.push_back(static_cast<int>(n));
+  return out;  // the even cut when it divides
+}
+
+int first_layer(const PipelineConfig& c, int virtual_stage) {
+  const auto per = stage_layers(c);
+  int first = 0;
+  for (int k = 0; k < virtual_stage; ++k) first += per[static_cast<std::size_t>(k)];
+  return first;
+}
+
+std::vector<std::size_t> micro_batch_rows(const PipelineConfig& c) {
+  if (c.batch == 0) return std::vector<std::size_t>(static_cast<std::size_t>(c.chunks), c.micro_batch);
+  return chunk_counts(c.batch, static_cast<std::size_t>(c.chunks));
+}
+
+std::size_t micro_batch_stored(const PipelineConfig& c, int chunk) {
+  const auto rows = micro_batch_rows(c);
+  return c.uneven == Uneven::pad ? rows[0] : rows[static_cast<std::size_t>(chunk)];
 }
 
 namespace {
@@ -119,7 +163,10 @@ int messages_formula(const PipelineConfig& c, int stage) {
 }
 
 int device_of_layer(const PipelineConfig& c, int layer) {
-  return (layer / (c.layers / (c.stages * c.virtual_stages))) % c.stages;
+  const auto per = stage_layers(c);
+  int vs = 0;
+  for (int first = 0; first + per[static_cast<std::size_t>(vs)] <= layer; ++vs) first += per[static_cast<std::size_t>(vs)];
+  return vs % c.stages;
 }
 
 PipeInputs pipeline_inputs(const PipelineConfig& c) {
@@ -130,9 +177,11 @@ PipeInputs pipeline_inputs(const PipelineConfig& c) {
   const int w = std::max(1, static_cast<int>(std::lround(70 / std::sqrt(double(c.width)))));
   for (int l = 0; l < c.layers; ++l)
     in.weights.push_back(random_integers(Shape{c.width, c.width}, c.seed + 1 + l, -w, w) / 64.0);
+  const auto rows = micro_batch_rows(c);  // the real rows (the program pads them under --uneven pad)
   for (int k = 0; k < c.chunks; ++k) {
-    in.x.push_back(random_integers(Shape{c.micro_batch, c.width}, c.seed + 1000 + 2 * k, -64, 64) / 64.0);
-    in.r.push_back(random_integers(Shape{c.micro_batch, c.width}, c.seed + 1001 + 2 * k, -64, 64) / 64.0);
+    const Shape shape{rows[static_cast<std::size_t>(k)], c.width};
+    in.x.push_back(random_integers(shape, c.seed + 1000 + 2 * k, -64, 64) / 64.0);
+    in.r.push_back(random_integers(shape, c.seed + 1001 + 2 * k, -64, 64) / 64.0);
   }
   return in;
 }
@@ -147,11 +196,20 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
   // stage's input, and the gradient of a stage's input as the previous stage's. The reference
   // rounds the same values at the same places, so what is left between the two is float64's order
   // of sums (the micro-batches' gradients added one by one, against one product over the batch).
-  const int per = c.layers / (c.stages * c.virtual_stages);  // layers per (virtual) stage
+  // Where each (virtual) stage's layers start and end: the messages round there.
+  std::vector<bool> first_of(c.layers + 1, false), last_of(c.layers, false);
+  for (int vs = 0, at = 0; vs < c.stages * c.virtual_stages; ++vs) {
+    const int n = stage_layers(c)[static_cast<std::size_t>(vs)];
+    if (n > 0) {
+      first_of[at] = true;
+      last_of[at + n - 1] = true;
+    }
+    at += n;
+  }
   std::vector<Tensor> ins = {x}, outs;  // each layer's input (as the layer reads it) and output
   for (int l = 0; l < c.layers; ++l) {
     outs.push_back(xt::tanh(Tensor(matmul(ins.back(), in.weights[l]))));
-    ins.push_back((l + 1) % per == 0 ? rounded(outs.back(), wire) : outs.back());
+    ins.push_back(last_of[l] ? rounded(outs.back(), wire) : outs.back());
   }
   PipeReference ref;
   ref.grads.resize(c.layers);
@@ -165,7 +223,7 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
     ref.grads[l] = matmul(transposed(ins[l]), dpre);
     ref.tolerance[l] = bound * matmul(transposed(xt::abs(ins[l])), dpre_size);
     dz = matmul(dpre, transposed(in.weights[l]));
-    if (l % per == 0) dz = rounded(dz, wire);
+    if (first_of[l]) dz = rounded(dz, wire);
     dz_size = matmul(dpre_size, transposed(xt::abs(in.weights[l])));
   }
   return ref;
@@ -176,11 +234,21 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
     if (dev.id() >= c.stages) return {};  // a mesh larger than the pipeline: the rest stay idle
     // Virtual stage vs = part * P + s holds layers vs * per ... vs * per + per - 1; its neighbours
     // vs - 1 and vs + 1 are on devices s - 1 and s + 1 (mod P). With v = 1: stage s, layers s * per ...
-    const int s = dev.id(), p = c.stages, v = c.virtual_stages, last = p * v - 1, per = c.layers / (p * v);
-    const Shape block{c.micro_batch, c.width};
+    // Uneven (issue 32): virtual stage vs holds stage_layers(c)[vs] layers from first_layer(c, vs);
+    // micro-batch k moves as micro_batch_stored(c, k) rows, zero rows after its real ones under pad.
+    const int s = dev.id(), p = c.stages, v = c.virtual_stages, last = p * v - 1;
+    const std::vector<int> layers_of = stage_layers(c);
+    auto block = [&c](int k) { return Shape{micro_batch_stored(c, k), c.width}; };
+    auto padded = [&](const Tensor& t, int k) {  // a micro-batch's real rows, zero rows after them
+      if (t.shape()[0] == block(k)[0]) return t;
+      Tensor out = xt::zeros<double>(block(k));
+      std::copy(t.data(), t.data() + t.size(), out.data());
+      return out;
+    };
     std::map<int, Tensor> grads;  // layer -> its gradient, summed over the micro-batches
     for (int part = 0; part < v; ++part)
-      for (int l = 0; l < per; ++l) grads[(part * p + s) * per + l] = xt::zeros<double>(Shape{c.width, c.width});
+      for (int l = 0; l < layers_of[static_cast<std::size_t>(part * p + s)]; ++l)
+        grads[first_layer(c, part * p + s) + l] = xt::zeros<double>(Shape{c.width, c.width});
     // (model chunk, micro-batch) -> the input of each layer, then the output
     std::map<std::pair<int, int>, std::vector<Tensor>> stash;
     std::size_t peak = 0;
@@ -188,7 +256,7 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
     Tensor ran = xt::zeros<double>(Shape{order.size(), 3}), wall = xt::zeros<double>(Shape{order.size(), 2});
     for (std::size_t i = 0; i < order.size(); ++i) {
       const PipeOp op = order[i];
-      const int vs = op.part * p + s, first = vs * per;
+      const int vs = op.part * p + s, first = first_layer(c, vs), per = layers_of[static_cast<std::size_t>(vs)];
       const int prev = (s + p - 1) % p, next = (s + 1) % p;
       const std::string label = std::string(op.backward ? "B" : "F") + std::to_string(vs) + "," + std::to_string(op.chunk);
       // Messages into virtual stage vs carry its number: "act_c2_v5" is micro-batch 2's activation
@@ -197,8 +265,8 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
       // The op's input arrives first; its time (and its span) start once the input is here, so
       // waiting for a neighbour counts as idle, not as work.
       Tensor input;
-      if (!op.backward) input = vs == 0 ? in.x[op.chunk] : recv(dev, prev, block, "act" + tag_in);
-      else input = vs == last ? in.r[op.chunk] : recv(dev, next, block, "grad" + tag_in);
+      if (!op.backward) input = vs == 0 ? padded(in.x[op.chunk], op.chunk) : recv(dev, prev, block(op.chunk), "act" + tag_in);
+      else input = vs == last ? padded(in.r[op.chunk], op.chunk) : recv(dev, next, block(op.chunk), "grad" + tag_in);
       TraceSpan span(label, [&] {
         return std::string(op.backward ? "backward" : "forward") + " of micro-batch " + std::to_string(op.chunk) +
                " on stage " + std::to_string(vs) + (v > 1 ? " (device " + std::to_string(s) + ")" : std::string());

@@ -23,6 +23,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
+#include "core/mesh.hpp"
 
 namespace shardlab {
 
@@ -37,7 +38,21 @@ struct PipelineConfig {
   PipeSchedule schedule = PipeSchedule::gpipe;
   std::size_t width = 8, micro_batch = 2;
   std::uint64_t seed = 0;
+  // Issue 32. batch: rows of the whole batch, cut into `chunks` micro-batches (0: chunks x
+  // micro_batch). uneven: layers or a batch that do not divide. none refuses; chunk gives the first
+  // stages (micro-batches) ceil(n/P) layers (rows) and the last fewer, as torch.chunk; pad gives
+  // every micro-batch ceil(B/m) rows, zero rows after the real ones (zero loss weights, so zero
+  // gradient), and cuts layers as chunk (a padded layer would change the result). Uneven layers
+  // need one model chunk per device (not interleaved).
+  std::size_t batch = 0;
+  Uneven uneven = Uneven::none;
 };
+// Layers of each virtual stage (P v of them): L/(P v) each, or torch.chunk's cut of L over P.
+std::vector<int> stage_layers(const PipelineConfig& c);
+int first_layer(const PipelineConfig& c, int virtual_stage);
+// Real rows of each micro-batch, and the rows each is stored and sent as (ceil(B/m) under pad).
+std::vector<std::size_t> micro_batch_rows(const PipelineConfig& c);
+std::size_t micro_batch_stored(const PipelineConfig& c, int chunk);
 // Error(parse) for stages or chunks below 1, naive with chunks other than 1, virtual stages other
 // than 1 outside interleaved (interleaved: v >= 2, P >= 2, m a multiple of P), and layers that do
 // not split evenly over the stages times v (Error(not_divisible)).

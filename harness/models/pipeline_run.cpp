@@ -14,7 +14,8 @@ PipelineRun run_pipeline(Session& session, const PipelineConfig& config) {
   const PipeInputs in = pipeline_inputs(config);
   const RunResult run = session.run(pipeline_program(config, in));
   if (!session.runtime().is_root()) return r;
-  const int p = config.stages, m = config.chunks, v = config.virtual_stages, per = config.layers / (p * v);
+  const int p = config.stages, m = config.chunks, v = config.virtual_stages;
+  const std::vector<int> per = stage_layers(config);  // layers of each virtual stage
   const bool inter = config.schedule == PipeSchedule::interleaved;
   Report& report = session.report();
 
@@ -60,7 +61,11 @@ PipelineRun run_pipeline(Session& session, const PipelineConfig& config) {
 
   // Bytes: each stage sends every micro-batch's activation forward and gradient back, out of each
   // of its virtual stages (but the model's first and last): messages_formula blocks of [b, D].
-  r.block_bytes = config.micro_batch * config.width * session.element_bytes();
+  // Micro-batch k moves as micro_batch_stored rows (uneven: torch.chunk's, or ceil(B/m) padded).
+  r.block_bytes = micro_batch_stored(config, 0) * config.width * session.element_bytes();  // the largest
+  double all_blocks = 0;  // one activation of every micro-batch
+  for (int k = 0; k < m; ++k)
+    all_blocks += static_cast<double>(micro_batch_stored(config, k) * config.width * session.element_bytes());
   r.sent_bytes.assign(p, 0);
   r.sent_messages.assign(p, 0);
   for (const auto& row : run.ledger) {
@@ -71,7 +76,7 @@ PipelineRun run_pipeline(Session& session, const PipelineConfig& config) {
   bytes.name = inter ? "bytes = an activation and a gradient per chunk and virtual stage"
                      : "bytes = one activation and one gradient per chunk";
   for (int s = 0; s < p; ++s) {
-    r.sent_formula.push_back(static_cast<double>(messages_formula(config, s)) * static_cast<double>(r.block_bytes));
+    r.sent_formula.push_back(static_cast<double>(messages_formula(config, s) / m) * all_blocks);
     bytes.pass = bytes.pass && r.sent_bytes[s] == r.sent_formula[s] && r.sent_messages[s] == messages_formula(config, s);
   }
   bytes.name = schedule_name(config.schedule) + ": " + bytes.name;
@@ -96,7 +101,8 @@ PipelineRun run_pipeline(Session& session, const PipelineConfig& config) {
   std::string stashes = "[", act_bytes = "[";
   double total_stash = 0;
   for (int s = 0; s < p; ++s) {
-    const double b = static_cast<double>(r.peak_stash[s]) * (per + 1) * static_cast<double>(r.block_bytes);  // per: of a virtual stage
+    const double b = static_cast<double>(r.peak_stash[s]) * (per[static_cast<std::size_t>(s)] + 1) *
+                     static_cast<double>(r.block_bytes);  // per: of a virtual stage; the largest micro-batch
     r.peak_activation_bytes.push_back(b);
     stashes += (s ? ", " : "") + std::to_string(r.peak_stash[s]);
     act_bytes += (s ? ", " : "") + format_number(b, "%.0f");
@@ -124,7 +130,11 @@ std::string pipeline_text(const PipelineRun& r) {
            std::to_string(r.stash_bound[s]), format_number(r.peak_activation_bytes[s], "%.0f"),
            std::to_string(r.sent_messages[s]), format_number(r.sent_bytes[s], "%.0f"),
            format_number(r.sent_formula[s], "%.0f")});
-  out += t.text() + "  one activation or gradient: " + std::to_string(r.block_bytes) + " bytes\n";
+  const auto rows = micro_batch_rows(r.config);
+  const bool same = std::all_of(rows.begin(), rows.end(), [&](std::size_t n) { return n == rows[0]; });
+  out += t.text() + "  one activation or gradient: " + std::to_string(r.block_bytes) + " bytes" +
+         (same ? "" : r.config.uneven == Uneven::pad ? " (every micro-batch padded to the largest)"
+                                                     : " (the largest micro-batch; the others are shorter)") + "\n";
   const int denominator = v * m + p - 1;
   out += "  bubble: measured " + format_number(r.bubble_measured, "%.4f") + " on the logical clock, predicted " +
          (inter ? "(P-1)/(v m+P-1)" : "(P-1)/(m+P-1)") + " = " + std::to_string(p - 1) + "/" + std::to_string(denominator) +

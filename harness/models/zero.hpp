@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/mesh.hpp"
+
 namespace shardlab {
 
 struct ZeroStage {
@@ -27,7 +29,11 @@ struct ZeroStage {
 
 // Error(parse) for an optimizer other than adam or sgd.
 double optimizer_state_bytes(const std::string& optimizer);  // K
-std::vector<ZeroStage> zero_stages(double params, int devices, const std::string& optimizer);
+// P that does not divide D (issue 32): chunk (torch.chunk's parts of ceil(P/D), the busiest device
+// holds ceil(P/D) and sends P minus the smallest part per ring op), pad (ceil(P/D) each, D-1 padded
+// parts per op) or none (Error(not_divisible)).
+std::vector<ZeroStage> zero_stages(double params, int devices, const std::string& optimizer,
+                                   Uneven uneven = Uneven::chunk);
 
 // "7.5B" -> 7.5e9 (K, M, B for billion, T; or a plain number). Error(parse) naming `what` for
 // anything else, zero, a negative or an absurd count (over 1e15).

@@ -69,11 +69,18 @@ struct Holdings {
 
 }  // namespace
 
+std::vector<std::size_t> zero_slice_rows(const ZeroModel& m, int devices) {
+  const std::size_t n = static_cast<std::size_t>(devices), q = (m.width + n - 1) / n;
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < n; ++k) out.push_back(k * q >= m.width ? 0 : std::min(q, m.width - k * q));
+  return out;
+}
+
 ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed) {
-  if (devices < 1 || m.width % static_cast<std::size_t>(devices) != 0)
+  if (devices < 1 || (m.width % static_cast<std::size_t>(devices) != 0 && m.uneven == Uneven::none))
     throw Error(ErrorKind::not_divisible, "the layers' " + std::to_string(m.width) + " rows do not split over " +
                                               std::to_string(devices) + " devices; use a device count that divides " +
-                                              std::to_string(m.width));
+                                              std::to_string(m.width) + ", or --uneven chunk|pad");
   ZeroInputs in;
   // Weights near 1/sqrt(D) in size keep tanh away from saturation; multiples of 1/64.
   for (int k = 0; k < 3; ++k) in.weights[k] = random_integers(Shape{m.width, m.width}, seed + 1 + k, -24, 24) / 64.0;
@@ -177,23 +184,71 @@ ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wir
   return ref;
 }
 
+namespace {
+
+// One device's slice of the rows of a weight (or gradient) and the collectives between slices,
+// even or as ZeroModel::uneven says.
+struct Slicing {
+  std::size_t n, me, stored;           // devices, this one, rows each device stores
+  std::vector<std::size_t> counts, at;  // real rows per device, and where each starts
+  bool even, pad;
+  Slicing(const ZeroModel& m, std::size_t devices, std::size_t device) : n(devices), me(device) {
+    counts = zero_slice_rows(m, static_cast<int>(n));
+    std::size_t r = 0;
+    for (std::size_t c : counts) {
+      at.push_back(r);
+      r += c;
+    }
+    even = m.width % n == 0;
+    pad = !even && m.uneven == Uneven::pad;
+    stored = pad ? counts[0] : counts[me];
+  }
+  // The own rows, zero-padded to `stored` under pad.
+  Tensor own(const Tensor& t) const {
+    if (even) return row_block(t, me, n);
+    Tensor out = xt::zeros<double>(Shape{stored, t.shape()[1]});
+    std::copy(t.data() + at[me] * t.shape()[1], t.data() + (at[me] + counts[me]) * t.shape()[1], out.data());
+    return out;
+  }
+  Tensor gather(Device& dev, const Tensor& own, const std::vector<std::string>& X, const std::string& label) const {
+    if (even) return all_gather(dev, own, X, 0, label);
+    if (!pad) return all_gather_v(dev, own, X, 0, counts, label);
+    // Padded blocks of ceil(D/N) rows; only trailing blocks are short, so the real rows are the first D.
+    const Tensor all = all_gather(dev, own, X, 0, label);
+    const std::size_t rows = at.back() + counts.back(), cols = all.shape()[1];
+    Tensor out = xt::empty<double>(Shape{rows, cols});
+    std::copy(all.data(), all.data() + rows * cols, out.data());
+    return out;
+  }
+  Tensor scatter(Device& dev, const Tensor& whole, const std::vector<std::string>& X, const std::string& label) const {
+    if (even) return reduce_scatter(dev, whole, X, 0, label);
+    if (!pad) return reduce_scatter_v(dev, whole, X, 0, counts, label);
+    Tensor padded = xt::zeros<double>(Shape{stored * n, whole.shape()[1]});  // zero rows: padding's gradient
+    std::copy(whole.data(), whole.data() + whole.size(), padded.data());
+    return reduce_scatter(dev, padded, X, 0, label);
+  }
+};
+
+}  // namespace
+
 Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
   return [mode, m, &in](Device& dev) -> Outputs {
     const std::vector<std::string> X = {dev.mesh().names()[0]};
     const std::size_t n = static_cast<std::size_t>(dev.mesh().devices()), me = static_cast<std::size_t>(dev.id());
-    const std::size_t whole = m.width * m.width, slice = whole / n;
+    const Slicing cut(m, n, me);
+    const std::size_t whole = m.width * m.width, slice = cut.stored * m.width;
     const std::string tag = zero_mode_label(mode) + "_";
     Holdings held;
     // Weights: whole, or (zero3) the own row slice.
     std::array<Tensor, 3> w;
     for (int k = 0; k < 3; ++k) {
-      w[k] = mode == ZeroMode::zero3 ? rows(in.weights[k], me, n) : in.weights[k];
+      w[k] = mode == ZeroMode::zero3 ? cut.own(in.weights[k]) : in.weights[k];
       held.take(held_params, w[k].size());
     }
     // Adam's m and v: whole for dp, the own slice otherwise.
     std::array<Adam, 3> adam;
     for (int k = 0; k < 3; ++k) {
-      const Tensor shape = mode == ZeroMode::dp ? in.weights[k] : rows(in.weights[k], me, n);
+      const Tensor shape = mode == ZeroMode::dp ? in.weights[k] : cut.own(in.weights[k]);
       adam[k] = Adam(shape_of(shape));
       held.take(held_states, 2 * shape.size());
     }
@@ -206,7 +261,7 @@ Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
       auto gather = [&](int k) -> const Tensor& {
         if (mode != ZeroMode::zero3) return w[k];
         held.take(held_params, whole);
-        gathered = all_gather(dev, w[k], X, 0, tag + kLayer[k]);
+        gathered = cut.gather(dev, w[k], X, tag + kLayer[k]);
         return gathered;
       };
       auto release = [&](int) {  // the gathered weights are dropped
@@ -238,7 +293,7 @@ Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
         if (mode == ZeroMode::dp || mode == ZeroMode::zero1) {
           grad[k] = g;
         } else {
-          grad[k] = reduce_scatter(dev, g, X, 0, tag + "d" + name[k]);  // summed over devices, own rows
+          grad[k] = cut.scatter(dev, g, X, tag + "d" + name[k]);  // summed over devices, own rows
           held.take(held_grads, slice);
           held.drop(held_grads, whole);  // the whole gradient is dropped at once
         }
@@ -252,16 +307,16 @@ Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
             if (!dev.strike(FaultKind::skip_update)) adam[k].step(w[k], grad[k], t, m.adam);
             break;
           case ZeroMode::zero1: {
-            grad[k] = reduce_scatter(dev, grad[k], X, 0, tag + "d" + name[k]);
-            Tensor own = rows(w[k], me, n);
+            grad[k] = cut.scatter(dev, grad[k], X, tag + "d" + name[k]);
+            Tensor own = cut.own(w[k]);
             if (!dev.strike(FaultKind::skip_update)) adam[k].step(own, grad[k], t, m.adam);
-            w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
+            w[k] = cut.gather(dev, own, X, tag + kLayer[k]);
             break;
           }
           case ZeroMode::zero2: {
-            Tensor own = rows(w[k], me, n);
+            Tensor own = cut.own(w[k]);
             if (!dev.strike(FaultKind::skip_update)) adam[k].step(own, grad[k], t, m.adam);
-            w[k] = all_gather(dev, own, X, 0, tag + kLayer[k]);
+            w[k] = cut.gather(dev, own, X, tag + kLayer[k]);
             break;
           }
           case ZeroMode::zero3:
@@ -273,6 +328,7 @@ Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
         for (int k = 0; k < 3; ++k) first[k] = grad[k];
       for (int k = 0; k < 3; ++k) held.drop(held_grads, mode == ZeroMode::dp || mode == ZeroMode::zero1 ? whole : slice);
     }
+    // Under pad the slices keep their zero padding (assemble() and verify read the real rows only).
     return {{"A", w[0]}, {"B", w[1]}, {"C", w[2]}, {"dA", first[0]}, {"dB", first[1]}, {"dC", first[2]},
             {"held", held.tensor()}};
   };

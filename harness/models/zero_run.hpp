@@ -19,6 +19,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
+#include "core/mesh.hpp"
 #include "harness/models/training.hpp"
 
 namespace shardlab {
@@ -32,14 +33,22 @@ struct ZeroModel {
   std::size_t micro_batch = 2;  // rows of x on each device
   int steps = 3;                // Adam steps
   AdamParams adam;
+  // D rows that do not divide the devices (issue 32): none refuses; chunk gives the first devices
+  // ceil(D/N) rows and the last fewer (all_gather_v, reduce_scatter_v); pad gives every device
+  // ceil(D/N) rows, zeros after the real ones, moved by the even collectives. Padding has zero
+  // gradients, so Adam never moves it; the outputs keep it (assemble() reads the real rows).
+  Uneven uneven = Uneven::none;
 };
+// Real rows of each device's slice of D rows (torch.chunk's rule; the same under pad, which
+// stores ceil(D/N) for each).
+std::vector<std::size_t> zero_slice_rows(const ZeroModel& m, int devices);
 
 struct ZeroInputs {
   std::array<Tensor, 3> weights;  // A, B, C at the start
   std::vector<Tensor> x, r;       // per device: micro-batch [b, D] and loss weights R [b, D]
 };
 
-// Error(not_divisible) when D does not split over the devices.
+// Error(not_divisible) when D does not split over the devices and m.uneven is none.
 ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed);
 // The unsharded run: the whole batch on one model, `steps` Adam steps: A, B, C at the end, and a
 // tolerance per element for a run whose collectives moved element type `wire` (unit roundoff u):

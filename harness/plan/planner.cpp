@@ -388,6 +388,8 @@ xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, con
   return cur;
 }
 template xt::xarray<double> execute_steps<double>(Device&, const std::vector<PlanStep>&, const xt::xarray<double>&);
+template xt::xarray<float> execute_steps<float>(Device&, const std::vector<PlanStep>&, const xt::xarray<float>&);
+template xt::xarray<bfloat16> execute_steps<bfloat16>(Device&, const std::vector<PlanStep>&, const xt::xarray<bfloat16>&);
 
 template <class T>
 xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local) {
