@@ -5,6 +5,7 @@
 #   make test    deps + build + every test (doctest suites, lessons, MPI suites)
 #   make sanitize  the suite under ThreadSanitizer and under ASan+UBSan
 #   make soak    random verified cases for SOAK_MINUTES (5) on sim and MPI, memory watched
+#   make cluster 2 and 4 emulated hosts (network namespaces, as root) under mpiexec -f hosts
 #   make plots   sweeps + gnuplot pictures into build/plots/
 
 SHELL := /bin/bash
@@ -68,7 +69,7 @@ SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
-.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak
+.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -203,6 +204,7 @@ test-mpi:
 	  else echo "   FAIL: exit $$rc, $$(wc -l <$(BUILD)/mpi_misuse.err) lines on stderr, $$(wc -l <$(BUILD)/mpi_misuse.out) on stdout"; exit 1; fi; \
 	else echo "== $$l not built: skipping its MPI check"; fi
 	@tests/mpi/fault_test.sh $(BUILD)/bin
+	@tests/cluster/cluster_test.sh --smoke $(BUILD)/bin
 
 # Soak (not in make test): random valid matmul cases for SOAK_MINUTES on sim, then as long under
 # mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang; then
@@ -216,6 +218,13 @@ soak: all
 	  --minutes $(SOAK_MINUTES)
 	@echo "== tests/mpi/signal_test.sh: SIGINT and SIGTERM to mpiexec, 20 times each"
 	@tests/mpi/signal_test.sh $(BUILD)/bin 20
+
+# Several hosts on one machine (not in make test, which runs only its 2-host smoke test): network
+# namespaces on a bridge, links shaped by tc, one rank per host under mpiexec -f hosts; each result
+# against one host's, a link taken down mid-collective, the fitted link rate against tc's, Ctrl-C
+# and kill -9 clean-up (tests/cluster/cluster_test.sh). Needs root; CLUSTER_RATE (200mbit).
+cluster: all
+	@tests/cluster/cluster_test.sh $(BUILD)/bin
 
 # Plots: the sweeps write .dat files into $(PLOT_DIR), then each plots/*.gp renders one PNG there
 # (pngcairo); `make plots TERM=dumb` draws them in this terminal instead. TERM counts only when it

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: network namespaces on a bridge (tests/cluster/cluster_lib.sh),
+# each host's link shaped with tc, one MPICH rank per host over UCX's TCP transport, launched by
+# `mpiexec -f hosts -launcher ssh -launcher-exec tests/cluster/netns_exec`.
+#
+# tests/cluster/cluster_test.sh [BIN_DIR]          make cluster: on 2 and 4 hosts, unshaped and at
+#     $CLUSTER_RATE (200mbit): the MPI suite (unshaped), lessons 02, 08, 14 and bench collectives,
+#     each against the same command under mpiexec -n H on one host (verdict, collectives, bytes per
+#     device, #wrong); a link taken down mid-collective (exit 3 within --collective-timeout, the
+#     silent device named, nothing left); Ctrl-C and kill -9 of a run (nothing left, the next run
+#     works). Exit 0 only if all of it holds. The link rate fitted by sweep --what machine is
+#     printed beside tc's, not checked (see there).
+# tests/cluster/cluster_test.sh --smoke [BIN_DIR]  make test: 2 hosts, lesson 02, the launcher's
+#     refusals, Ctrl-C and kill -9 clean-up (about 10 s); skipped, with the reason, where network
+#     namespaces cannot be made (not root, no ip).
+set -u
+cd "$(dirname "$0")/../.."
+MODE=full
+[ "${1:-}" = --smoke ] && { MODE=smoke; shift; }
+[ "${1:-}" = --hold ] && { MODE=hold; shift; }  # internal: hosts up, one long run (the kill tests)
+BIN=${1:-build/bin}
+RATE=${CLUSTER_RATE:-200mbit}
+source tests/cluster/cluster_lib.sh
+
+why=$(cluster_cannot)
+if [ -n "$why" ]; then
+  rm -rf "$CLUSTER_DIR"
+  if [ $MODE = full ]; then echo "make cluster: cannot emulate hosts here: $why" >&2; exit 2; fi
+  echo "== cluster smoke test: skipped: $why"
+  exit 0
+fi
+for b in shardlab 02_reduction_allreduce mpi_tests; do
+  [ -x "$BIN/$b" ] || { echo "cluster: $BIN/$b is not built (make all)" >&2; rm -rf "$CLUSTER_DIR"; exit 2; }
+done
+cluster_trap
+export OPENBLAS_NUM_THREADS=1
+MPI_SAME='"(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_bytes_per_device)"'
+failures=0
+fail() { echo "   FAIL: $*"; failures=$((failures + 1)); }
+
+if [ $MODE = hold ]; then  # hosts up, then one run long enough to be interrupted
+  cluster_up 2 "$RATE" || exit 1
+  echo "hosts up"
+  cluster_mpiexec 2 "$BIN/shardlab" bench collectives --backend mpi --ops all_reduce --min 16M --max 16M \
+    --iters 1000 >/dev/null
+  exit 0
+fi
+
+# Up to 5 s for processes to go; prints what is still there.
+wait_gone() {
+  local left="" i
+  for i in $(seq 25); do
+    left=$(for p in "$@"; do kill -0 "$p" 2>/dev/null && echo -n "$p "; done)
+    [ -z "$left" ] && return 0
+    sleep 0.2
+  done
+  echo "$left"
+}
+
+# LESSON ARGS...: the JSON verdict and collectives on the hosts must equal mpiexec -n H on one host.
+same_as_one_host() {
+  local hosts=$1 label=$2 one many rc
+  shift 2
+  echo "== $label: $* --backend mpi --json"
+  one=$(timeout -k 5 120 mpiexec -n "$hosts" "$@" --backend mpi --json | grep -E "$MPI_SAME")
+  many=$(CLUSTER_TIMEOUT=120 cluster_mpiexec "$hosts" "$@" --backend mpi --json | grep -E "$MPI_SAME")
+  rc=${PIPESTATUS[0]}
+  local total ops
+  total=$(grep -E '^  "bytes_per_device"' <<<"$many" | grep -oE '[0-9]+')
+  ops=$(grep -c '"op"' <<<"$many")
+  if [ "$rc" = 0 ] && grep -q '"pass": true' <<<"$many" && [ "$one" = "$many" ]; then
+    echo "   pass true, $ops collectives, ${total:-?} B per device: the same as on one host"
+  else
+    fail "exit $rc; differs from mpiexec -n $hosts on one host:"
+    diff <(echo "$one") <(echo "$many") | head -20
+  fi
+}
+
+# bench collectives: every #wrong 0 and the same rows (collective, size, count, #wrong) as one host.
+bench_same() {
+  local hosts=$1 label=$2 max=$3 rc
+  echo "== $label: $BIN/shardlab bench collectives --backend mpi --min 1K --max $max --iters 5 --warmup 1"
+  timeout -k 5 120 mpiexec -n "$hosts" "$BIN/shardlab" bench collectives --backend mpi --min 1K --max "$max" \
+    --iters 5 --warmup 1 --csv "$CLUSTER_DIR/one.csv" >/dev/null
+  CLUSTER_TIMEOUT=300 cluster_mpiexec "$hosts" "$BIN/shardlab" bench collectives --backend mpi --min 1K \
+    --max "$max" --iters 5 --warmup 1 --csv "$CLUSTER_DIR/many.csv" >"$CLUSTER_DIR/many.out"
+  rc=$?
+  local one many
+  one=$(grep -v '^#' "$CLUSTER_DIR/one.csv" | cut -d, -f1-3,7,11)
+  many=$(grep -v '^#' "$CLUSTER_DIR/many.csv" | cut -d, -f1-3,7,11)
+  if [ $rc = 0 ] && [ -n "$many" ] && [ "$one" = "$many" ] && grep -q '^# total #wrong: 0' "$CLUSTER_DIR/many.out"; then
+    echo "   $(wc -l <<<"$many") rows, #wrong 0, the same rows as on one host; largest size, ours and MPICH's:"
+    grep -E "^[a-z_]+ +$(numfmt --from=iec "$max") " "$CLUSTER_DIR/many.out" | awk '{printf "   %-15s %10s B  %11s us  busbw %s  native %11s us\n", $1, $2, $3, $4, $6}'
+  else
+    fail "exit $rc, or rows or #wrong differ from one host:"
+    diff <(echo "$one") <(echo "$many") | head -10
+  fi
+}
+
+# A run is killed by SIG (INT: Ctrl-C; KILL: nothing can clean up) while mpiexec runs on its hosts.
+# After INT, its trap must have removed its namespaces and every process in them; after KILL, the
+# next run's cluster_reap_stale must.
+killed_run() {
+  local sig=$1 child pids ns left
+  # Background jobs ignore SIGINT in a script; perl restores the default so the trap sees Ctrl-C,
+  # and setsid gives the run a process group of its own, which gets the INT as a terminal's would.
+  setsid perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' "$0" --hold "$BIN" >"$CLUSTER_DIR/hold.out" 2>&1 &
+  child=$!
+  for _ in $(seq 100); do grep -q "hosts up" "$CLUSTER_DIR/hold.out" && break; sleep 0.1; done
+  sleep 1.5  # mpiexec and both ranks started, inside an all_reduce
+  pids=$(for ns in $(ip netns list | awk '{print $1}' | grep -E "^shardlab-$child-"); do ip netns pids "$ns"; done)
+  echo "== a run with 2 hosts killed by SIG$sig during a collective ($(wc -w <<<"$pids") processes in its hosts)"
+  [ -n "$pids" ] || fail "the run had started nothing to kill"
+  if [ "$sig" = INT ]; then kill -INT -- -"$child"; else kill -KILL "$child"; fi
+  wait "$child" 2>/dev/null
+  if [ "$sig" = KILL ]; then
+    cluster_reap_stale
+  fi
+  left=$(wait_gone $pids)
+  ns=$(ip netns list | awk '{print $1}' | grep -E "^shardlab-$child-" | tr '\n' ' ')
+  if [ -z "$left" ] && [ -z "$ns" ]; then
+    echo "   no namespace and no process left"
+  else
+    fail "left: namespaces ${ns:-none}, processes ${left:-none}"
+  fi
+}
+
+# tc's rate (200mbit, 1gbit, 500kbit) in bits per second.
+rate_bits() {
+  local r=${1,,} n
+  n=${r%%[a-z]*}
+  case ${r#"$n"} in
+    kbit) echo "$n * 1000" ;; mbit) echo "$n * 1000000" ;; gbit) echo "$n * 1000000000" ;; *) echo "$n" ;;
+  esac | bc
+}
+
+start=$(date +%s)
+echo "== removing hosts left by earlier runs that are gone (shardlab-<pid>-*)"
+cluster_reap_stale
+
+echo "== the launcher refuses what is not a host of ours, in one sentence, exit 2"
+for args in "" "-x" "-x shardlab-no-such-host true"; do
+  err=$(tests/cluster/netns_exec $args 2>&1 >/dev/null); rc=$?
+  echo "   netns_exec $args -> exit $rc: $err"
+  [ $rc = 2 ] && [ "$(wc -l <<<"$err")" = 1 ] || fail "netns_exec $args: exit $rc"
+done
+
+if [ $MODE = smoke ]; then
+  cluster_up 2 none || { fail "could not make 2 hosts"; exit 1; }
+  echo "   2 hosts: $(tr '\n' ' ' <"$CLUSTER_DIR/hosts"); each run is: $(cluster_command_text 2 CMD)"
+  same_as_one_host 2 "2 hosts" "$BIN/02_reduction_allreduce" --mesh mesh_rows=1,mesh_cols=2
+  cluster_down
+  killed_run INT
+  killed_run KILL
+  [ $failures = 0 ] && echo "   cluster smoke test: all passed in $(($(date +%s) - start)) s" ||
+    { echo "   cluster smoke test: $failures FAILED"; exit 1; }
+  exit 0
+fi
+
+for hosts in 2 4; do
+  for rate in none "$RATE"; do
+    label="$hosts hosts, $([ $rate = none ] && echo unshaped || echo "$rate each")"
+    cluster_up "$hosts" "$rate" || { fail "could not make $label"; continue; }
+    echo "===== $label: $(tr '\n' ' ' <"$CLUSTER_DIR/hosts")"
+    echo "   each run is: $(cluster_command_text "$hosts" CMD)"
+    if [ $rate = none ]; then
+      echo "== $label: SHARDLAB_BIN=$BIN $BIN/mpi_tests"
+      t0=$(date +%s)
+      CLUSTER_TIMEOUT=900 cluster_mpiexec "$hosts" env SHARDLAB_BIN="$BIN" "$BIN/mpi_tests" >"$CLUSTER_DIR/suite.out" 2>&1
+      rc=$?
+      grep -E '^mpi_tests on|test cases:' "$CLUSTER_DIR/suite.out" | sed 's/^/   /'
+      echo "   exit $rc after $(($(date +%s) - t0)) s"
+      [ $rc = 0 ] || { fail "the MPI suite on $label"; tail -30 "$CLUSTER_DIR/suite.out"; }
+    fi
+    if [ $hosts = 2 ]; then m02=mesh_rows=1,mesh_cols=2 m08=X=1,Y=2; else m02=mesh_rows=2,mesh_cols=2 m08=X=2,Y=2; fi
+    same_as_one_host "$hosts" "$label" "$BIN/02_reduction_allreduce" --mesh $m02
+    same_as_one_host "$hosts" "$label" "$BIN/08_gspmd_ffn" --mesh $m08
+    same_as_one_host "$hosts" "$label" "$BIN/14_data_parallel" --mesh X=$hosts
+    bench_same "$hosts" "$label" $([ $rate = none ] && echo 16K || echo 1M)
+    if [ $rate != none ] && [ $hosts = 2 ]; then  # each rank waits 0.7 s on a step in flight
+      echo "== $label: $BIN/shardlab bench collectives --backend mpi --ops all_reduce --min 32M --max 32M" \
+        "--iters 2 --warmup 0  (16 MiB ring steps: slow, not deadlocked)"
+      CLUSTER_TIMEOUT=120 cluster_mpiexec 2 "$BIN/shardlab" bench collectives --backend mpi --ops all_reduce \
+        --min 32M --max 32M --iters 2 --warmup 0 >"$CLUSTER_DIR/slow.out" 2>"$CLUSTER_DIR/slow.err"
+      rc=$?
+      grep -E '^all_reduce' "$CLUSTER_DIR/slow.out" | sed 's/^/   /'
+      [ $rc = 0 ] && echo "   exit 0" || { fail "exit $rc"; cat "$CLUSTER_DIR/slow.err"; }
+    fi
+  done
+done
+
+# A link taken down while the ranks are inside an all_reduce of 16 MiB (0.7 s each at 200mbit).
+cluster_up 2 "$RATE"
+echo "===== 2 hosts, $RATE each: host 1's link taken down during a collective"
+cmd="$BIN/shardlab bench collectives --backend mpi --ops all_reduce --min 16M --max 16M --iters 1000 --collective-timeout 3"
+echo "== $cmd; after 3 s: ip -n $CLUSTER_PREFIX-sw link set p1 down"
+t0=$(date +%s.%N)
+(sleep 3; ip -n "$CLUSTER_PREFIX-sw" link set p1 down) &
+CLUSTER_TIMEOUT=60 cluster_mpiexec 2 $cmd >/dev/null 2>"$CLUSTER_DIR/down.err"
+rc=$?
+took=$(echo "$(date +%s.%N) - $t0 - 3" | bc)
+wait
+left=$(wait_gone $(ip netns pids "$CLUSTER_PREFIX-h0") $(ip netns pids "$CLUSTER_PREFIX-h1"))
+sed 's/^/   /' "$CLUSTER_DIR/down.err"
+printf '   exit %s, %.1f s after the link went down (--collective-timeout 3), processes left: %s\n' "$rc" "$took" "${left:-none}"
+[ $rc = 3 ] || fail "exit $rc, expected 3"
+[ "$(echo "$took < 3 + 5" | bc)" = 1 ] || fail "took $took s, more than the timeout and 5 s"
+grep -q "collective timeout (--collective-timeout 3 s): device 0 .*device 1" "$CLUSTER_DIR/down.err" ||
+  fail "no sentence naming device 1, the one not heard from"
+[ -z "$left" ] || fail "processes left in the hosts: $left"
+
+# Calibration: the link rate that sweep --what machine fits must be tc's (2 hosts, one core each).
+cluster_up 2 "$RATE"
+echo "===== 2 hosts, $RATE each: $BIN/shardlab sweep --what machine --backend mpi --out $CLUSTER_DIR"
+CLUSTER_TIMEOUT=600 cluster_mpiexec 2 "$BIN/shardlab" sweep --what machine --backend mpi --out "$CLUSTER_DIR" \
+  >"$CLUSTER_DIR/sweep.out" 2>&1
+rc=$?
+sed 's/^/   /' "$CLUSTER_DIR/sweep.out" | grep -v 'wrote'
+fit=$(grep -oE 'link [0-9.]+ GB/s' "$CLUSTER_DIR/sweep.out" | head -1 | grep -oE '[0-9.]+')
+# tc counts whole frames; MPI moves the TCP payload: 1448 of every 1514 bytes at MTU 1500.
+want=$(echo "$(rate_bits "$RATE") / 8 / 1000000000 * 1448 / 1514" | bc -l)
+# Reported, not checked: with 4-5 builds sharing this machine's 2 cores, the same 32 MiB
+# all_reduce at 200mbit measured 0.023 and 0.015 GB/s busbw on two runs, and small messages stall
+# for up to 40 ms in the emulated TCP stack, so the fit moves by more than the 10% it should meet.
+if [ $rc = 0 ] && [ -n "$fit" ]; then
+  err=$(echo "($fit - $want) / $want * 100" | bc -l)
+  printf '   fitted link %s GB/s; tc rate %s carries %.4f GB/s of TCP payload: %+.0f%% (reported, not checked)\n' \
+    "$fit" "$RATE" "$want" "$err"
+else
+  fail "sweep --what machine: exit $rc, no link fitted"
+fi
+cluster_down
+
+killed_run INT
+killed_run KILL
+
+if [ $failures = 0 ]; then
+  echo "PASS make cluster: 2 and 4 hosts match one host, link-down fault, clean-up" \
+    "($(($(date +%s) - start)) s)"
+else
+  echo "FAIL make cluster: $failures checks failed ($(($(date +%s) - start)) s)"
+  exit 1
+fi
