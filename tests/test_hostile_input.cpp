@@ -461,6 +461,12 @@ TEST_SUITE("hostile input") {
         widest = std::max(widest, end - start);
       CHECK(widest <= 100);  // the verdict lines were up to 845 columns
     }
+    // --uneven pad: device 3 holds no real row of C's 9 (3 + 3 + 3 + 0 padded), so perturb found
+    // only padding and the run passed; now it says it found no place (exit 1).
+    const auto pad = run_binary("shardlab matmul --mesh X=4 --uneven pad --a-spec X,_ --b-spec _,_ --shape 9,4,3 "
+                                "--out-spec X,_ --json --inject perturb:1e-3");
+    CHECK(pad.status == 1);
+    CHECK(pad.out.find("\"injected_struck\": 0") != std::string::npos);
     // --chunk 1 is valid input: its checks pass (the memory claim failed on it).
     CHECK(run_binary("shardlab ring-attention --chunk 1 --quiet").status == 0);
   }
