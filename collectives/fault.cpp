@@ -62,16 +62,21 @@ std::vector<std::string> fault_kinds(double e) {
 template <class T>
 void perturb_block(T* data, std::size_t n, double e) {
   if (n == 0) return;
+  // Over the nonzero elements only: a padded block (--uneven pad) holds zeros past its real rows,
+  // and a zero chosen there would change nothing anyone reads.
   double sum_sq = 0;
+  std::size_t nonzero = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double v = element_cast<double>(data[i]);
-    if (std::isfinite(v)) sum_sq += v * v;
+    if (std::isfinite(v) && v != 0) sum_sq += v * v, ++nonzero;
   }
-  const double rms = std::sqrt(sum_sq / double(n));
-  std::size_t at = 0;
+  const double rms = nonzero ? std::sqrt(sum_sq / double(nonzero)) : 0;
+  auto candidate = [&](std::size_t i) { return nonzero == 0 || element_cast<double>(data[i]) != 0; };
   auto off = [&](std::size_t i) { return std::fabs(std::fabs(element_cast<double>(data[i])) - rms); };
-  for (std::size_t i = 1; i < n; ++i)
-    if (off(i) < off(at)) at = i;
+  std::size_t at = 0;
+  while (!candidate(at)) ++at;
+  for (std::size_t i = at + 1; i < n; ++i)
+    if (candidate(i) && off(i) < off(at)) at = i;
   const double v = element_cast<double>(data[at]);
   data[at] = element_cast<T>(v == 0 ? e : v * (1 + e));
 }

@@ -35,10 +35,15 @@ std::uint64_t available_memory_bytes() {
   return 0;
 }
 
-void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint) {
+void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint, double limit_bytes) {
   const double available = static_cast<double>(available_memory_bytes());
-  if (available <= 0 || predicted_bytes <= available) return;
   const auto gib = [](double b) { return format_number(b / (1024.0 * 1024 * 1024), "%.1f") + " GiB"; };
+  if (limit_bytes > 0 && predicted_bytes > limit_bytes && (available <= 0 || limit_bytes < available))
+    throw Error(ErrorKind::unsupported, what + " needs about " + gib(predicted_bytes) + ", more than the " +
+                                            gib(limit_bytes) + " it may use" +
+                                            (available > 0 ? " (this machine has " + gib(available) + " available)" : "") +
+                                            "; " + hint);
+  if (available <= 0 || predicted_bytes <= available) return;
   throw Error(ErrorKind::unsupported, what + " needs about " + gib(predicted_bytes) + ", more than the " + gib(available) +
                                           " this machine has available; " + hint);
 }

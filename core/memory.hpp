@@ -23,6 +23,9 @@ std::uint64_t available_memory_bytes();
 // Refuses (Error(unsupported), one sentence) a run whose predicted memory exceeds what the machine
 // has available, before anything is allocated: "<what> needs about 12.5 GiB, more than the 3.1 GiB
 // this machine has available; <hint>". Returns silently when the estimate fits or is unknown.
-void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint);
+// limit_bytes > 0: a command's own cap as well, for runs meant to take seconds ("..., more than the
+// 1.0 GiB <what> may use (this machine has 21.9 GiB available); <hint>"), whichever is smaller.
+void refuse_if_over_memory(double predicted_bytes, const std::string& what, const std::string& hint,
+                           double limit_bytes = 0);
 
 }  // namespace shardlab

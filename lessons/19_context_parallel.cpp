@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     RingConfig cfg;
     cfg.devices = n;
     cfg.seed = cli.common.seed;
+    check_ring(cfg);  // a ring past what runs in seconds: one sentence, before anything is printed
     const std::size_t S = cfg.tokens(), d = cfg.head, c = cfg.chunk, eb = session.element_bytes();
     const RingInputs in = ring_inputs(cfg, session.dtype());
     auto& out = session.out();

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -329,6 +330,7 @@ TEST_SUITE("hostile input") {
         with("mesh = \"Y=4\"", "mesh = \"Y=0\""),
         with("b = 8", "b = 0"),
         with("b = 8, s = 4, m = 16", "b = 64, s = 4096, m = 8192"),  // 2^31 elements fit a tensor, not memory
+        with("h = 64", "h = 1000000"),  // ran past 30 s toward 12.6 GB: over the case limit
         with("b = 8", "b = -8"),
         with("b = 8", "b = 99999999999999999999"),
         with("b = 8", "b = 8.5"),
@@ -365,5 +367,107 @@ TEST_SUITE("hostile input") {
     commands.push_back("shardlab run /dev/zero");
     commands.push_back("shardlab run " + in);
     refuse_all(commands);
+  }
+
+  // Issue 29's last campaign on ring-attention, moe, lessons 19 and 20, --uneven and exercise.
+  TEST_CASE("ring attention, MoE and exercises: sizes past their limits and odd values are one sentence") {
+    const std::string in = scratch() + "/in/";
+    write(in + "bad_answer.txt", "garbage line\n");
+    write(in + "long_answer.txt", std::string(5000, 'a') + "\n");
+    const std::vector<std::string> commands = {
+        // sizes that ran for minutes or took gigabytes
+        "19_context_parallel --mesh X=512",           // past 30 s
+        "19_context_parallel --mesh X=4096",          // 1.1 GB
+        "19_context_parallel --mesh X=64",            // 7 to 16 s
+        // the uneven planner: past 30 s on 64x64 (now 4.2 s on 32x32)
+        "shardlab matmul --mesh X=64,Y=64 --uneven chunk --plan-only --a-spec X,Y --b-spec Y,_ --shape 100,100,100",
+        "shardlab ring-attention --devices 2 --chunk 2048 --head 64",  // 1.8 GB
+        "shardlab ring-attention --devices 2 --chunk 1024 --head 64",  // past 60 s
+        "shardlab ring-attention --devices 128",      // 20 s
+        "shardlab ring-attention --head 2147483647",  // printed a header, then exit 2
+        "shardlab ring-attention --chunk 2147483647",
+        "shardlab moe --experts 1024 --top-k 1024 --capacity-factor 64",  // 5.8 GB
+        "20_expert_parallel --experts 1024 --top-k 1024 --capacity-factor 64",
+        // odd values
+        "shardlab ring-attention --chunk -1",  // was reported as 0
+        "shardlab ring-attention --chunk 0",
+        "shardlab ring-attention --head -1",
+        "shardlab ring-attention --chunk ''",
+        "shardlab ring-attention --chunk abc",
+        "shardlab ring-attention --chunk 1.5",
+        "shardlab ring-attention --devices 0",
+        "shardlab ring-attention --devices -1",
+        "shardlab ring-attention --devices 1",
+        "shardlab ring-attention --order zigzag",
+        "shardlab ring-attention --order ''",
+        "shardlab ring-attention --tokens 1e300",  // printed inf
+        "shardlab ring-attention --tokens nan",
+        "shardlab ring-attention --tokens inf",
+        "shardlab ring-attention --tokens -1",
+        "shardlab ring-attention --tokens 0",
+        "shardlab ring-attention --tokens 1000.5",
+        "shardlab ring-attention --tokens ''",
+        "shardlab ring-attention --tokens abc",
+        "shardlab ring-attention --width 0",
+        "shardlab ring-attention --width nan",
+        "shardlab ring-attention --width inf",
+        "shardlab ring-attention --width -4096",
+        "shardlab moe --experts 0",
+        "shardlab moe --experts -1",
+        "shardlab moe --experts ''",
+        "shardlab moe --top-k 0",
+        "shardlab moe --top-k 9",
+        "shardlab moe --capacity-factor 0",
+        "shardlab moe --capacity-factor -1",
+        "shardlab moe --capacity-factor nan",
+        "shardlab moe --capacity-factor inf",
+        "shardlab moe --capacity-factor abc",
+        "shardlab moe --mesh X=2,Y=2,Z=2",
+        "shardlab moe --mesh X=3",
+        "20_expert_parallel --top-k 0",
+        "20_expert_parallel --capacity-factor nan",
+        "19_context_parallel --mesh X=1",
+        "19_context_parallel --mesh X=2,Y=2",
+        // a malformed answer from a pipe: refused before the question prints (it printed it, then exit 2)
+        "shardlab exercise --lesson 04 < " + in + "bad_answer.txt",
+        "shardlab exercise --lesson 19 < " + in + "long_answer.txt",
+    };
+    refuse_all(commands);
+    // The sentence says what was typed, and names the limit and the estimate.
+    CHECK(run_binary("shardlab ring-attention --chunk -1").err.find("not -1") != std::string::npos);
+    const auto moe = run_binary("shardlab moe --experts 1024 --top-k 1024 --capacity-factor 64").err;
+    CHECK(moe.find("needs about 7.0 GiB, more than the 1.0 GiB it may use") != std::string::npos);
+    CHECK(run_binary("19_context_parallel --mesh X=512").err.find("more than the 32") != std::string::npos);
+  }
+
+  TEST_CASE("--inject: a fault that found no place is no success, and FAIL lines stay within 100 columns") {
+    for (const std::string c : {"shardlab ring-attention --inject skip-add", "shardlab moe --inject skip-update",
+                                "19_context_parallel --inject swap-blocks", "20_expert_parallel --inject skip-update"}) {
+      CAPTURE(c);
+      const auto r = run_binary(c);
+      CHECK(r.status == 1);  // was 0, with PASS
+      CHECK(r.out.find("found no place") != std::string::npos);
+      const auto j = run_binary(c + " --json");
+      CHECK(j.status == 1);
+      CHECK(j.out.find("\"injected_struck\": 0") != std::string::npos);
+    }
+    for (const std::string c : {"shardlab ring-attention", "shardlab moe", "19_context_parallel", "20_expert_parallel",
+                                "shardlab matmul --mesh X=4 --uneven pad --a-spec X,_ --b-spec _,_ --shape 9,4,3 --out-spec _,_"}) {
+      CAPTURE(c);
+      const auto r = run_binary(c + " --inject perturb:1e-3");
+      CHECK(r.status == 1);
+      std::size_t widest = 0, start = 0;
+      for (std::size_t end; (end = r.out.find('\n', start)) != std::string::npos; start = end + 1)
+        widest = std::max(widest, end - start);
+      CHECK(widest <= 100);  // the verdict lines were up to 845 columns
+    }
+    // --uneven pad: device 3 holds no real row of C's 9 (3 + 3 + 3 + 0 padded), so perturb found
+    // only padding and the run passed; now it says it found no place (exit 1).
+    const auto pad = run_binary("shardlab matmul --mesh X=4 --uneven pad --a-spec X,_ --b-spec _,_ --shape 9,4,3 "
+                                "--out-spec X,_ --json --inject perturb:1e-3");
+    CHECK(pad.status == 1);
+    CHECK(pad.out.find("\"injected_struck\": 0") != std::string::npos);
+    // --chunk 1 is valid input: its checks pass (the memory claim failed on it).
+    CHECK(run_binary("shardlab ring-attention --chunk 1 --quiet").status == 0);
   }
 }

@@ -351,9 +351,10 @@ TEST_SUITE("uneven") {
       auto r = run_binary(base + " --a-spec _,X --b-spec X,_ --shape 5,10,3 --out-spec X,_ --quiet --inject skip-add");
       CHECK(r.status == 1);
       // AllToAll onto 9 columns over 4: device 3 (the one faults strike) receives nothing but empty
-      // or zero parts, so swapping two of them would change nothing: not planted, and said so.
+      // or zero parts, so swapping two of them would change nothing: not planted, and said so (and
+      // not a success: exit 1).
       auto s = run_binary(base + " --a-spec X,_ --b-spec _,_ --shape 9,9,9 --out-spec _,X --json --inject swap-blocks");
-      CHECK(s.status == 0);
+      CHECK(s.status == 1);
       CHECK(nlohmann::json::parse(s.out)["injected_struck"] == 0);
     }
   }

@@ -1,6 +1,8 @@
 #include "harness/check/report.hpp"
+#include "harness/check/verdict_details.hpp"
 
 #include "core/text.hpp"
+#include "core/wrap.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -167,14 +169,41 @@ std::string verdict_line(const Report& report) {
   const PowerSummary ps = power_summary(report);
   if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
   if (ps.weak > 0 && report.weak_fails) out << " (a case file fails on WEAK; allow_weak = \"why\" accepts it)";
+  const std::vector<std::string> failures = verdict_failures(report);
+  std::string all;
+  for (const auto& f : failures) all += "; " + f;
+  if (report.checks.empty()) all += "; nothing was checked";
+  const std::string head = out.str();
+  if (head.size() + all.size() <= kVerdictWidth) return head + all;
+  // Too wide for one line: the count and the failures' names, their details above (verdict_details).
+  std::string names;
+  for (const auto& f : failures) names += (names.empty() ? "" : ", ") + f.substr(0, f.find(": "));
+  std::string line = head + "; " + std::to_string(failures.size()) + " failed: " + names;
+  if (line.size() > kVerdictWidth) line = line.substr(0, kVerdictWidth - 3) + "...";
+  return line;
+}
+
+std::vector<std::string> verdict_failures(const Report& report) {
+  std::vector<std::string> out;
   for (const auto& c : report.checks)
-    if (!c.pass) out << "; " << c.name << ": " << (c.detail.empty() ? "over tolerance" : c.detail);
+    if (!c.pass) out.push_back(c.name + ": " + (c.detail.empty() ? "over tolerance" : c.detail));
   for (const auto& c : report.collectives)
     if (!c.matches())
-      out << "; " << c.op << " of " << c.tensor << " moved " << c.bytes_per_device << " bytes/device, predicted "
-          << c.predicted_bytes_per_device;
-  if (report.checks.empty()) out << "; nothing was checked";
-  return out.str();
+      out.push_back(c.op + " of " + c.tensor + " moved " + std::to_string(c.bytes_per_device) +
+                    " bytes/device, predicted " + std::to_string(c.predicted_bytes_per_device));
+  return out;
+}
+
+std::string verdict_details(const Report& report) {
+  const std::string full = verdict_line(report);
+  const std::vector<std::string> failures = verdict_failures(report);
+  std::string all;
+  for (const auto& f : failures) all += "; " + f;
+  if (failures.empty() || (full.size() >= all.size() && full.compare(full.size() - all.size(), all.size(), all) == 0))
+    return "";  // the verdict line already says everything
+  std::string text = "failed:\n";
+  for (const auto& f : failures) text += "  " + f + "\n";
+  return wrap_lines(text, kVerdictWidth);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "harness/check/trace.hpp"
+#include "harness/check/verdict_details.hpp"
 #include "harness/check/write_file.hpp"
 
 namespace shardlab {
@@ -113,8 +114,17 @@ int Session::finish() {
   if (wrap_) wrap_->flush_line();  // before the verdict, in order
   int status = 0;
   if (runtime_->is_root()) {
-    status = report_.pass() ? 0 : 1;
     const Fault& fault = runtime_->fault();
+    if (fault.kind != FaultKind::none && !runtime_->struck()) {
+      // A planted fault that changed nothing tested nothing: not a success (exit 1, and shardlab
+      // power's "-", since the JSON says injected_struck 0).
+      Verdict v;
+      v.name = "--inject " + fault_text(fault);
+      v.pass = false;
+      v.detail = "found no place in this run, so nothing was tested";
+      report_.checks.push_back(v);
+    }
+    status = report_.pass() ? 0 : 1;
     if (options_.json) {
       std::cout << report_json(report_) << std::endl;
     } else {
@@ -128,6 +138,7 @@ int Session::finish() {
                     << (runtime_->struck() ? " (planted on device " + std::to_string(mesh_.devices() - 1) + ")"
                                            : ", which found no place in this run (nothing here does what it breaks)")
                     << "\n";
+        std::cout << verdict_details(report_);  // what a verdict line too wide to hold failed
       }
       std::cout << verdict_line(report_) << std::endl;
     }

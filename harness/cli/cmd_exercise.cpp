@@ -113,10 +113,14 @@ int run(const ExerciseOptions& o) {
   }
   std::vector<AnswerItem> given;
   if (!o.answer.empty()) given = parse_answer(o.answer);  // a malformed answer: exit 2 before anything prints
+  // From a pipe or file the answer is read (and a malformed line refused) before the question
+  // prints, like --answer; at a terminal the question comes first and bad lines are asked again.
+  bool answered = false;
+  const bool piped = o.answer.empty() && !isatty(STDIN_FILENO);
+  if (piped) given = read_answer_interactively(answered);
   std::cout << question_text(e, s.plan);
   if (o.answer.empty()) {
-    bool answered = false;
-    given = read_answer_interactively(answered);
+    if (!piped) given = read_answer_interactively(answered);
     // An empty line or the end of input before any answer is graded, as wrong: every exercise moves
     // something (a pasted command still exits 0 or 1, never 2).
     if (!answered) std::cout << "\nNo answer given (an empty line or the end of input first): graded as none.\n";

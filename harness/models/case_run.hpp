@@ -32,9 +32,9 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
 // several layouts asks once.
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules = true);
 // Before anything is allocated: refuses (one sentence with the estimate) a case whose unsharded
-// tensors (held in float64 for the reference, once for the inputs and once as computed) plus every
-// device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed what the
-// machine has available.
+// tensors (held in float64 four times: inputs, reference, assembled outputs, comparison) plus every
+// device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed 1 GiB or
+// what the machine has available.
 void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int devices_here);
 // A plan_only case: the file's expectations held to the plan's collectives, bytes and peak memory
 // (the same checks, nothing run and no tensor built).

@@ -1,5 +1,7 @@
 #include "harness/models/moe_run.hpp"
 
+#include "core/memory.hpp"
+
 #include <algorithm>
 
 #include "core/error.hpp"
@@ -12,6 +14,15 @@ void check_moe_mesh(const Mesh& mesh, const MoeShape& s) {
   if (mesh.rank() > 2)
     throw Error(ErrorKind::parse, "a mixture of experts here needs a mesh of 1 or 2 axes like X=2,Y=2, not " + mesh.text());
   check_moe_shape(s, mesh.devices(), mesh.axis_size(mesh.names().back()));
+  refuse_if_over_memory(moe_run_bytes(s, mesh.devices(), mesh.axis_size(mesh.names().back())), "this mixture of experts",
+                        "give fewer experts, a smaller --top-k or --capacity-factor", kMoeLimitBytes);
+}
+
+double moe_run_bytes(const MoeShape& s, int devices, int expert_devices) {
+  (void)expert_devices;  // E C slots per device whatever the split: E/n experts of n C slots each
+  const double C = double(moe_capacity(s, s.tokens / std::size_t(devices)));
+  const double slots = double(s.experts) * C;  // [E, C] per device
+  return 8.0 * devices * slots * (10.0 * double(s.model) + 2.0 * double(s.hidden));
 }
 
 MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in) {

@@ -9,6 +9,8 @@
 
 #include "collectives/permute.hpp"
 #include "core/error.hpp"
+#include "core/memory.hpp"
+#include "core/text.hpp"
 #include "core/trace.hpp"
 #include "harness/cost/topology.hpp"
 
@@ -285,9 +287,29 @@ std::string ring_order_name(RingOrder o) { return o == RingOrder::contiguous ? "
 void check_ring(const RingConfig& c) {
   if (c.devices < 2)
     throw Error(ErrorKind::parse, "ring attention needs a ring of at least 2 devices, not " + std::to_string(c.devices));
+  if (c.devices > kMaxRingDevices)
+    throw Error(ErrorKind::unsupported, "a ring of " + std::to_string(c.devices) + " devices is more than the " +
+                                            std::to_string(kMaxRingDevices) +
+                                            " ring attention runs here (its n - 1 steps each wait for all n devices)");
   if (c.chunk < 1 || c.head < 1)
     throw Error(ErrorKind::parse, "the chunk and the head size must be at least 1, not " + std::to_string(c.chunk) +
                                       " and " + std::to_string(c.head));
+  const double S = 2.0 * c.devices * double(c.chunk), work = S * S * double(c.head);
+  if (work > kMaxRingWork)
+    throw Error(ErrorKind::unsupported, "S^2 d = " + format_number(work, "%.3g") + " (S = " + format_number(S, "%.0f") +
+                                            " tokens, d = " + std::to_string(c.head) + ") is past the unsharded reference's " +
+                                            "limit of 2^24 = 1.68e+07 (about 10 s here); give a smaller chunk or head");
+  refuse_if_over_memory(double(ring_run_bytes(c)), "this ring", "give a smaller chunk or head");
+}
+
+std::size_t ring_run_bytes(const RingConfig& c) {
+  // The inputs, the reference's plain attention and every device's peak, all in float64.
+  const std::size_t n = std::size_t(c.devices);
+  return 4 * c.tokens() * c.head * 8 + plain_attention_bytes(c, 8) + n * ring_peak_bytes(c, 8);
+}
+
+std::size_t ring_peak_bytes(const RingConfig& c, std::size_t eb) {
+  return (9 * c.block_elements() + 2 * 2 * c.chunk + 2 * c.chunk * c.chunk) * eb;
 }
 
 std::vector<std::size_t> ring_chunks(RingOrder o, int i, int n) {

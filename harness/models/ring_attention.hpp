@@ -35,8 +35,20 @@ struct RingConfig {
   std::size_t tokens() const { return 2 * std::size_t(devices) * chunk; }
   std::size_t block_elements() const { return 2 * chunk * head; }  // one device's [2c, d]
 };
-// Error(parse), one sentence, for a ring under 2 devices or a chunk or head of 0.
+// Error(parse), one sentence, for a ring under 2 devices or a chunk or head of 0; Error(unsupported)
+// for a ring of more than kMaxRingDevices (the sim's n - 1 steps of n threads: lesson 19 ran in
+// 1.1 s on 32 devices here, 7 to 16 s on 64), for S^2 d above kMaxRingWork (the reference and its tolerances: 2^24
+// ran in about 9 s, S = 1024 with d = 16 or S = 512 with d = 64), or for more memory than the
+// machine has (ring_run_bytes).
+constexpr int kMaxRingDevices = 32;
+constexpr double kMaxRingWork = 16777216.0;  // 2^24
 void check_ring(const RingConfig& c);
+// Bytes a sim run holds at once, in float64: q, k, v, dO [S, d], plain attention's reference
+// (plain_attention_bytes) and n devices' peaks (ring_peak_bytes).
+std::size_t ring_run_bytes(const RingConfig& c);
+// One device's peak, by formula: 9 blocks [2c, d] (q, k, v, o, dO, dq, dk, dv and one incoming),
+// the statistics m, l [2c] and two [c, c] blocks of scores (s and p).
+std::size_t ring_peak_bytes(const RingConfig& c, std::size_t element_bytes);
 
 // The two chunks device i holds.
 std::vector<std::size_t> ring_chunks(RingOrder o, int i, int n);
