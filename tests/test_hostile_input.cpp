@@ -301,8 +301,17 @@ TEST_SUITE("hostile input") {
         "shardlab zero --params 0.5 --devices 4",
         "shardlab zero --params 1.5 --devices 4",
         "shardlab zero --params 0x10 --devices 4",
+        "shardlab run harness/cases/gspmd_ffn.toml --memory-limit 0",
+        "shardlab run harness/cases/gspmd_ffn.toml --memory-limit nan",
+        "shardlab run harness/cases/gspmd_ffn.toml --memory-limit -1",
+        "shardlab check harness/cases --memory-limit inf",
+        // a limit below what the case needs refuses it, naming the option that lifts it
+        "shardlab run harness/cases/gspmd_ffn.toml --memory-limit 0.00001",
     };
     refuse_all(commands);
+    const auto low = run_binary("shardlab run harness/cases/gspmd_ffn.toml --memory-limit 0.00001");
+    CHECK(low.err.find("raise --memory-limit") != std::string::npos);
+    CHECK(run_binary("shardlab run harness/cases/gspmd_ffn.toml --memory-limit 0.5 --quiet").status == 0);
   }
 
   TEST_CASE("case files: invalid TOML, unknown keys, wrong types and sizes are one sentence each") {

@@ -30,6 +30,7 @@ struct CheckOptions {
   CommonOptions common;
   std::vector<std::string> paths;
   std::string junit;
+  double memory_limit = kCaseLimitGiB;
 };
 
 // The case files under `paths`, in order: a directory's *.toml sorted by path. A path that is
@@ -56,6 +57,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run(const CheckOptions& o) {
+  parse_memory_limit(o.memory_limit);  // a bad limit: exit 2 before anything runs
   if (!o.junit.empty()) check_writable(o.junit, "the JUnit file");  // before running anything
   if (!o.common.trace.empty()) check_writable(o.common.trace, "trace");
   const std::vector<std::string> files = case_files(o.paths);
@@ -95,7 +97,9 @@ int run(const CheckOptions& o) {
       Session session(c.program.name, common, !c.plan_only);
       if (!o.common.trace.empty()) session.runtime().record_trace();
       const ProgramPlan plan = plan_case(c, session.mesh());
-      if (!c.plan_only) refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices());
+      if (!c.plan_only)
+        refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices(),
+                                parse_memory_limit(o.memory_limit));
       const CaseRun r = c.plan_only ? check_plan(c, plan) : run_case(session, c, plan);
       if (!c.plan_only && !o.common.trace.empty()) traces.push_back({c.program.name, session.runtime().trace()});
       const bool pass = case_passed(c, r, session.report());
@@ -165,6 +169,7 @@ Command add_check_command(CLI::App& app) {
                                "exit 0 all pass, 1 a check failed, 2 a file is invalid");
   c->add_option("paths", o->paths, "case files or directories, e.g. harness/cases")->required();
   c->add_option("--junit", o->junit, "also write JUnit XML here (one testsuite per file, one testcase per check)");
+  c->add_option("--memory-limit", o->memory_limit, "GiB each case may use (default 1: a case is checked in seconds)");
   c->add_option("--trace", o->common.trace, "also write every case's timeline here (Chrome Trace JSON)");
   add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")

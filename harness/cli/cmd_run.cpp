@@ -35,6 +35,7 @@ struct RunOptions {
   bool explain = false;
   bool plan_only = false;
   std::string preset;  // also print the modeled time by part on this hardware preset
+  double memory_limit = kCaseLimitGiB;
 };
 
 // --preset: the modeled communication and compute by part, beside a source's measured shares.
@@ -151,6 +152,7 @@ std::string explanations(const ProgramPlan& plan) {
 }
 
 int run(const RunOptions& o) {
+  parse_memory_limit(o.memory_limit);  // a bad limit: exit 2 before anything runs
   const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
   refuse_shared_paths({{"--trace", o.common.trace}}, {{"the case file", o.file}});
   const CaseFile c = read_case_file(o.file);
@@ -181,7 +183,8 @@ int run(const RunOptions& o) {
   }
   Session session(c.program.name, common);
   const ProgramPlan plan = plan_case(c, session.mesh());  // bad annotations fail here, before any output
-  refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices());
+  refuse_case_over_memory(c, plan, common.backend == "mpi" ? 1 : session.mesh().devices(),
+                          parse_memory_limit(o.memory_limit));
   auto& out = session.out();
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
       << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan) << uneven_blocks_text(plan)
@@ -240,6 +243,7 @@ Command add_run_command(CLI::App& app) {
               "also why each moved tensor lies where it does and what its other layouts would cost, then each "
               "einsum's search: the articles' plan and the rejected ones");
   c->add_flag("--plan-only", o->plan_only, "print the program, the specs and the plan without running");
+  c->add_option("--memory-limit", o->memory_limit, "GiB the run may use (default 1: a case is checked in seconds)");
   c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");

@@ -33,9 +33,13 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
 CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules = true);
 // Before anything is allocated: refuses (one sentence with the estimate) a case whose unsharded
 // tensors (held in float64 four times: inputs, reference, assembled outputs, comparison) plus every
-// device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed 1 GiB or
-// what the machine has available.
-void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int devices_here);
+// device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed
+// `limit_gib` (run/check --memory-limit, default kCaseLimitGiB) or what the machine has available.
+constexpr double kCaseLimitGiB = 1.0;
+void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int devices_here,
+                             double limit_gib = kCaseLimitGiB);
+// --memory-limit GIB on run and check: a positive, finite number of GiB; else Error(parse).
+double parse_memory_limit(double gib);
 // A plan_only case: the file's expectations held to the plan's collectives, bytes and peak memory
 // (the same checks, nothing run and no tensor built).
 CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan);
