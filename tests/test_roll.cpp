@@ -18,6 +18,7 @@
 #include "harness/check/verify.hpp"
 #include "harness/plan/gradient.hpp"
 #include "harness/plan/program_plan.hpp"
+#include "tests/run_program.hpp"
 
 using namespace shardlab;
 
@@ -31,34 +32,6 @@ ops = [
 ]
 outputs = ["z"]
 )";
-
-// Runs `plan` on the sim mesh and checks every output against the unsharded program; returns the
-// ledger's collectives.
-std::vector<CollectiveSummary> run_checked(const ProgramPlan& plan, DType dtype) {
-  const auto inputs = program_inputs(plan.program, 3);
-  Runtime rt(Backend::sim, false, dtype);
-  const RunResult run = rt.run(plan.mesh, program_spmd(plan, inputs));
-  const ProgramReference ref =
-      run_reference(plan.program, inputs, dtype, plan.mesh.devices(), partial_groups(plan), on_partial_sums(plan));
-  for (const auto& name : plan.program.outputs) {
-    std::vector<Tensor> blocks;
-    for (const auto& out : run.outputs) blocks.push_back(out.at(name));
-    const Assembly a =
-        assemble(plan.mesh, plan.propagation.specs.at(name).spec, plan.program.shape(name), blocks, name);
-    const Verdict v = compare(name, a.tensor, ref.values.at(name), ref.bounds.at(name));
-    CAPTURE(v.line());
-    CHECK(v.pass);
-    CHECK(a.replicas_agree);
-  }
-  const auto got = summarize(run.ledger);
-  const auto steps = plan.collectives();
-  REQUIRE(steps.size() == got.size());
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    CHECK(step_kind_name(steps[i]->kind) == got[i].op);
-    CHECK(steps[i]->predicted_bytes == got[i].bytes_per_device);
-  }
-  return got;
-}
 
 }  // namespace
 
@@ -82,7 +55,7 @@ TEST_CASE("roll in a program: whole blocks of a split dim move by collective_per
   for (DType t : {DType::float32, DType::float64, DType::bfloat16}) {
     CAPTURE(dtype_name(t));
     const ProgramPlan plan = plan_program_ops(c.program, mesh, propagate(c.program, mesh, {{"x", "X,_"}}), t);
-    const auto ran = run_checked(plan, t);
+    const auto ran = testing::run_program_checked(plan, t);
     REQUIRE(ran.size() == 1);
     CHECK(ran[0].op == "collective_permute");
     CHECK(ran[0].tensor == "y");
@@ -90,7 +63,7 @@ TEST_CASE("roll in a program: whole blocks of a split dim move by collective_per
   }
   // x whole on every device: the roll is local and nothing moves.
   const ProgramPlan local = plan_program_ops(c.program, mesh, propagate(c.program, mesh, {{"x", "_,_"}}), DType::float32);
-  CHECK(run_checked(local, DType::float32).empty());
+  CHECK(testing::run_program_checked(local, DType::float32).empty());
 }
 
 TEST_CASE("roll's gradient is the opposite roll: dx = roll(dy, -4), the block moved back by permute") {
@@ -119,7 +92,7 @@ TEST_CASE("roll's gradient is the opposite roll: dx = roll(dy, -4), the block mo
       CHECK((s->shift == 1 || s->shift == 3));  // +1 forward, -1 = 3 mod 4 backward
     }
   CHECK(permutes == 2);
-  run_checked(plan, DType::float32);
+  testing::run_program_checked(plan, DType::float32);
 }
 
 TEST_CASE("roll: part of a block, a dim it lacks, no value: one sentence naming the op") {
