@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
         << ",\n   then each device keeps its slice):\n"
         << "     reduce_scatter y: " << rs.bytes_per_device << " bytes/device   all_reduce y: " << ar.bytes_per_device
         << " bytes/device\n     (predicted " << ar.predicted_bytes_per_device << ")"
-        << (rs.bytes_per_device > 0 ? ", " + std::to_string(ar.bytes_per_device / rs.bytes_per_device) + "x as much"
+        << (rs.bytes_per_device > 0 ? ", " + format_number(double(ar.bytes_per_device) / double(rs.bytes_per_device), "%.3g") + "x as much"
                                     : " (an axis of size 1 moves nothing either way)")
         << "\n\n";
 
