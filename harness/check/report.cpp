@@ -1,4 +1,5 @@
 #include "harness/check/report.hpp"
+#include "harness/check/checks_json.hpp"
 #include "harness/check/verdict_details.hpp"
 
 #include "core/text.hpp"
@@ -214,6 +215,24 @@ nlohmann::ordered_json number_json(double v) {
 }
 }  // namespace
 
+nlohmann::ordered_json checks_json(const std::vector<Verdict>& checks, DType t) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : checks) {
+    nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
+                                  {"tolerance", c.tolerance}, {"detail", c.detail}};
+    if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
+    if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
+      one["power"] = std::isfinite(c.power) ? number_json(c.power) : nlohmann::ordered_json(nullptr);  // null: infinite
+      one["power_floor"] = floor_for(c, t);
+      one["weak"] = is_weak(c, t);
+      one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
+      one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
+    }
+    out.push_back(one);
+  }
+  return out;
+}
+
 std::string report_json(const Report& report) {
   nlohmann::ordered_json j;
   j["case"] = report.case_name;
@@ -252,20 +271,7 @@ std::string report_json(const Report& report) {
     // when infinite (JSON has no infinity): a check that is sure to catch nothing.
     const PowerSummary ps = power_summary(report);
     if (ps.weakest) j["power"] = std::isfinite(ps.weakest->power) ? number_json(ps.weakest->power) : nlohmann::ordered_json(nullptr);
-    j["checks"] = nlohmann::ordered_json::array();
-    for (const auto& c : report.checks) {
-      nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
-                                    {"tolerance", c.tolerance}, {"detail", c.detail}};
-      if (c.worst_ratio >= 0) one["worst_ratio"] = c.worst_ratio;  // a tolerance per element
-      if (c.power >= 0) {  // a comparison of values: how small a wrong element it must catch
-        one["power"] = std::isfinite(c.power) ? number_json(c.power) : nlohmann::ordered_json(nullptr);  // null: infinite
-        one["power_floor"] = floor_for(c, report.dtype);
-        one["weak"] = is_weak(c, report.dtype);
-        one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
-        one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
-      }
-      j["checks"].push_back(one);
-    }
+    j["checks"] = checks_json(report.checks, report.dtype);
   } else {
     j["plan_only"] = true;
   }

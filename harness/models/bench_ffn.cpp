@@ -18,6 +18,7 @@
 #include "core/gemm.hpp"
 #include "core/text.hpp"
 #include "core/wrap.hpp"
+#include "harness/check/checks_json.hpp"
 #include "harness/check/report.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/check/table.hpp"
@@ -37,24 +38,6 @@ std::string checks_table(const std::vector<Verdict>& checks, DType t) {
     table.add({c.name, !c.pass ? "FAIL" : is_weak(c, t) ? "WEAK" : "PASS", g(c.max_abs_error), g(c.tolerance),
                c.power < 0 ? "-" : g(c.power)});
   return table.text();
-}
-
-nlohmann::ordered_json checks_json(const std::vector<Verdict>& checks, DType t) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& c : checks) {
-    nlohmann::ordered_json one = {{"name", c.name}, {"pass", c.pass}, {"max_abs_error", c.max_abs_error},
-                                  {"tolerance", c.tolerance}};
-    if (c.power >= 0) {  // null: infinite
-      one["power"] = std::isfinite(c.power) ? nlohmann::ordered_json(c.power) : nlohmann::ordered_json(nullptr);
-      one["power_floor"] = floor_for(c, t);
-      one["weak"] = is_weak(c, t);
-      one["tolerance_over_value_median"] = c.tol_over_value_median;
-      one["tolerance_over_value_max"] = c.tol_over_value_max;
-    }
-    if (!c.pass) one["detail"] = c.detail;
-    out.push_back(one);
-  }
-  return out;
 }
 
 template <class T>
