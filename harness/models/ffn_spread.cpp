@@ -53,11 +53,22 @@ std::size_t blocks(std::size_t group, int extra) {
   return extra ? 2 * g + 1 : g;
 }
 
+// The largest |alt - ref| over the elements (NaN: infinite), without a temporary the size of ref.
 template <class T>
 double largest_move(const xt::xarray<T>& alt, const xt::xarray<T>& ref) {
-  if (ref.size() == 0) return 0.0;
-  const double d = xt::amax(xt::abs(converted<double>(alt) - converted<double>(ref)))();
-  return std::isnan(d) ? INFINITY : d;
+  double d = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(element_cast<double>(alt.data()[i]) - element_cast<double>(ref.data()[i]));
+    d = std::isnan(e) ? INFINITY : std::max(d, e);
+  }
+  return d;
+}
+
+template <class T>
+double largest_abs(const xt::xarray<T>& x) {
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(element_cast<double>(x.data()[i])));
+  return m;
 }
 
 }  // namespace
@@ -81,25 +92,23 @@ FfnReferenceOf<T> ffn_reference_in_blocks(const FfnInputsOf<T>& in, bool backwar
 template <class T>
 void tighten_by_order_spread(FfnBounds& bounds, const FfnInputsOf<T>& in, const FfnReferenceOf<T>& ref,
                              const FfnGroups& groups, bool backward) {
-  const FfnReferenceOf<T> one = ffn_reference_in_blocks(in, backward, groups, true, 0);
-  const FfnReferenceOf<T> two = ffn_reference_in_blocks(in, backward, groups, false, 1);
+  // One other order at a time, so only one more unsharded layer is held at once.
+  double spread[8] = {};
+  for (int k = 0; k < 2; ++k) {
+    const FfnReferenceOf<T> alt = ffn_reference_in_blocks(in, backward, groups, k == 0, k);
+    const xt::xarray<T>* a[8] = {&alt.h, &alt.g, &alt.y, &alt.dg, &alt.dh, &alt.dx, &alt.dw_in, &alt.dw_out};
+    const xt::xarray<T>* r[8] = {&ref.h, &ref.g, &ref.y, &ref.dg, &ref.dh, &ref.dx, &ref.dw_in, &ref.dw_out};
+    for (int t = 0; t < (backward ? 8 : 3); ++t) spread[t] = std::max(spread[t], largest_move(*a[t], *r[t]));
+  }
   const double u = unit_roundoff(dtype_of<T>());
-  auto tighten = [&](Tensor& bound, const xt::xarray<T>& r, const xt::xarray<T>& a, const xt::xarray<T>& b) {
-    if (r.size() == 0) return;
-    const double s = std::max(largest_move(a, r), largest_move(b, r));
-    const double largest = xt::amax(xt::abs(converted<double>(r)))();
-    if (!std::isfinite(s) || !std::isfinite(largest)) return;
-    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest);
-  };
-  tighten(bounds.h, ref.h, one.h, two.h);
-  tighten(bounds.g, ref.g, one.g, two.g);
-  tighten(bounds.y, ref.y, one.y, two.y);
-  if (!backward) return;
-  tighten(bounds.dg, ref.dg, one.dg, two.dg);
-  tighten(bounds.dh, ref.dh, one.dh, two.dh);
-  tighten(bounds.dx, ref.dx, one.dx, two.dx);
-  tighten(bounds.dw_in, ref.dw_in, one.dw_in, two.dw_in);
-  tighten(bounds.dw_out, ref.dw_out, one.dw_out, two.dw_out);
+  const xt::xarray<T>* r[8] = {&ref.h, &ref.g, &ref.y, &ref.dg, &ref.dh, &ref.dx, &ref.dw_in, &ref.dw_out};
+  Tensor* b[8] = {&bounds.h, &bounds.g, &bounds.y, &bounds.dg, &bounds.dh, &bounds.dx, &bounds.dw_in, &bounds.dw_out};
+  for (int t = 0; t < (backward ? 8 : 3); ++t) {
+    if (r[t]->size() == 0) continue;
+    const double largest = largest_abs(*r[t]);
+    if (!std::isfinite(spread[t]) || !std::isfinite(largest)) continue;
+    *b[t] = xt::minimum(*b[t], kOrderSpreadFactor * spread[t] + 2 * u * largest);
+  }
 }
 
 #define SHARDLAB_FFN_SPREAD(T)                                                                                      \
