@@ -93,17 +93,17 @@ template <class T>
 void tighten_by_order_spread(FfnBounds& bounds, const FfnInputsOf<T>& in, const FfnReferenceOf<T>& ref,
                              const FfnGroups& groups, bool backward) {
   // One other order at a time, so only one more unsharded layer is held at once.
+  const xt::xarray<T>* r[8] = {&ref.h, &ref.g, &ref.y, &ref.dg, &ref.dh, &ref.dx, &ref.dw_in, &ref.dw_out};
+  const int tensors = backward ? 8 : 3;  // h, g, y first: a forward-only reference has no more
   double spread[8] = {};
   for (int k = 0; k < 2; ++k) {
     const FfnReferenceOf<T> alt = ffn_reference_in_blocks(in, backward, groups, k == 0, k);
     const xt::xarray<T>* a[8] = {&alt.h, &alt.g, &alt.y, &alt.dg, &alt.dh, &alt.dx, &alt.dw_in, &alt.dw_out};
-    const xt::xarray<T>* r[8] = {&ref.h, &ref.g, &ref.y, &ref.dg, &ref.dh, &ref.dx, &ref.dw_in, &ref.dw_out};
-    for (int t = 0; t < (backward ? 8 : 3); ++t) spread[t] = std::max(spread[t], largest_move(*a[t], *r[t]));
+    for (int t = 0; t < tensors; ++t) spread[t] = std::max(spread[t], largest_move(*a[t], *r[t]));
   }
   const double u = unit_roundoff(dtype_of<T>());
-  const xt::xarray<T>* r[8] = {&ref.h, &ref.g, &ref.y, &ref.dg, &ref.dh, &ref.dx, &ref.dw_in, &ref.dw_out};
   Tensor* b[8] = {&bounds.h, &bounds.g, &bounds.y, &bounds.dg, &bounds.dh, &bounds.dx, &bounds.dw_in, &bounds.dw_out};
-  for (int t = 0; t < (backward ? 8 : 3); ++t) {
+  for (int t = 0; t < tensors; ++t) {
     if (r[t]->size() == 0) continue;
     const double largest = largest_abs(*r[t]);
     if (!std::isfinite(spread[t]) || !std::isfinite(largest)) continue;
