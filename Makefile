@@ -37,13 +37,6 @@ LDLIBS := $(MPI_LIBS) -lopenblas -ltomlplusplus -lpugixml -pthread
 
 LIB_SRCS := $(filter-out %_main.cpp,$(wildcard core/*.cpp collectives/*.cpp harness/*/*.cpp))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)
-# Sanitizer builds compile harness/cli as one translation unit: each of its files includes CLI11,
-# whose inline code costs ~10 s per file under ASan+UBSan; once, the whole folder takes ~36 s
-# instead of ~220 s. The normal build keeps one object per file for quick rebuilds.
-CLI_SRCS := $(filter-out %_main.cpp,$(wildcard harness/cli/*.cpp))
-ifneq ($(SAN),)
-  LIB_OBJS := $(filter-out $(CLI_SRCS:%.cpp=$(BUILD)/obj/%.o),$(LIB_OBJS)) $(BUILD)/obj/unity/harness_cli.o
-endif
 LIB := $(BUILD)/libshardlab.a
 LESSON_SRCS := $(sort $(wildcard lessons/[0-9]*.cpp))
 LESSONS := $(LESSON_SRCS:lessons/%.cpp=$(BUILD)/bin/%)
@@ -65,10 +58,32 @@ endif
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/doctest_main.o
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.cpp)
 MPI_TEST_OBJS := $(MPI_TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
+
+# UNITY=1 (the default) compiles few, large translation units: the library as one unit per folder
+# and the tests as TEST_UNITS units (tests/unity.sh), each in a namespace of its own. Most of a
+# file's compile time here is the xtensor, CLI11 and JSON templates it instantiates, once per unit:
+# measured on 2 cores, harness/cli took 319 s as 19 files and 64 s as one unit, and 26 test files
+# 210 s apart and 56 s together (at -O1). UNITY=0 compiles every file on its own (quick rebuilds
+# of one file while you work on it). The files in UNITY_ALONE include <cblas.h>, which clashes with
+# xtensor-blas in one unit, or define main().
+UNITY ?= 1
+TEST_UNITS ?= 4
+UNITY_ALONE := core/blas.cpp core/gemm.cpp tests/test_blas.cpp tests/mpi/main.cpp
+ifeq ($(UNITY),1)
+  LIB_DIRS := $(sort $(patsubst %/,%,$(dir $(filter-out $(UNITY_ALONE),$(LIB_SRCS)))))
+  LIB_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter $(UNITY_ALONE),$(LIB_SRCS))) \
+              $(foreach d,$(LIB_DIRS),$(BUILD)/obj/unity/lib_$(subst /,_,$(d)).o)
+  TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter $(UNITY_ALONE),$(TEST_SRCS))) \
+               $(foreach k,$(shell seq $(TEST_UNITS)),$(BUILD)/obj/unity/tests_$(k).o) $(BUILD)/obj/tests/doctest_main.o
+  MPI_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter $(UNITY_ALONE),$(MPI_TEST_SRCS))) \
+                   $(BUILD)/obj/unity/mpi_tests.o
+endif
 SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
+# Unity sources are kept (make would delete them as intermediates and rebuild every unit next time).
+.PRECIOUS: $(BUILD)/unity/%.cpp
 .PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
@@ -94,23 +109,33 @@ $(BUILD)/obj/%.o: %.cpp
 	@echo "  CXX  $<"
 	@$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
-# The unity source is rewritten only when the list of files changes (so make does not rebuild it
-# for nothing); -MMD tracks the files it includes.
-$(BUILD)/unity/harness_cli.cpp: $(CLI_SRCS) Makefile
+# A unity source is rewritten only when its list of files changes (so make does not rebuild it for
+# nothing); -MMD tracks the files it includes.
+$(BUILD)/unity/lib_%.cpp: $(LIB_SRCS) Makefile
 	@mkdir -p $(dir $@)
-	@printf '#include "%s"\n' $(CLI_SRCS) > $@.tmp
+	@printf '#include "%s"\n' $(filter-out $(UNITY_ALONE),$(filter $(subst _,/,$*)/%,$(LIB_SRCS))) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/unity/tests_%.cpp: $(TEST_SRCS) tests/unity.sh Makefile
+	@mkdir -p $(dir $@)
+	@tests/unity.sh $* $(TEST_UNITS) $(filter-out $(UNITY_ALONE),$(TEST_SRCS)) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/unity/mpi_tests.cpp: $(MPI_TEST_SRCS) tests/unity.sh Makefile
+	@mkdir -p $(dir $@)
+	@tests/unity.sh 1 1 $(filter-out $(UNITY_ALONE),$(MPI_TEST_SRCS)) > $@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
 $(BUILD)/obj/unity/%.o: $(BUILD)/unity/%.cpp
 	@mkdir -p $(dir $@)
-	@echo "  CXX  $< (one unit: $(words $(CLI_SRCS)) files)"
+	@echo "  CXX  $< ($$(grep -c '^#include "' $<) includes)"
 	@$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
-# In sanitizer builds the tests' own code is compiled at -O0 (half the compile time; the sanitizers
-# instrument it all the same); the library, lessons and shardlab they run stay at -O1.
-ifneq ($(SAN),)
-$(BUILD)/obj/tests/%.o: CXXFLAGS += -O0
-endif
+# The tests' own code is compiled at -O1 (-O0 in sanitizer builds, which instrument it all the same):
+# a third of -O2's compile time, and the time the suite runs is spent in the library, the lessons
+# and shardlab, which keep the build's level.
+TEST_OPT := $(if $(SAN),-O0,-O1)
+$(BUILD)/obj/tests/%.o $(BUILD)/obj/unity/tests_%.o $(BUILD)/obj/unity/mpi_tests.o: CXXFLAGS += $(TEST_OPT)
 
 $(LIB): $(LIB_OBJS)
 	@echo "  AR   $@"

@@ -82,6 +82,12 @@ std::string format_number(double v, const char* printf_format) {
   return buf;
 }
 
+std::string shortest(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
 std::uint64_t input_file_size(const std::string& path, const std::string& what, std::uint64_t max_bytes) {
   const std::string name = what + " " + (path.empty() ? "''" : path);
   if (path.empty()) throw Error(ErrorKind::io, what + " is an empty file name; give the path of a file");

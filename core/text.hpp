@@ -11,6 +11,8 @@ std::string trim(const std::string& text);
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
 // One double through a printf format for a double: format_number(0.5, "%.2f") == "0.50".
 std::string format_number(double v, const char* printf_format);
+// A double as a stream prints it by default (6 significant digits): shortest(0.25) == "0.25".
+std::string shortest(double v);
 // The size in bytes of an input file that is safe to read whole: it must exist and be a regular
 // file (a FIFO would block forever, /dev/zero never ends, a directory has no bytes) of at most
 // max_bytes. Otherwise Error(io), one sentence naming <what> and the path.

@@ -21,6 +21,7 @@
 #include "collectives/collectives.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
 #include "harness/models/bench_ffn.hpp"
@@ -48,11 +49,6 @@ Tensor forward_y(const Tensor& x, const Tensor& w_in, const Tensor& w_out) {
   return contract(Einsum::parse("bsh,hm->bsm"), gelu(contract(Einsum::parse("bsm,mh->bsh"), x, w_in)), w_out);
 }
 
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 }  // namespace
 
@@ -189,7 +185,7 @@ std::vector<Verdict> finite_difference_checks(const FfnInputs& in, const FfnRefe
     v = compare(p.name, analytic, numeric, tol);
     v.floor = kFiniteDifferenceFloor;  // a check of the derivation, held to the rules' floor
     v.detail += (v.detail.empty() ? "" : "; ") + std::to_string(count) + " of " + std::to_string(n) +
-                " elements, step " + num(e);
+                " elements, step " + shortest(e);
     out.push_back(v);
   }
   return out;
@@ -394,7 +390,7 @@ Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt:
       v.pass = false;
       v.max_abs_error = std::max(v.max_abs_error, std::fabs(p - q));
       if (v.detail.rfind("first", 0) != 0)
-        v.detail = "first bad element " + std::to_string(i) + ": got " + num(p) + ", want " + num(q);
+        v.detail = "first bad element " + std::to_string(i) + ": got " + shortest(p) + ", want " + shortest(q);
     }
   }
   return v;
@@ -600,7 +596,7 @@ std::string ffn_collectives_table(const FfnResult& r) {
 std::string ffn_memory_text(const FfnResult& r) {
   const FfnPlan& p = r.plan;
   const int n = p.mesh.devices();
-  auto ratio = [](double a, double b) { return b > 0 ? num(std::round(a / b * 1000) / 1000) : "-"; };
+  auto ratio = [](double a, double b) { return b > 0 ? shortest(std::round(a / b * 1000) / 1000) : "-"; };
   std::ostringstream o;
   o << "  memory per device: held " << human_bytes(static_cast<double>(r.stored_bytes_per_device)) << ", peak "
     << human_bytes(static_cast<double>(r.peak_bytes_per_device)) << " with the short-lived gathered copies\n"
@@ -609,8 +605,8 @@ std::string ffn_memory_text(const FfnResult& r) {
     << ratio(static_cast<double>(r.stored_bytes_per_device), static_cast<double>(p.unsharded_stored_bytes))
     << " held, " << ratio(static_cast<double>(r.peak_bytes_per_device), static_cast<double>(p.unsharded_peak_bytes))
     << " peak (1/" << n << " = " << ratio(1, n) << ")\n"
-    << "  FLOPs per device:  " << num(p.flops_per_device()) << " of " << num(p.unsharded_flops()) << " unsharded = 1/"
-    << num(p.unsharded_flops() / p.flops_per_device()) << " of the matmul work"
+    << "  FLOPs per device:  " << shortest(p.flops_per_device()) << " of " << shortest(p.unsharded_flops()) << " unsharded = 1/"
+    << shortest(p.unsharded_flops() / p.flops_per_device()) << " of the matmul work"
     << (p.flops_per_device() * n == p.unsharded_flops() ? " (every device a unique share)" : " (some work repeated)")
     << "\n";
   return o.str();

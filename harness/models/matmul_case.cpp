@@ -6,6 +6,7 @@
 
 #include "core/memory.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/layout.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/plan/plan_search.hpp"
@@ -19,11 +20,6 @@ const Einsum& matmul_eq() {
   return eq;
 }
 
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 // The smallest and largest value of scalar output `name` over the devices.
 std::pair<double, double> range_of(const RunResult& run, const std::string& name) {
@@ -42,8 +38,8 @@ std::pair<double, double> range_of(const RunResult& run, const std::string& name
 }
 
 std::string range_text(std::pair<double, double> r, const std::string& unit = "") {
-  return r.first == r.second ? num(r.first) + unit + " on every device"
-                             : num(r.first) + " to " + num(r.second) + unit + " by device";
+  return r.first == r.second ? shortest(r.first) + unit + " on every device"
+                             : shortest(r.first) + " to " + shortest(r.second) + unit + " by device";
 }
 }  // namespace
 
@@ -130,8 +126,8 @@ std::string work_text(const Mesh& mesh, const RunResult& run, double unsharded_f
   const auto flops = range_of(run, "flops"), bytes = range_of(run, "bytes_held");
   const double share = unsharded_flops / mesh.devices();
   std::ostringstream out;
-  out << "   FLOPs per device:  " << range_text(flops) << "; unsharded " << num(unsharded_flops) << " / "
-      << mesh.devices() << " devices = " << num(share) << ": " << num(flops.second / share) << "x the work needed\n"
+  out << "   FLOPs per device:  " << range_text(flops) << "; unsharded " << shortest(unsharded_flops) << " / "
+      << mesh.devices() << " devices = " << shortest(share) << ": " << shortest(flops.second / share) << "x the work needed\n"
       << "   memory per device: " << range_text(bytes, " bytes") << " (A and B as multiplied, C);\n"
       << "                      unsharded A, B, C: " << unsharded_bytes << " bytes\n";
   return out.str();
@@ -156,7 +152,7 @@ std::string same_work_groups(const Mesh& mesh, const Plan& plan) {
 }
 
 std::string cost_text(const Plan& plan) {
-  return std::to_string(plan.predicted_bytes_per_device()) + " bytes sent and " + num(plan.flops_per_device()) +
+  return std::to_string(plan.predicted_bytes_per_device()) + " bytes sent and " + shortest(plan.flops_per_device()) +
          " FLOPs per device";
 }
 

@@ -37,7 +37,6 @@ void adam_first_step(Tensor& w, const Tensor& g, const ThreeDConfig& c) {
   Adam state(shape_of(w));
   state.step(w, g, 1, c.adam);
 }
-Tensor rows(const Tensor& t, std::size_t part, std::size_t parts) { return row_block(t, part, parts); }
 Tensor cols(const Tensor& t, std::size_t part, std::size_t parts) { return col_block(t, part, parts); }
 }  // namespace
 
@@ -178,12 +177,12 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
   return [c, &in](Device& dev) -> Outputs {
     const int d = dev.coord("D"), p = dev.coord("P"), t = dev.coord("T"), T = c.tensor, P = c.pipe;
     const std::string stage = "_s" + std::to_string(p);
-    Tensor w1 = cols(in.w1[p], t, T), w2 = rows(in.w2[p], t, T);
+    Tensor w1 = cols(in.w1[p], t, T), w2 = row_block(in.w2[p], t, T);
     const std::size_t D = c.data, me = d;
     const bool zero2 = c.zero_stage == 2;
     // ZeRO-1 sums the whole shards' gradients here; ZeRO-2 only the owned rows (own_g1, own_g2).
     Tensor g1 = zero2 ? Tensor() : zeros_like(w1), g2 = zero2 ? Tensor() : zeros_like(w2);
-    Tensor own_g1 = zeros_like(rows(w1, me, D)), own_g2 = zeros_like(rows(w2, me, D));
+    Tensor own_g1 = zeros_like(row_block(w1, me, D)), own_g2 = zeros_like(row_block(w2, me, D));
     const double grad_held = zero2 ? double(own_g1.size() + own_g2.size()) : double(w1.size() + w2.size());
     const Shape block{c.micro_batch, c.width};
     std::map<int, std::pair<Tensor, Tensor>> stash;  // micro-batch -> (stage input, hidden activation)
@@ -220,7 +219,7 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
       own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
       own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
     }
-    Tensor own_w1 = rows(w1, me, D), own_w2 = rows(w2, me, D);
+    Tensor own_w1 = row_block(w1, me, D), own_w2 = row_block(w2, me, D);
     if (!dev.strike(FaultKind::skip_update)) adam_first_step(own_w1, own_g1, c);  // --inject skip-update
     adam_first_step(own_w2, own_g2, c);
     w1 = all_gather(dev, own_w1, {"D"}, 0, "W1" + stage);

@@ -54,7 +54,6 @@ Forward forward(const Tensor& x, const std::array<const Tensor*, 3>& w) {
 // The gradient flowing into layer k's output -> (dW_k, gradient into its input).
 Tensor tanh_back(const Tensor& dh, const Tensor& h) { return dh * (1.0 - h * h); }
 
-Tensor rows(const Tensor& t, std::size_t part, std::size_t parts) { return row_block(t, part, parts); }
 
 // Current and peak elements held, by kind.
 struct Holdings {
@@ -110,7 +109,7 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
   auto gradient = [&](const Tensor& act, const Tensor& dz) -> Tensor {
     if (order == 0) return matmul(transposed(act), dz);
     return sum_rounded(devices, order != 1, wire, [&](std::size_t d) -> Tensor {
-      return matmul(transposed(rows(act, d, devices)), rows(dz, d, devices));
+      return matmul(transposed(row_block(act, d, devices)), row_block(dz, d, devices));
     });
   };
   ZeroReference ref;

@@ -11,6 +11,7 @@
 #include "core/text.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/table.hpp"
+#include "harness/plan/operands.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {
@@ -18,9 +19,6 @@ namespace shardlab {
 namespace {
 
 using Axes = std::vector<std::string>;
-constexpr int kA = 0, kB = 1, kC = 2;
-
-bool contains(const Axes& axes, const std::string& a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
 
 std::size_t common_prefix(const Axes& x, const Axes& y) {
   std::size_t i = 0;
@@ -127,7 +125,7 @@ struct Builder {
       const int d = dim_of(give, c);
       const Axes& list = cur[give].dims[d];
       for (std::size_t i = 0; i < list.size(); ++i) {
-        if (!contains(kept, list[i])) continue;
+        if (!contains_axis(kept, list[i])) continue;
         gather_from(give, d, i,
                     "outer dim " + std::string(1, c) + " of " + label[give] + " and an outer dim of " + label[keep] +
                         " are both on " + list[i] + ": gather " + label[give] + "'s, keep " + label[keep] + " split");
@@ -165,15 +163,15 @@ struct Builder {
 
   bool axis_in_use(const std::string& a) const {
     for (const auto& d : cur[kC].dims)
-      if (contains(d, a)) return true;
-    return contains(cur[kC].partial, a);
+      if (contains_axis(d, a)) return true;
+    return contains_axis(cur[kC].partial, a);
   }
 
   // Rule 4: from the product's spec to the target.
   void reach(const Spec& target) {
     Axes reduce;
     for (const auto& a : cur[kC].partial)
-      if (!contains(target.partial, a)) reduce.push_back(a);
+      if (!contains_axis(target.partial, a)) reduce.push_back(a);
     // Dims the target splits further than the product: slice (free) and reduce-scatter (the
     // partial axes) in the target's order, while the next axis is one of those two kinds.
     for (std::size_t d = 0; d < target.rank(); ++d) {
@@ -182,8 +180,8 @@ struct Builder {
       std::size_t i = cur[kC].dims[d].size();
       while (i < want.size()) {
         Axes run;
-        const bool reducing = contains(reduce, want[i]);
-        while (i < want.size() && (reducing ? contains(reduce, want[i]) : !axis_in_use(want[i]) && !contains(run, want[i]))) {
+        const bool reducing = contains_axis(reduce, want[i]);
+        while (i < want.size() && (reducing ? contains_axis(reduce, want[i]) : !axis_in_use(want[i]) && !contains_axis(run, want[i]))) {
           run.push_back(want[i]);
           ++i;
         }
@@ -317,7 +315,7 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
   if (out) {
     target = *out;
     for (const auto& u : target.partial)
-      if (!contains(plan.product.partial, u))
+      if (!contains_axis(plan.product.partial, u))
         throw Error(ErrorKind::unsupported, "output spec " + target.text() + " keeps partial sums over " + u +
                                                 ", but the local products of " + plan.result_name + " are " +
                                                 (plan.product.is_partial() ? "partial over " + axes_text(plan.product.partial)
