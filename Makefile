@@ -82,8 +82,10 @@ SHARDLAB := $(BUILD)/bin/shardlab
 TESTS := $(BUILD)/bin/tests
 MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 
-# Unity sources are kept (make would delete them as intermediates and rebuild every unit next time).
-.PRECIOUS: $(BUILD)/unity/%.cpp
+# Unity sources are named targets, so make keeps them (as intermediates of a chain of pattern rules it
+# would delete them, and rebuild every unit next time).
+UNITY_SRCS := $(patsubst $(BUILD)/obj/unity/%.o,$(BUILD)/unity/%.cpp,$(filter $(BUILD)/obj/unity/%,$(LIB_OBJS) $(TEST_OBJS) $(MPI_TEST_OBJS)))
+.SECONDARY: $(UNITY_SRCS)
 .PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster
 all: $(LIB) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
@@ -176,9 +178,13 @@ test: deps
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-plots
 
+# The doctest suite runs one process per test file, two at a time (tests/run_suite.sh): the suite
+# spends much of its time waiting on the lessons and shardlab it starts, so a second file fills the
+# other core. A failing file's log is printed whole; each file's log is in $(BUILD)/suite/.
+SUITE_JOBS ?= 2
 test-unit:
-	@echo "== doctest suite ($(TESTS))"
-	@SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 $(TESTS)
+	@echo "== doctest suite: $(TESTS), one process per test file, $(SUITE_JOBS) at a time"
+	@SHARDLAB_BIN=$(BUILD)/bin OPENBLAS_NUM_THREADS=1 tests/run_suite.sh $(SUITE_JOBS) $(BUILD)/suite $(TESTS) $(TEST_SRCS)
 
 # The shipped case files, as CI runs them: one line each, JUnit XML beside the binaries.
 test-cases:
@@ -321,9 +327,8 @@ test-plots:
 # ThreadSanitizer and ASan+UBSan. ThreadSanitizer runs the suites where threads meet (TSAN_SUITES
 # above: a test binary of just those, with shardlab and the lessons they start); ASan+UBSan runs
 # the whole doctest suite with every lesson and shardlab built the same way. Under make -j2 the
-# ThreadSanitizer suite runs while the ASan build compiles, and the ASan suite runs as two halves
-# side by side (ASAN_HALF: the files of the heaviest half; the other half is everything else, so
-# no test is left out). Each log is printed whole when its run ends; any finding fails the target.
+# ThreadSanitizer suite runs while the ASan build compiles. Any finding fails the target, and the
+# log of the file it was found in is printed whole.
 # UCX_MEM_EVENTS=no: tests that start MPI in-process load MPICH's UCX, whose memory hooks patch
 # madvise; glibc calls it as a thread exits, after TSan has torn that thread's state down, and the
 # hook's rwlock then segfaults inside TSan's interceptor (seen in CI: "make: *** sanitize
@@ -331,11 +336,10 @@ test-plots:
 # NO_ASLR: GCC 12's TSan runtime stops with "unexpected memory mapping" on kernels with more ASLR
 # entropy (vm.mmap_rnd_bits > 28); running without address randomization avoids that, where allowed.
 NO_ASLR = $(shell setarch $$(uname -m) -R true 2>/dev/null && echo setarch $$(uname -m) -R)
-ASAN_HALF := *test_lessons_dtype*,*test_hostile_input*,*test_lesson_reports*,*test_lesson_commands*
 # exitcode 86/87: a finding in a lesson or shardlab that a test runs must not look like the exit 1
 # a test expects from a failing verdict (ASan and UBSan exit 1 by default); 86 or 87 fails the test.
-ASAN_RUN := SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
-            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87 OPENBLAS_NUM_THREADS=1 build/asan/bin/tests
+ASAN_ENV := SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
+            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87 OPENBLAS_NUM_THREADS=1
 .PHONY: sanitize-suites tsan-suite asan-suite
 sanitize: deps
 	@$(MAKE) --no-print-directory SAN=thread bins
@@ -343,20 +347,20 @@ sanitize: deps
 
 sanitize-suites: tsan-suite asan-suite
 
+# The ThreadSanitizer suite runs one file at a time while the ASan build takes the other core; the
+# ASan suite two at a time. Each is a queue of one process per test file (tests/run_suite.sh), so
+# the slowest files do not leave a core idle at the end.
 tsan-suite:
 	@echo "== ThreadSanitizer suite: $(words $(TSAN_SUITES)) suites where threads meet, shardlab and lessons sanitized too (log: build/tsan/suite.log)"
-	@SHARDLAB_BIN=build/tsan/bin UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 $(NO_ASLR) \
-	  build/tsan/bin/tests >build/tsan/suite.log 2>&1; rc=$$?; \
+	@SHARDLAB_BIN=build/tsan/bin UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 \
+	  $(NO_ASLR) tests/run_suite.sh 1 build/tsan/suite build/tsan/bin/tests $(TSAN_SUITES:%=tests/test_%.cpp) \
+	  >build/tsan/suite.log 2>&1; rc=$$?; \
 	echo "== ThreadSanitizer suite ended, exit $$rc:"; cat build/tsan/suite.log; exit $$rc
 
 asan-suite:
 	@$(MAKE) --no-print-directory SAN=address bins
-	@echo "== AddressSanitizer + UndefinedBehaviorSanitizer suite, in two halves side by side (lessons and shardlab sanitized too)"
-	@$(ASAN_RUN) --source-file='$(ASAN_HALF)' >build/asan/half1.log 2>&1 & p1=$$!; \
-	$(ASAN_RUN) --source-file-exclude='$(ASAN_HALF)' >build/asan/half2.log 2>&1; rc2=$$?; wait $$p1; rc1=$$?; \
-	echo "== ASan+UBSan, first half (--source-file='$(ASAN_HALF)'), exit $$rc1:"; cat build/asan/half1.log; \
-	echo "== ASan+UBSan, second half (every other file), exit $$rc2:"; cat build/asan/half2.log; \
-	[ $$rc1 = 0 ] && [ $$rc2 = 0 ]
+	@echo "== AddressSanitizer + UndefinedBehaviorSanitizer suite, two test files at a time (lessons and shardlab sanitized too)"
+	@$(ASAN_ENV) tests/run_suite.sh 2 build/asan/suite build/asan/bin/tests $(wildcard tests/test_*.cpp)
 
 clean:
 	rm -rf build
