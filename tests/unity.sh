@@ -5,7 +5,11 @@
 # then each file inside a namespace of its own: file-local helpers with one name in several test
 # files (has, same, error_of ...) stay apart, and the headers, already included, are not reopened
 # inside the namespace. doctest names each test by its own file still (__FILE__).
+# tests/unity.sh --main FILE...: the same for programs (sanitizer builds link every lesson into one
+# binary): each file's main() becomes unity_<name>::main, and a main() runs the one argv[0] names.
 set -euo pipefail
+dispatch=0
+if [ "$1" = --main ]; then dispatch=1; set -- 1 1 "${@:2}"; fi
 k=$1 n=$2; shift 2
 chosen=()
 i=0
@@ -23,3 +27,22 @@ for f in "${chosen[@]}"; do
   n_=$(basename "$f" .cpp)
   printf 'namespace unity_%s {\n#include "%s"\n}  // namespace unity_%s\n' "$n_" "$f" "$n_"
 done
+if (( dispatch )); then
+  cat <<'END'
+#include <cstring>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  const char* slash = std::strrchr(argv[0], '/');
+  const char* name = slash ? slash + 1 : argv[0];
+END
+  for f in "${chosen[@]}"; do
+    n_=$(basename "$f" .cpp)
+    echo "  if (std::strcmp(name, \"$n_\") == 0) return unity_$n_::main(argc, argv);"
+  done
+  cat <<'END'
+  std::cerr << name << ": this program holds the lessons; run it by one of their names\n";
+  return 2;
+}
+END
+fi
