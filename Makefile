@@ -386,4 +386,7 @@ asan-suite:
 clean:
 	rm -rf build
 
+# The dependency files are only read: without this empty rule make would try to remake a missing or
+# old one through its built-in `%: %.o` and the unity rules (it compiled an empty lib_core.d.cpp).
+%.d: ;
 -include $(shell find build -name '*.d' 2>/dev/null)
