@@ -51,8 +51,9 @@ TSAN_SUITES := sim runtime collectives p2p permute watchdog trace ledger program
                planner planner_property plan_search gradient ffn zero_run pipeline progress moe \
                uneven split keep_gathered
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
+TSAN_TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)
 ifeq ($(SAN),thread)
-  TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)
+  TEST_SRCS := $(TSAN_TEST_SRCS)
   LESSONS := $(TSAN_LESSONS:%=$(BUILD)/bin/%)
 endif
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/doctest_main.o
@@ -112,21 +113,22 @@ $(BUILD)/obj/%.o: %.cpp
 	@$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
 # A unity source is rewritten only when its list of files changes (so make does not rebuild it for
-# nothing); -MMD tracks the files it includes.
+# nothing); -MMD tracks the files it includes. Each recipe writes $@.tmp, then replace_if_changed.
+replace_if_changed = if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 $(BUILD)/unity/lib_%.cpp: $(LIB_SRCS) Makefile
 	@mkdir -p $(dir $@)
 	@printf '#include "%s"\n' $(filter-out $(UNITY_ALONE),$(filter $(subst _,/,$*)/%,$(LIB_SRCS))) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+	@$(replace_if_changed)
 
 $(BUILD)/unity/tests_%.cpp: $(TEST_SRCS) tests/unity.sh Makefile
 	@mkdir -p $(dir $@)
 	@tests/unity.sh $* $(TEST_UNITS) $(filter-out $(UNITY_ALONE),$(TEST_SRCS)) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+	@$(replace_if_changed)
 
 $(BUILD)/unity/mpi_tests.cpp: $(MPI_TEST_SRCS) tests/unity.sh Makefile
 	@mkdir -p $(dir $@)
 	@tests/unity.sh 1 1 $(filter-out $(UNITY_ALONE),$(MPI_TEST_SRCS)) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+	@$(replace_if_changed)
 
 $(BUILD)/obj/unity/%.o: $(BUILD)/unity/%.cpp
 	@mkdir -p $(dir $@)
@@ -152,7 +154,7 @@ LESSON_BUILT_SRCS := $(LESSONS:$(BUILD)/bin/%=lessons/%.cpp)
 $(BUILD)/unity/lessons.cpp: $(LESSON_BUILT_SRCS) tests/unity.sh Makefile
 	@mkdir -p $(dir $@)
 	@tests/unity.sh --main $(LESSON_BUILT_SRCS) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+	@$(replace_if_changed)
 
 $(BUILD)/bin/lessons: $(BUILD)/obj/unity/lessons.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -374,14 +376,14 @@ sanitize-suites: tsan-suite asan-suite
 tsan-suite:
 	@echo "== ThreadSanitizer suite: $(words $(TSAN_SUITES)) suites where threads meet, shardlab and lessons sanitized too (log: build/tsan/suite.log)"
 	@SHARDLAB_BIN=build/tsan/bin UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1 OPENBLAS_NUM_THREADS=1 \
-	  $(NO_ASLR) tests/run_suite.sh 1 build/tsan/suite build/tsan/bin/tests $(TSAN_SUITES:%=tests/test_%.cpp) \
+	  $(NO_ASLR) tests/run_suite.sh 1 build/tsan/suite build/tsan/bin/tests $(TSAN_TEST_SRCS) \
 	  >build/tsan/suite.log 2>&1; rc=$$?; \
 	echo "== ThreadSanitizer suite ended, exit $$rc:"; cat build/tsan/suite.log; exit $$rc
 
 asan-suite:
 	@$(MAKE) --no-print-directory SAN=address bins
 	@echo "== AddressSanitizer + UndefinedBehaviorSanitizer suite, two test files at a time (lessons and shardlab sanitized too)"
-	@$(ASAN_ENV) tests/run_suite.sh 2 build/asan/suite build/asan/bin/tests $(wildcard tests/test_*.cpp)
+	@$(ASAN_ENV) tests/run_suite.sh 2 build/asan/suite build/asan/bin/tests $(TEST_SRCS)
 
 clean:
 	rm -rf build
