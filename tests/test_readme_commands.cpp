@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/run_binary.hpp"
+#include "tests/sanitized.hpp"
 
 using shardlab::testing::bin_dir;
 using shardlab::testing::shell_status;
@@ -44,6 +45,18 @@ const Skipped kSkipped[] = {
      "the same benchmark small"},
     {"build/bin/shardlab exercise --lesson NN",
      "NN stands for a lesson's number; the table's exercise example runs one"},
+};
+
+// Under a sanitizer (tests/sanitized.hpp) these README examples are not run: each takes 15-55 s
+// sanitized, what the README promises (that they run as printed) is the normal build's run of
+// this test, and the test file named runs the same subcommand sanitized.
+const Skipped kLongUnderSanitizer[] = {
+    {"build/bin/shardlab soak ", "tests/test_cmd_soak.cpp"},
+    {"build/bin/shardlab power ", "tests/test_cmd_power.cpp"},
+    {"build/bin/shardlab sweep ", "tests/test_sweep.cpp"},
+    {"build/bin/shardlab check ", "tests/test_cmd_check.cpp"},
+    {"build/bin/shardlab bench plan ", "tests/test_bench_plan.cpp"},
+    {"build/bin/shardlab bench memory ", "tests/test_bench_memory.cpp"},
 };
 
 struct Command {
@@ -175,6 +188,13 @@ TEST_CASE("readme: every command README.md shows runs as printed") {
         skips_used.insert(s.command);
         MESSAGE("README.md:" << c.line << " not run: " << std::string(s.why));
       }
+    if (shardlab::testing::kSanitized)
+      for (const auto& s : kLongUnderSanitizer)
+        if (!skip && program_part(c.text).rfind(s.command, 0) == 0) {
+          skip = true;
+          ++not_run;
+          MESSAGE("README.md:" << c.line << " not run under a sanitizer: " << std::string(s.why) << " runs it");
+        }
     for (const auto& [path, line] : unwritten)
       if (!skip && c.text.find(path) != std::string::npos) {
         skip = true;

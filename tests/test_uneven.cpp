@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/sanitized.hpp"
 #include "tests/random_cases.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/predict.hpp"
@@ -290,18 +291,21 @@ TEST_SUITE("uneven") {
   TEST_CASE("random uneven contractions (chunk and pad) on random meshes equal the unsharded einsum, bytes as planned") {
     Rng rng(32032);
     Tally t;
-    for (int i = 0; i < 400; ++i) run_case(rng, t);
+    const int n = shardlab::testing::sanitized_share(400, 4);  // tests/sanitized.hpp
+    for (int i = 0; i < n; ++i) run_case(rng, t);
     MESSAGE("cases run: " << t.cases << ", steps on uneven layouts: " << t.uneven_steps << ", padded result blocks: "
                           << t.padded << ", all_gather " << t.ops["all_gather"] << ", reduce_scatter "
                           << t.ops["reduce_scatter"] << ", all_to_all " << t.ops["all_to_all"] << ", local_slice "
                           << t.ops["local_slice"] << ", all_reduce " << t.ops["all_reduce"]);
-    CHECK(t.cases > 300);
-    CHECK(t.uneven_steps > 200);
-    CHECK(t.padded > 50);
-    CHECK(t.ops["all_gather"] > 50);
-    CHECK(t.ops["reduce_scatter"] > 20);
-    CHECK(t.ops["local_slice"] > 10);
-    CHECK(t.ops["all_to_all"] > 5);
+    // At least these many of each in 400 cases (a quarter of them in 100).
+    const int q = 400 / n;
+    CHECK(t.cases > 300 / q);
+    CHECK(t.uneven_steps > 200 / q);
+    CHECK(t.padded > 50 / q);
+    CHECK(t.ops["all_gather"] > 50 / q);
+    CHECK(t.ops["reduce_scatter"] > 20 / q);
+    CHECK(t.ops["local_slice"] > 10 / q);
+    CHECK(t.ops["all_to_all"] > 5 / q);
   }
 }
 
@@ -416,7 +420,11 @@ TEST_SUITE("uneven") {
          "dims = { b = 3, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }"},  // n and h over (X,Y) = 8
         {"gspmd_ffn_backward", "dims = { b = 8, s = 4, m = 16, h = 64 }", "dims = { b = 7, s = 3, m = 14, h = 50 }"},
     };
+    // Under a sanitizer (tests/sanitized.hpp) the first only: it has the layer norms and softmax,
+    // and runs the same shardlab run path as the others.
+    const int count = shardlab::testing::sanitized_share(3, 3);
     for (const auto& v : variants) {
+      if (&v - variants >= count) break;
       CAPTURE(v.file);
       std::string text = read_text_file(std::string("harness/cases/") + v.file + ".toml", "case");
       const auto at = text.find(v.dims);
