@@ -1,6 +1,8 @@
 #include "harness/plan/uneven_steps.hpp"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "collectives/collectives.hpp"
 #include "collectives/predict.hpp"
@@ -49,9 +51,10 @@ bool step_is_uneven(const Mesh& mesh, StepKind kind, int dim, int to_dim, const 
   return false;
 }
 
-std::size_t uneven_step_bytes(const Mesh& mesh, StepKind kind, const Axes& axes, int dim, int to_dim,
-                              const Spec& before, const Spec& after, const Shape& global, std::size_t eb) {
-  if (kind == StepKind::local_slice || kind == StepKind::contract) return 0;
+namespace {
+
+std::size_t count_uneven_step_bytes(const Mesh& mesh, StepKind kind, const Axes& axes, int dim, int to_dim,
+                                    const Spec& before, const Spec& after, const Shape& global, std::size_t eb) {
   // Every device's count for every step the planner weighs: 4.2 s for a plan on 32x32 here, past
   // 30 s on 64x64.
   constexpr int kMaxUnevenDevices = 1024;
@@ -100,6 +103,28 @@ std::size_t uneven_step_bytes(const Mesh& mesh, StepKind kind, const Axes& axes,
     }
   }
   return most;
+}
+
+}  // namespace
+
+std::size_t uneven_step_bytes(const Mesh& mesh, StepKind kind, const Axes& axes, int dim, int to_dim,
+                              const Spec& before, const Spec& after, const Shape& global, std::size_t eb) {
+  if (kind == StepKind::local_slice || kind == StepKind::contract) return 0;
+  // The planner weighs the same step again and again (every search over a program's layouts
+  // revisits it): a case with 12 heads on 8 devices spent 4 s of --plan-only here. Remembered per
+  // thread by everything the count depends on.
+  static thread_local std::unordered_map<std::string, std::size_t> known;
+  std::string key = mesh.text() + (mesh.uneven() == Uneven::pad ? "|pad|" : "|chunk|") + step_kind_name(kind) + "|";
+  for (const auto& a : axes) key += a + ",";
+  key += "|" + std::to_string(dim) + "|" + std::to_string(to_dim) + "|" + before.text() + "|" + after.text() + "|" +
+         std::to_string(eb) + "|";
+  for (std::size_t g : global) key += std::to_string(g) + ",";
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  const std::size_t bytes = count_uneven_step_bytes(mesh, kind, axes, dim, to_dim, before, after, global, eb);
+  if (known.size() > (std::size_t{1} << 16)) known.clear();
+  known.emplace(std::move(key), bytes);
+  return bytes;
 }
 
 template <class T>

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   const int failed = shardlab::mpi::agree(Counts::failed);  // the most failures on any rank
   const int status = shardlab::mpi::agree(result != 0 ? 1 : 0);
   if (rank == 0)
-    std::cout << "mpi_tests on " << size << " ranks: " << Counts::passed + Counts::failed - failed << " passed, "
+    std::cout << "mpi_tests on " << size << (size == 1 ? " rank: " : " ranks: ") << Counts::passed + Counts::failed - failed << " passed, "
               << failed << " failed\n";
   return status;
 }
