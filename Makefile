@@ -59,7 +59,7 @@ TEST_SRCS := $(wildcard tests/test_*.cpp)
 # runtime and collectives the suites above race-check directly.
 TSAN_SUITES := sim runtime collectives p2p permute watchdog trace ledger program program_plan \
                planner planner_property plan_search gradient ffn zero_run pipeline progress moe \
-               uneven split keep_gathered
+               uneven split keep_gathered replay
 TSAN_LESSONS := 02_reduction_allreduce 08_gspmd_ffn 16_pipeline
 TSAN_TEST_SRCS := $(TSAN_SUITES:%=tests/test_%.cpp)
 ifeq ($(SAN),thread)

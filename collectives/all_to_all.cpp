@@ -7,6 +7,7 @@
 
 #include "collectives/call.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/replay.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -21,6 +22,7 @@ xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vec
                                               " and concatenates dim " + std::to_string(concat_dim) +
                                               ", but its local block " + shape_text(in_shape) + " has rank " +
                                               std::to_string(in_shape.size()));
+  if (dev.replaying()) return replay_all_to_all(dev, local, axes, split_dim, concat_dim, {}, {}, tensor);
   Group g = dev.collective_group(axes);
   const int n = g.size();
   if (in_shape[split_dim] % n != 0)
@@ -86,6 +88,8 @@ xt::xarray<T> all_to_all_v(Device& dev, const xt::xarray<T>& local, const std::v
     throw Error(ErrorKind::rank_mismatch, "all_to_all_v of " + tensor + " splits dim " + std::to_string(split_dim) +
                                               " and concatenates dim " + std::to_string(concat_dim) + " of " +
                                               shape_text(in_shape) + "; they must be two different dims of it");
+  if (dev.replaying())
+    return replay_all_to_all(dev, local, axes, split_dim, concat_dim, split_counts, concat_counts, tensor);
   Group g = dev.collective_group(axes);
   const std::size_t n = static_cast<std::size_t>(g.size()), me = static_cast<std::size_t>(g.me);
   std::size_t split_total = 0, concat_total = 0;

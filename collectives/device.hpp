@@ -52,6 +52,10 @@ class Device {
     return struck_ = true;
   }
   bool struck() const { return struck_; }
+  // A replayed run (collectives/replay.hpp): the collectives compute their results from their
+  // definitions instead of going round the ring, and plant no fault.
+  void set_replaying(bool on) { replaying_ = on; }
+  bool replaying() const { return replaying_; }
 
  private:
   int id_;
@@ -63,6 +67,7 @@ class Device {
   DType dtype_;
   Fault fault_;
   bool struck_ = false;
+  bool replaying_ = false;
   bool axis_swapped_ = false;  // wrong-axis: every device swaps once, at the same call
   struct Scratch {
     std::unique_ptr<unsigned char[]> data;

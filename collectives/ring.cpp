@@ -9,6 +9,7 @@
 
 #include "collectives/call.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/replay.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -146,6 +147,7 @@ template <class T>
 xt::xarray<T> gather_parts(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                            std::size_t dim, const std::vector<std::size_t>& counts, const std::string& tensor) {
   check_dim(local, dim, "all_gather", tensor);
+  if (dev.replaying()) return replay_all_gather(dev, local, axes, dim, counts, tensor);
   Group g = dev.collective_group(axes);
   const int n = g.size();
   const bool uneven = !counts.empty();
@@ -217,6 +219,7 @@ template <class T>
 xt::xarray<T> scatter_parts(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                             std::size_t dim, const std::vector<std::size_t>& counts, const std::string& tensor) {
   check_dim(local, dim, "reduce_scatter", tensor);
+  if (dev.replaying()) return replay_reduce_scatter(dev, local, axes, dim, counts, tensor);
   Group g = dev.collective_group(axes);
   const int n = g.size();
   const Shape in_shape = shape_of(local);
@@ -289,6 +292,7 @@ namespace {
 template <class T>
 xt::xarray<T> all_reduce_as(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                             const std::string& tensor, Reduce op) {
+  if (dev.replaying()) return replay_all_reduce(dev, local, axes, op, tensor);
   Group g = dev.collective_group(axes);
   const int n = g.size();
   const bool native = dev.native();

@@ -1,6 +1,9 @@
 #include "collectives/runtime.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
 
 #include <cstdlib>
 #include <memory>
@@ -37,7 +40,8 @@ int launched_processes() {
   return 0;
 }
 
-Runtime::Runtime(Backend backend, bool native, DType dtype) : backend_(backend), native_(native), dtype_(dtype) {
+Runtime::Runtime(Backend backend, bool native, DType dtype)
+    : backend_(backend), native_(native), dtype_(dtype), replay_(dtype == DType::bfloat16) {
   use_one_blas_thread();
   keep_freed_memory();  // core/memory.hpp: each step's tensors reuse memory instead of faulting in pages
   if (backend_ == Backend::mpi) mpi::start();
@@ -70,13 +74,15 @@ struct SimRun {
   std::vector<Outputs> outputs;
 };
 
-RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace, const Fault& fault) {
+RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace, const Fault& fault,
+                  bool replaying = false) {
   const int n = mesh.devices();
   auto run = std::make_shared<SimRun>(mesh, program, n);
   for (int d = 0; d < n; ++d) {
     run->transports.push_back(std::make_unique<SimTransport>(run->world, d));
     run->devices.push_back(std::make_unique<Device>(d, run->mesh, *run->transports[d], false, dtype));
     run->devices.back()->set_fault(fault);
+    run->devices.back()->set_replaying(replaying);
   }
   run->outputs.resize(n);
   std::vector<std::thread> threads;
@@ -129,6 +135,46 @@ bool perturb_last_device(RunResult& r, double e) {
   return struck;
 }
 
+// The run's outputs against the replay's, bit for bit (NaN payloads and the sign of zero too).
+ReplayRecord compare_replay(const RunResult& run, const RunResult& replay) {
+  ReplayRecord rec;
+  auto differ = [&rec](const std::string& what) {
+    if (rec.identical) rec.detail = what;
+    rec.identical = false;
+  };
+  if (run.outputs.size() != replay.outputs.size()) differ("the replay ran on another number of devices");
+  for (std::size_t d = 0; d < run.outputs.size() && d < replay.outputs.size(); ++d) {
+    const Outputs &got = run.outputs[d], &want = replay.outputs[d];
+    for (const auto& [name, w] : want)
+      if (!is_bookkeeping(name) && !got.count(name)) differ("device " + std::to_string(d) + " did not return " + name);
+    for (const auto& [name, g] : got) {
+      if (is_bookkeeping(name)) continue;  // memory, time and order counts: not values
+      const auto it = want.find(name);
+      if (it == want.end()) {
+        differ("device " + std::to_string(d) + " returned " + name + ", which the replay did not");
+        continue;
+      }
+      const Tensor& w = it->second;
+      ++rec.tensors;
+      rec.elements += g.size();
+      if (g.shape() != w.shape()) {
+        differ("device " + std::to_string(d) + "'s " + name + " has shape " + shape_text(shape_of(g)) +
+               ", the replay's " + shape_text(shape_of(w)));
+        continue;
+      }
+      for (std::size_t i = 0; i < g.size(); ++i)
+        if (std::memcmp(&g.data()[i], &w.data()[i], sizeof(double)) != 0) {
+          std::ostringstream what;
+          what << std::setprecision(9) << "device " << d << "'s " << name << " element " << i << ": " << g.data()[i]
+               << ", the replay's " << w.data()[i];
+          differ(what.str());
+          break;
+        }
+    }
+  }
+  return rec;
+}
+
 }  // namespace
 
 RunResult Runtime::run(const Mesh& mesh, const Program& program) {
@@ -139,6 +185,11 @@ RunResult Runtime::run(const Mesh& mesh, const Program& program) {
   for (auto& out : r.outputs)
     if (out.erase(kFaultStruck)) struck_ = true;
   if (fault_.kind == FaultKind::perturb && is_root()) struck_ = perturb_last_device(r, fault_.size) || struck_;
+  if (replaying() && is_root()) {
+    RunResult again = run_sim(mesh, program, dtype_, false, Fault{}, true);
+    for (auto& out : again.outputs) out.erase(kFaultStruck);
+    replays_.push_back(compare_replay(r, again));
+  }
   if (tracing_ && is_root()) trace_.push_back(TraceRun{r.ledger, r.spans});
   return r;
 }

@@ -39,6 +39,15 @@ struct TraceRun {
   std::vector<std::vector<Span>> spans;
 };
 
+// A run checked against its replay (collectives/replay.hpp): the same program again on the sim
+// backend with every collective computed from its definition, summing in the ring's order, and no
+// fault planted. `identical`: every device returned the same outputs, bit for bit.
+struct ReplayRecord {
+  bool identical = true;
+  std::size_t tensors = 0, elements = 0;  // compared, over every device
+  std::string detail;                     // the first difference, when not identical
+};
+
 class Runtime {
  public:
   // `native`: use the transport's library collectives where it has them (MPI).
@@ -69,6 +78,13 @@ class Runtime {
   const Fault& fault() const { return fault_; }
   bool struck() const { return struck_; }
   bool tracing() const { return tracing_; }
+  // Replay every later run and compare (ReplayRecord). On by default for bfloat16, whose checks
+  // against an unsharded reference cannot be tight (every order of rounding differs by more than
+  // the power asked of them); off for --collectives native (MPICH sums in orders of its own).
+  // The root replays on threads of its own process, also under mpi.
+  void set_replay(bool on) { replay_ = on; }
+  bool replaying() const { return replay_ && !native_; }
+  const std::vector<ReplayRecord>& replays() const { return replays_; }
   const std::vector<TraceRun>& trace() const { return trace_; }
 
  private:
@@ -79,6 +95,8 @@ class Runtime {
   std::vector<TraceRun> trace_;
   Fault fault_;
   bool struck_ = false;
+  bool replay_ = false;
+  std::vector<ReplayRecord> replays_;
 };
 
 // True in the process that should print: any sim process, MPI rank 0. Usable before a Runtime

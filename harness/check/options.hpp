@@ -17,6 +17,7 @@ struct CommonOptions {
   std::string trace;                 // --trace FILE: write a Chrome Trace JSON timeline of every run
   double collective_timeout = 300;   // --collective-timeout: seconds a device may wait (collectives/watchdog.hpp)
   std::string inject;                // --inject KIND: one bug planted in the sharded run (collectives/fault.hpp)
+  std::string replay = "on";         // --replay on|off: bfloat16 runs against their replay (collectives/replay.hpp)
   std::string uneven = "none";       // --uneven chunk|pad|none: dims that do not divide (core/mesh.hpp)
 };
 

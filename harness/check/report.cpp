@@ -146,6 +146,12 @@ std::string power_line(const Report& report) {
                     format_number(ps.weakest->power, "%.2g") + " x RMS; floor " +
                     (ps.weakest->floor >= 0 ? "for finite differences" : "for " + dtype_name(report.dtype)) + ": " +
                     format_number(floor_for(*ps.weakest, report.dtype), "%.0e");
+  int replayed = 0;
+  for (const auto& c : report.checks) replayed += c.replayed;
+  if (ps.weak == 0 && replayed > 0)
+    return out + ", every check within it: each run equals its replay bit for bit (collectives computed from "
+                 "their definitions, summed in the ring's order), and the unsharded reference bounds only " +
+           dtype_name(report.dtype) + " rounding";
   if (ps.weak == 0) return out + ", every check within it";
   return out + "; " + std::to_string(ps.weak) + " of " + std::to_string(ps.compared) +
          " checks are above it (WEAK: a wrong answer that small could pass them)";
@@ -227,6 +233,11 @@ nlohmann::ordered_json checks_json(const std::vector<Verdict>& checks, DType t) 
       one["weak"] = is_weak(c, t);
       one["tolerance_over_value_median"] = number_json(c.tol_over_value_median);
       one["tolerance_over_value_max"] = number_json(c.tol_over_value_max);
+      if (c.replayed) {  // power 0 by the replay; the unsharded reference's bound, for the record
+        one["replayed"] = true;
+        one["rounding_power"] =
+            std::isfinite(c.rounding_power) ? number_json(c.rounding_power) : nlohmann::ordered_json(nullptr);
+      }
     }
     out.push_back(one);
   }

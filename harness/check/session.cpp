@@ -42,6 +42,7 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
   set_collective_timeout(options.collective_timeout);
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
+  if (options.replay == "off") runtime_->set_replay(false);
   runtime_->inject(parse_fault(options.inject));
   // A wrong process count is a setup error: say so before any part of a report is printed.
   if (devices) runtime_->check_mesh(mesh_);
@@ -114,6 +115,7 @@ int Session::finish() {
   if (wrap_) wrap_->flush_line();  // before the verdict, in order
   int status = 0;
   if (runtime_->is_root()) {
+    cover_by_replays(report_.checks, runtime_->replays());
     const Fault& fault = runtime_->fault();
     if (fault.kind != FaultKind::none && !runtime_->struck()) {
       // A planted fault that changed nothing tested nothing: not a success (exit 1, and shardlab

@@ -53,6 +53,44 @@ double floor_for(const Verdict& v, DType t) { return v.floor >= 0 ? v.floor : po
 // A failed check caught something: its power is moot.
 bool is_weak(const Verdict& v, DType t) { return v.pass && v.power >= 0 && !(v.power <= floor_for(v, t)); }
 
+void cover_by_replays(std::vector<Verdict>& checks, const std::vector<ReplayRecord>& replays) {
+  if (replays.empty()) return;
+  Verdict r;
+  r.name = kReplayCheck;
+  std::size_t tensors = 0, elements = 0;
+  bool blind = false;  // a run that returned no values (its results went elsewhere): nothing covered
+  for (const auto& rec : replays) {
+    tensors += rec.tensors;
+    elements += rec.elements;
+    blind = blind || rec.elements == 0;
+    if (!rec.identical && r.pass) {
+      r.pass = false;
+      r.detail = "run " + std::to_string(&rec - replays.data() + 1) + " differs from its replay: " + rec.detail;
+    }
+  }
+  // Runs whose results did not come back as outputs (a sink) compared nothing: no claim either way.
+  if (r.pass && blind) return;
+  r.power = r.pass ? 0.0 : -1.0;
+  r.tol_over_value_median = r.tol_over_value_max = 0;
+  if (r.pass)
+    r.detail = std::to_string(replays.size()) + " run" + (replays.size() == 1 ? "" : "s") + ", " +
+               std::to_string(tensors) + " blocks, " + std::to_string(elements) + " elements bit for bit";
+  bool had = false;
+  for (auto& v : checks)
+    if (v.name == kReplayCheck) {
+      v = r;
+      had = true;
+    }
+  if (!had) checks.push_back(r);
+  if (!r.pass) return;
+  for (auto& v : checks)
+    if (v.name != kReplayCheck && !v.replayed && v.power >= 0 && v.floor < 0) {
+      v.replayed = true;
+      v.rounding_power = v.power;
+      v.power = 0;
+    }
+}
+
 std::string weak_text(const Verdict& v, DType t) {
   std::ostringstream out;
   out << std::setprecision(2) << "WEAK: sure to catch only an element off by " << v.power << " x RMS; floor "

@@ -31,6 +31,12 @@ struct Verdict {
   // The power this check must reach to be trusted; negative: power_floor() of the run's element
   // type. A finite-difference check of the gradient rules has its own (gradient_check.hpp).
   double floor = -1;
+  // Covered by a replay (Runtime::replays, collectives/replay.hpp): every run of the session gave
+  // the same outputs as its replay bit for bit, so one element of this tensor changed by the
+  // sharded path is caught whatever its size: power 0. rounding_power keeps the power of the
+  // comparison with the unsharded reference, which then bounds only the rounding of the type.
+  bool replayed = false;
+  double rounding_power = -1;
   // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
   // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
@@ -45,6 +51,13 @@ double floor_for(const Verdict& v, DType t);
 // small could pass it. weak_text: "WEAK: sure to catch only an element off by 0.31 x RMS; floor 0.03".
 bool is_weak(const Verdict& v, DType t);
 std::string weak_text(const Verdict& v, DType t);
+
+// The checks of a session whose runs were replayed (bfloat16): adds one check, "replay", that every
+// run's outputs equal its replay's bit for bit, and when they do marks every comparison of values
+// (not the finite-difference checks of the gradient rules) `replayed`, with power 0. Applied once
+// per session: a second call only updates the replay check.
+inline constexpr const char* kReplayCheck = "replay (the same program, collectives from their definitions)";
+void cover_by_replays(std::vector<Verdict>& checks, const std::vector<ReplayRecord>& replays);
 
 // Folds one part's check into a check of several (a model's weights, say): it passes only if every
 // part does; its error and tolerance are the largest of theirs; its detail is the first failing

@@ -43,7 +43,7 @@ Cli::Cli(const std::string& name, const std::string& description, const std::str
   app.add_flag("--json", common.json, "print one JSON object instead of the text report");
   app.add_flag("--quiet", common.quiet, "print only the verdict line");
   app.add_option("--trace", common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(&app, common.inject);
+  add_inject_option(&app, common);
   add_collective_timeout(&app, common.collective_timeout);
 }
 
@@ -160,7 +160,7 @@ void add_run_options(CLI::App* c, CommonOptions& common, const std::string& proc
   c->add_flag("--json", common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", common.quiet, "print only the verdict line");
   c->add_option("--trace", common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, common.inject);
+  add_inject_option(c, common);
 }
 
 void add_uneven_option(CLI::App* c, std::string& uneven) {

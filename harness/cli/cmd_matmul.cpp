@@ -82,7 +82,7 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_flag("--json", o.common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o.common.quiet, "print only the verdict line");
   c->add_option("--trace", o.common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, o.common.inject);
+  add_inject_option(c, o.common);
   o.common.uneven = "chunk";
   c->add_option("--uneven", o.common.uneven,
                 "a dim that does not divide its mesh axes: chunk (blocks of ceil(d/n), the last shorter, as "

@@ -29,6 +29,7 @@ namespace {
 
 struct PowerOptions {
   std::vector<std::string> lessons, cases, dtypes, kinds;
+  std::string replay = "on";
   bool list = false, json = false;
 };
 
@@ -125,7 +126,9 @@ int power(const PowerOptions& o) {
 
   const std::string self = quoted((bin_dir() / "shardlab").string());
   std::vector<Trial> trials;
-  auto add = [&](const std::string& target, const std::string& base, const std::string& dtype, DType floor_type) {
+  const std::string replay = o.replay == "off" ? " --replay off" : "";
+  auto add = [&](const std::string& target, std::string base, const std::string& dtype, DType floor_type) {
+    base += replay;
     trials.push_back({target, dtype, "", base + " --json", -1, false, ""});
     for (const auto& k : kinds) {
       char e[32];
@@ -247,6 +250,11 @@ Command add_power_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   c->add_option("--kinds", o->kinds, "faults to plant (default: all; perturb is at each type's floor)")->delimiter(',');
+  c->add_option("--replay", o->replay,
+                "bfloat16: each run against its replay, bit for bit (on, default); off: what the rounding bound "
+                "against the unsharded reference catches alone")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   c->add_flag("--list", o->list, "name the check that caught every run");
   c->add_flag("--json", o->json, "print one JSON object instead of the text");
   return {c, [o] { return power(*o); }};

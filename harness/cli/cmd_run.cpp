@@ -248,7 +248,7 @@ Command add_run_command(CLI::App& app) {
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");
   c->add_option("--trace", o->common.trace, "also write the run's timeline here (Chrome Trace JSON; open in ui.perfetto.dev)");
-  add_inject_option(c, o->common.inject);
+  add_inject_option(c, o->common);
   return {c, [o] { return run(*o); }};
 }
 

@@ -158,6 +158,7 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, b
   r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
                                std::to_string(r.predicted_peak_bytes)));
+  cover_by_replays(r.checks, session.runtime().replays());  // bfloat16: each run against its replay
   return r;
 }
 

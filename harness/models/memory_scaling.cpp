@@ -31,6 +31,7 @@ std::vector<MemoryPoint> memory_scaling(const FfnConfig& config, int max_devices
     p.unsharded_peak = plan.unsharded_peak_bytes;
     if (plan.unsharded_peak_bytes <= run_limit) {
       Runtime runtime(Backend::sim, false, config.dtype);
+      runtime.set_replay(false);  // memory is measured here, not values
       FfnConfig c = config;
       c.finite_differences = false;
       const FfnResult r = run_ffn(runtime, mesh, c);
