@@ -222,12 +222,14 @@ run: deps
 # after another even under make -j: their logs stay readable and no MPI run shares the 2 cores.
 # Each part prints its seconds when it ends, so a slow one shows in the log.
 timed = t=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; echo "== make $(1) took $$(( $$(date +%s) - t )) s"
+# '+': make cannot see the $(MAKE) inside the call, so without it the sub-make got no jobserver and
+# built with -j1 ("jobserver unavailable"): a fresh clone's build took 11 minutes instead of 5-6.
 test: deps
-	@$(call timed,all)
-	@$(call timed,test-unit)
-	@$(call timed,test-cases)
-	@$(call timed,test-mpi)
-	@$(call timed,test-plots)
+	@+$(call timed,all)
+	@+$(call timed,test-unit)
+	@+$(call timed,test-cases)
+	@+$(call timed,test-mpi)
+	@+$(call timed,test-plots)
 
 # The doctest suite runs one process per test file, two at a time (tests/run_suite.sh): the suite
 # spends much of its time waiting on the lessons and shardlab it starts, so a second file fills the
