@@ -246,8 +246,9 @@ test-cases:
 
 # The MPI suite at 2 and 8 ranks, then its "mpi binaries" cases (rank 0 runs lessons and shardlab
 # under a nested mpiexec) on one rank: in a 2-rank suite the idle rank busy-polled a core away from
-# the nested runs (77 s at 2 ranks, 58 s as 6 s + one rank's 52 s). Then lessons on processes: lesson 02 must give the sim run's
-# verdict and bytes; lesson 01 on the wrong process count must say so in one sentence, print nothing else, exit 2.
+# the nested runs (77 s at 2 ranks, 58 s as 6 s + one rank's 52 s). Then lessons on processes:
+# lesson 02 must give the sim run's verdict and bytes; lesson 01 on the wrong process count must say
+# so in one sentence, print nothing else, exit 2.
 # Last, faults (tests/mpi/fault_test.sh, ~30 s): a rank killed, a rank stopped past
 # --collective-timeout (exit 3), SIGINT/SIGTERM (130/143); no process may be left behind.
 MPI_SAME := "(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_bytes_per_device)"

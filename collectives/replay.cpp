@@ -1,10 +1,10 @@
 #include "collectives/replay.hpp"
 
-#include <algorithm>
 #include <cstring>
+#include <utility>
 
-#include "core/error.hpp"
 #include "core/layout.hpp"
+#include "core/mesh.hpp"
 
 namespace shardlab {
 
@@ -65,10 +65,14 @@ void fold(DType w, Reduce op, const std::vector<std::vector<unsigned char>>& par
     combine_elements(w, op, out, parts[static_cast<std::size_t>((first + k) % n)].data() + at * eb, out, count);
 }
 
-std::string axes_named(const std::vector<std::string>& axes) {
-  std::string out;
-  for (const auto& a : axes) out += (out.empty() ? "" : ",") + a;
-  return out;
+// Where member `me`'s slice of a dim of `total` rows starts, and its rows: n equal slices, or
+// counts[m] rows for member m when counts are given.
+std::pair<std::size_t, std::size_t> slice_of(std::size_t total, const std::vector<std::size_t>& counts, std::size_t n,
+                                             std::size_t me) {
+  if (counts.empty()) return {me * (total / n), total / n};
+  std::size_t start = 0;
+  for (std::size_t m = 0; m < me; ++m) start += counts[m];
+  return {start, counts[me]};
 }
 
 }  // namespace
@@ -85,7 +89,7 @@ xt::xarray<T> replay_all_gather(Device& dev, const xt::xarray<T>& local, const s
     if (!counts.empty()) shapes[m][dim] = counts[m];
     out_shape[dim] += shapes[m][dim];
   }
-  const auto all = everyones(dev, g, local, shapes, "all_gather of " + tensor + " over " + axes_named(axes));
+  const auto all = everyones(dev, g, local, shapes, "all_gather of " + tensor + " over " + axes_text(axes));
   xt::xarray<T> out = xt::empty<T>(out_shape);
   std::size_t row = 0;
   for (std::size_t m = 0; m < n; ++m) {
@@ -102,15 +106,9 @@ xt::xarray<T> replay_reduce_scatter(Device& dev, const xt::xarray<T>& local, con
   const Group g = dev.group(axes);
   const std::size_t n = static_cast<std::size_t>(g.size()), me = static_cast<std::size_t>(g.me);
   const Shape in_shape = shape_of(local);
-  std::size_t start = 0, rows = in_shape[dim] / n;
-  if (counts.empty()) {
-    start = me * rows;
-  } else {
-    for (std::size_t m = 0; m < me; ++m) start += counts[m];
-    rows = counts[me];
-  }
+  const auto [start, rows] = slice_of(in_shape[dim], counts, n, me);
   const auto all = everyones(dev, g, local, std::vector<Shape>(n, in_shape),
-                             "reduce_scatter of " + tensor + " over " + axes_named(axes));
+                             "reduce_scatter of " + tensor + " over " + axes_text(axes));
   const DType w = dev.dtype();
   std::vector<std::vector<unsigned char>> slices;
   for (const auto& x : all) slices.push_back(to_wire(xt::xarray<T>(rows_of(x, dim, start, rows)), w));
@@ -130,7 +128,7 @@ xt::xarray<T> replay_all_reduce(Device& dev, const xt::xarray<T>& local, const s
   const std::size_t n = static_cast<std::size_t>(g.size());
   const auto all = everyones(dev, g, local, std::vector<Shape>(n, shape_of(local)),
                              std::string(op == Reduce::max ? "all_reduce_max" : "all_reduce") + " of " + tensor +
-                                 " over " + axes_named(axes));
+                                 " over " + axes_text(axes));
   const DType w = dev.dtype();
   std::vector<std::vector<unsigned char>> blocks;
   for (const auto& x : all) blocks.push_back(to_wire(x, w));
@@ -157,14 +155,8 @@ xt::xarray<T> replay_all_to_all(Device& dev, const xt::xarray<T>& local, const s
   std::vector<Shape> shapes(n, in_shape);
   if (!concat_counts.empty())
     for (std::size_t m = 0; m < n; ++m) shapes[m][concat_dim] = concat_counts[m];
-  std::size_t start = 0, rows = in_shape[split_dim] / n;
-  if (split_counts.empty()) {
-    start = me * rows;
-  } else {
-    for (std::size_t m = 0; m < me; ++m) start += split_counts[m];
-    rows = split_counts[me];
-  }
-  const auto all = everyones(dev, g, local, shapes, "all_to_all of " + tensor + " over " + axes_named(axes));
+  const auto [start, rows] = slice_of(in_shape[split_dim], split_counts, n, me);
+  const auto all = everyones(dev, g, local, shapes, "all_to_all of " + tensor + " over " + axes_text(axes));
   // Member m's slice for this device, then the slices end to end along concat_dim (which may be
   // split_dim itself).
   std::vector<xt::xarray<T>> slices;

@@ -496,12 +496,10 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
   r.bytes_per_device = largest_device_total(run.ledger);
   r.peak_bytes_per_device = largest(run, "peak_bytes");
   r.stored_bytes_per_device = largest(run, "stored_bytes");
-  if (!sink) {  // blocks came back as float64 Outputs: exact in T again
-    blocks.resize(run.outputs.size());
+  if (!sink)  // blocks came back as float64 Outputs: exact in T again
     for (std::size_t dv = 0; dv < run.outputs.size(); ++dv)
       for (const auto& [name, t] : run.outputs[dv])
         if (!is_bookkeeping(name)) blocks[dv][name] = converted<T>(t);
-  }
 
   std::map<std::string, xt::xarray<T>> got;
   std::string disagreement;
