@@ -1,7 +1,7 @@
 // The mpi backend: one run on one rank, from the world-size check to the results on rank 0.
 //   1. check_world: one process per device, or one sentence that says how to start it.
 //   2. enter: every rank reaches the run (rank 0 collects a note from each, then says go), so the
-//      collective MPI_Comm_split that makes the group communicators cannot hang.
+//      MPI_Comm_create_group calls that make the group communicators cannot hang.
 //   3. the program on this rank's Device, over an MpiTransport; a failure aborts the other ranks'
 //      waits (MpiRun).
 //   4. collect: every rank sends rank 0 its outcome, outputs and ledger rows (harness traffic, not in
@@ -146,7 +146,7 @@ void throw_if_failed(const Outcome& v) {
 }
 
 // Every rank has reached this run; a rank that already left (its program ended early on rank 0
-// only, say) makes it fail on every rank instead of hanging in MPI_Comm_split. The go message is
+// only, say) makes it fail on every rank instead of hanging in MPI_Comm_create_group. The go message is
 // empty, or the reason the run cannot start.
 void enter(MpiProcess& p, const MpiRun& run) {
   if (p.size() == 1) return;

@@ -3,7 +3,7 @@
 //   MpiProcess  one per process: MPI_Init (errors return, never abort), the harness communicator
 //               (run control, results, exit-status agreement; never in the ledger), and the
 //               per-group communicators of a mesh: one per set of mesh axes, all made with
-//               MPI_Comm_split when a run starts, while every rank is known to be at that point.
+//               MPI_Comm_create_group when a run starts, while every rank is known to be there.
 //   MpiRun      one per Runtime::run. Its wait() never hangs: it polls the requests together
 //               with the run's notes. An abort note (another rank failed) stops the wait with
 //               MpiAborted. A rank blocked for a while tells rank 0; rank 0 declares a deadlock
@@ -80,7 +80,7 @@ class MpiProcess {
   bool left_early(int r);
 
   // Harness tags. Run tags: kRunTags + epoch * kRunKinds + kind.
-  static constexpr int kTagAgree = 1, kTagAgreeReply = 2, kRunTags = 16;
+  static constexpr int kTagAgree = 1, kTagAgreeReply = 2, kTagGroups = 3, kRunTags = 16;
   enum RunKind { note = 0, result = 1, verdict = 2, enter = 3, go = 4, kRunKinds = 5 };
   int run_tag(int epoch, RunKind kind) const;
 
@@ -89,7 +89,7 @@ class MpiProcess {
   MpiProcess();
   int rank_ = 0, size_ = 1;
   bool launched_ = false, left_ = false, crowded_ = false;
-  MPI_Comm harness_ = MPI_COMM_NULL, split_parent_ = MPI_COMM_NULL;
+  MPI_Comm harness_ = MPI_COMM_NULL;
   std::string comms_key_;
   std::vector<MPI_Comm> comms_;
   std::vector<bool> gone_;  // rank 0: ranks that left (they no longer agree)
