@@ -130,7 +130,7 @@ std::vector<char> receive(int source, int tag, MPI_Comm comm, const std::string&
     }
     if (idle) idle();
     if (spin % 64 == 63 && deadline.passed()) mpi_harness_timeout(MpiProcess::get().rank(), deadline.waited(), what);
-    if (spin > 64) sched_yield();
+    MpiProcess::get().idle(spin);
   }
 }
 
@@ -173,7 +173,7 @@ void enter(MpiProcess& p, const MpiRun& run) {
         why = "device " + std::to_string(r) + " stopped before this run began";
         break;
       }
-      if (spin > 64) sched_yield();
+      p.idle(spin);
     }
   }
   for (int r = 1; r < p.size(); ++r) send(std::vector<char>(why.begin(), why.end()), r, go_tag, p.harness());

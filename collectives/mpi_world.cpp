@@ -148,6 +148,16 @@ void MpiProcess::abort_on_signals() {
   hand_signals_to(fds[1]);
 }
 
+void MpiProcess::idle(long spin) const {
+  if (spin < 64) return;
+  if (crowded_ && spin > 1024) {
+    const timespec pause{0, 50 * 1000};
+    nanosleep(&pause, nullptr);
+  } else {
+    sched_yield();
+  }
+}
+
 int MpiProcess::run_tag(int epoch, RunKind kind) const {
   static const int epochs = (tag_ub() - kRunTags) / kRunKinds;
   return kRunTags + (epoch % epochs) * kRunKinds + kind;
@@ -361,7 +371,7 @@ void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int pe
       }
     }
     // Oversubscribed ranks let the peer they wait for run; with a core each they spin, as MPICH does.
-    if (spin > 256 && process_.crowded()) sched_yield();
+    if (process_.crowded()) process_.idle(spin);
   }
   waiting_for_ = -1;
   if (reported) {

@@ -62,6 +62,10 @@ class MpiProcess {
   bool launched() const { return launched_; }  // started by mpiexec (not a singleton)
   // More ranks on this host than cores: waits yield the core instead of spinning on it.
   bool crowded() const { return crowded_; }
+  // Between polls of a wait, the spin-th: nothing at first, then a yield; with more ranks than
+  // cores, a long wait sleeps 50 us a poll, so the ranks with work get the cores (a yield alone
+  // hands the core to another waiting rank as often as to one with work).
+  void idle(long spin) const;
   MPI_Comm harness() const { return harness_; }
 
   // comms(mesh)[mask]: this rank's communicator over the mesh axes whose bits are set in mask,

@@ -13,7 +13,7 @@ ln -s "$(cd "$BIN" && pwd)/shardlab" "$DIR/shardlab"
 ME="$DIR/shardlab"
 trap 'for p in $(pgrep -f "$ME"); do kill -CONT $p 2>/dev/null; kill -KILL $p 2>/dev/null; done; rm -rf "$DIR"' EXIT
 export OPENBLAS_NUM_THREADS=1
-RUN="matmul --mesh X=2 --a-spec _,X --b-spec X,_ --out-spec _,_ --backend mpi --collective-timeout 2"
+RUN="matmul --mesh X=2 --a-spec _,X --b-spec X,_ --out-spec _,_ --backend mpi --collective-timeout 1"
 failed=0
 for point in start collective verify finalize; do
   start=$(date +%s.%N)
@@ -22,7 +22,7 @@ for point in start collective verify finalize; do
   took=$(echo "$(date +%s.%N) - $start" | bc | xargs printf '%.1f')
   left=""
   for _ in $(seq 50); do left=$(pgrep -f "$ME" | tr '\n' ' '); [ -z "$left" ] && break; sleep 0.1; done
-  said=$(grep -c "collective timeout (--collective-timeout 2 s)" "$DIR/err")
+  said=$(grep -c "collective timeout (--collective-timeout 1 s)" "$DIR/err")
   echo "   rank 1 stopped at $point: mpiexec exit $rc after $took s, watchdog sentences $said, left: ${left:-none}"
   [ $rc = 3 ] || { echo "   FAIL: exit $rc, expected 3"; failed=1; }
   [ "$(echo "$took < 10" | bc)" = 1 ] || { echo "   FAIL: took 10 s or more"; failed=1; }
