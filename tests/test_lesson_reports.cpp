@@ -173,9 +173,8 @@ TEST_SUITE("lessons") {
       CHECK(count_of(r.out, "ran on") == 1);
       CHECK(has(r.out, line + "PASS " + lesson + ":"));  // just before the verdict
       CHECK_FALSE(has(r.out, "MPI process"));
-      // --quiet is the verdict alone; --json carries the backend instead.
-      auto q = run_binary(std::string(lesson) + " --quiet");
-      CHECK(count_lines(q.out) == 1);
+      // --json carries the backend instead. (--quiet, the verdict alone, is one line for every
+      // lesson in test_lessons_dtype.cpp's planted-fault runs.)
       CHECK(j["backend"] == "sim");
     }
     for (const char* command : {"shardlab matmul --a-spec _,Y --b-spec Y,_", "shardlab ffn",

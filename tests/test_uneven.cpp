@@ -384,16 +384,19 @@ TEST_SUITE("uneven") {
     CHECK(bad.status == 1);
   }
 
-  TEST_CASE("case file uneven: pad and unknown values are refused in one sentence; none keeps the refusal") {
+  TEST_CASE("case file uneven: chunk and pad accepted, unknown values refused in one sentence naming all three") {
     const std::string base = "name = \"u\"\nmesh = \"Y=8\"\ndims = { a = 12 }\ninputs = { x = \"a\" }\n"
                              "shard = { x = \"Y\" }\nops = [ { out = \"y\", op = \"scale\", in = [\"x\"], value = 2.0 } ]\n"
                              "outputs = [\"y\"]\n";
     try {
-      parse_case_file(base + "uneven = \"pad\"\n", "u.toml");
-      FAIL("pad accepted");
+      parse_case_file(base + "uneven = \"padded\"\n", "u.toml");
+      FAIL("padded accepted");
     } catch (const Error& e) {
-      CHECK(std::string(e.what()).find("u.toml:8: uneven is \"pad\"") != std::string::npos);
+      const std::string what = e.what();
+      CHECK(what.find("u.toml:8: uneven is \"padded\"") != std::string::npos);
+      for (const char* mode : {"\"chunk\"", "\"pad\"", "\"none\""}) CHECK(what.find(mode) != std::string::npos);
     }
+    CHECK(parse_case_file(base + "uneven = \"pad\"\n", "u.toml").uneven == "pad");
     CHECK(parse_case_file(base + "uneven = \"chunk\"\n", "u.toml").uneven == "chunk");
     CHECK(parse_case_file(base, "u.toml").uneven == "none");
   }
@@ -405,20 +408,22 @@ TEST_SUITE("uneven") {
 #include "core/text.hpp"
 
 TEST_SUITE("uneven") {
-  TEST_CASE("shipped programs with dims that do not divide (uneven = \"chunk\"): layer norms, softmax, sequence "
-            "parallel, forward and backward, verified; a perturbation caught") {
+  TEST_CASE("shipped programs with dims that do not divide (uneven = \"chunk\" and \"pad\"): layer norms, softmax, "
+            "sequence parallel, forward and backward, verified; a perturbation caught") {
     using shardlab::testing::run_binary;
     struct Variant {
       const char* file;
       const char* dims;  // the shipped dims line, and what replaces it
       const char* uneven_dims;
+      const char* mode;  // pad: the layer norms and the bias adds run on real rows only
     };
     const Variant variants[] = {
         {"transformer_sequence_parallel", "dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4, h = 64 }",
-         "dims = { b = 2, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }"},
+         "dims = { b = 2, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }", "pad"},
         {"transformer_megatron", "dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4, h = 64 }",
-         "dims = { b = 3, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }"},  // n and h over (X,Y) = 8
-        {"gspmd_ffn_backward", "dims = { b = 8, s = 4, m = 16, h = 64 }", "dims = { b = 7, s = 3, m = 14, h = 50 }"},
+         "dims = { b = 3, s = 7, t = 7, m = 18, n = 6, d = 4, h = 50 }", "chunk"},  // n and h over (X,Y) = 8
+        {"gspmd_ffn_backward", "dims = { b = 8, s = 4, m = 16, h = 64 }", "dims = { b = 7, s = 3, m = 14, h = 50 }",
+         "pad"},
     };
     // Under a sanitizer (tests/sanitized.hpp) the first only: it has the layer norms and softmax,
     // and runs the same shardlab run path as the others.
@@ -429,12 +434,12 @@ TEST_SUITE("uneven") {
       std::string text = read_text_file(std::string("harness/cases/") + v.file + ".toml", "case");
       const auto at = text.find(v.dims);
       REQUIRE(at != std::string::npos);
-      text.replace(at, std::string(v.dims).size(), std::string(v.uneven_dims) + "\nuneven = \"chunk\"");
+      text.replace(at, std::string(v.dims).size(), std::string(v.uneven_dims) + "\nuneven = \"" + v.mode + "\"");
       text = text.substr(0, text.find("[expect]"));  // the shipped sizes' byte counts no longer hold
       const std::string path = "/tmp/shardlab_uneven_" + std::to_string(::getpid()) + "_" + v.file + ".toml";
       std::ofstream(path) << text;
       auto plan = run_binary("shardlab run " + path + " --plan-only");
-      CHECK(plan.out.find("Uneven blocks") != std::string::npos);
+      CHECK(plan.out.find("Uneven blocks (uneven = \"" + std::string(v.mode) + "\"") != std::string::npos);
       auto ok = run_binary("shardlab run " + path + " --quiet");
       CHECK(ok.status == 0);
       CHECK(ok.out.rfind("PASS", 0) == 0);

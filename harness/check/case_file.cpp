@@ -119,9 +119,9 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   if (const auto* n = root.get("uneven")) {
     c.uneven = r.text(*n, "uneven");
-    if (c.uneven != "chunk" && c.uneven != "none")
-      r.fail(Reader::line_of(*n), "uneven is \"" + c.uneven + "\"; use \"chunk\" (blocks of ceil(d/n), the last shorter) or "
-                                  "\"none\" (programs do not pad: softmax and normalisations would need the padding masked)");
+    if (c.uneven != "chunk" && c.uneven != "pad" && c.uneven != "none")
+      r.fail(Reader::line_of(*n), "uneven is \"" + c.uneven + "\"; use \"chunk\" (blocks of ceil(d/n), the last shorter), "
+                                  "\"pad\" (blocks of ceil(d/n), zeros after the real rows) or \"none\" (refuse)");
   }
   if (const auto* n = root.get("plan_only")) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "plan_only must be true or false");

@@ -52,8 +52,9 @@ nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw);
 
 // A plan_only case without --plan-only: the plan, and the file's expectations held to it, with a
 // verdict (exit 0 or 1). Nothing runs and no tensor is built.
-// Dims that do not divide their mesh axes (a case file's uneven = "chunk", issue 32): each distinct
-// split once, with the rows (heads, tokens ...) every device holds. Empty when every split divides.
+// Dims that do not divide their mesh axes (a case file's uneven = "chunk" or "pad", issue 32): each
+// distinct split once, with the rows (heads, tokens ...) every device holds and, under pad, its
+// rows of padding ("6:7+1"). Empty when every split divides.
 std::string uneven_blocks_text(const ProgramPlan& plan) {
   const Mesh& mesh = plan.mesh;
   std::string out;
@@ -70,16 +71,19 @@ std::string uneven_blocks_text(const ProgramPlan& plan) {
              axes_text(spec.dims[d]) + ", first in " + t + ":";
       for (int dev = 0; dev < mesh.devices(); ++dev) {
         const DimBlock b = dim_block(mesh, spec, shape, d, dev);
+        const std::size_t padding = b.stored - (b.stop - b.start);
         out += (dev % 8 == 0 ? "\n   " : "") + std::string(" d") + std::to_string(dev) + " " +
                (b.stop > b.start ? std::to_string(b.start) + ":" + std::to_string(b.stop) : std::string("none")) +
-               (dev + 1 < mesh.devices() ? "," : "");
+               (padding ? "+" + std::to_string(padding) : std::string()) + (dev + 1 < mesh.devices() ? "," : "");
       }
       out += "\n";
     }
   }
-  return out.empty() ? out
-                     : "Uneven blocks (uneven = \"chunk\": ceil(d/n) each, the last ones shorter, as torch.chunk):\n" +
-                           out + "\n";
+  if (out.empty()) return out;
+  return mesh.uneven() == Uneven::pad
+             ? "Uneven blocks (uneven = \"pad\": ceil(d/n) each, real rows then +zeros, as JAX pads; every op but an "
+               "einsum reads only the real rows):\n" + out + "\n"
+             : "Uneven blocks (uneven = \"chunk\": ceil(d/n) each, the last ones shorter, as torch.chunk):\n" + out + "\n";
 }
 
 int run_plan_only_case(const CaseFile& c, const ProgramPlan& plan, const CommonOptions& common, const Hardware* hw) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xstrided_view.hpp>
+
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -447,6 +450,29 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
   return peak;
 }
 
+namespace {
+// Uneven::pad (issue 32): blocks are stored ceil(d/n) rows long, zeros after the real rows. An
+// einsum may run on them as stored (zero rows add nothing and make zero rows), but a softmax, a
+// max, a mean's centring or an add of a bias would let padding into real results or make it
+// nonzero. So every other op reads only the real rows of its operands (masked, in effect) and its
+// result is stored padded with zeros again.
+Tensor real_rows(const Tensor& t, const Block& b) {
+  if (!b.padded()) return t;
+  xt::xstrided_slice_vector range;
+  for (const std::size_t n : b.shape()) range.push_back(xt::range(std::size_t{0}, n));
+  return xt::strided_view(t, range);
+}
+
+Tensor padded(const Tensor& t, const Block& b) {
+  if (!b.padded()) return t;
+  Tensor out = xt::zeros<double>(b.stored_shape());
+  xt::xstrided_slice_vector range;
+  for (const std::size_t n : b.shape()) range.push_back(xt::range(std::size_t{0}, n));
+  xt::strided_view(out, range) = t;
+  return out;
+}
+}  // namespace
+
 Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs) {
   return [&plan, &inputs](Device& dev) -> Outputs {
     const TensorProgram& p = plan.program;
@@ -476,6 +502,14 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
       }
       Tensor y;
       std::map<CopyKey, Tensor> made;  // copies this op keeps, counted in `extra` until it ends
+      // Under pad, what every op but einsum reads and writes: real rows only (real_rows above).
+      const bool pad = dev.mesh().uneven() == Uneven::pad && op.kind != OpKind::einsum;
+      const Block out_block = block_of(dev.mesh(), o.computed, p.shape(op.out), dev.id());
+      if (pad)
+        for (std::size_t k = 0; k < args.size(); ++k) {
+          const Spec& spec = o.reshard[k].empty() ? plan.stored.at(op.in[k]) : o.reshard[k].back().after;
+          args[k] = real_rows(args[k], block_of(dev.mesh(), spec, p.shape(op.in[k]), dev.id()));
+        }
       switch (op.kind) {
         case OpKind::einsum: {
           // The operands' steps here, in the plan's order, so that a moved copy can be kept.
@@ -519,8 +553,8 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
         case OpKind::concat: y = concat_op(args, out_dims.find(op.over[0])); break;
         case OpKind::softmax: y = rounded(softmax_op(args[0], out_dims, op.over[0]), plan.dtype); break;
         case OpKind::broadcast: {
-          const Shape local =
-              block_of(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out), dev.id()).stored_shape();
+          const Block b = block_of(dev.mesh(), plan.propagation.specs.at(op.out).spec, p.shape(op.out), dev.id());
+          const Shape local = pad ? b.shape() : b.stored_shape();
           y = rounded(broadcast_to(args[0], p.dims.at(op.in[0]), out_dims, local) * op.scale, plan.dtype);
           break;
         }
@@ -531,11 +565,12 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
         case OpKind::reduce: {
           double count = 1;
           for (char c : op.over) count *= double(p.sizes.at(c));
-          const Tensor& x = o.reshard[0].empty() ? held.at(op.in[0]) : args[0];
+          const Tensor& x = o.reshard[0].empty() && !pad ? held.at(op.in[0]) : args[0];
           y = rounded(reduce_op(op.name, x, p.dims.at(op.in[0]), op.over, count), plan.dtype);
           break;
         }
       }
+      if (pad) y = padded(y, out_block);
       y = execute_steps(dev, o.finish, y);
       peak = std::max(peak, live() + extra + y.size() * eb);
       held[op.out] = std::move(y);
