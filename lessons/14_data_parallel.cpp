@@ -15,6 +15,7 @@
 // Prints: the mesh; the step as a program; each device's slice of the batch; the collectives with
 //         bytes per device against 2(n-1)/n of the gradients; the verdict for y, the gradients
 //         and the updated weights (identical on every device) against the unsharded step.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@ TensorProgram with_sgd_step(GradientProgram& g, const std::vector<std::string>& 
 
 int main(int argc, char** argv) {
   Cli cli("14_data_parallel", "Lesson 14: one data-parallel training step, the batch split over every device", "X=8");
+  cli.uneven_option();  // issue 32: a mesh the batch (or the rows) does not divide
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -113,8 +115,13 @@ int main(int argc, char** argv) {
     Verdict formula;
     formula.name = "each AllReduce sends 2(n-1)/n of its gradient's bytes";
     for (const auto& s : report.collectives) {
-      const std::size_t bytes = element_count(c.program.shape(s.tensor == "dW_in" ? "W_in" : "W_out")) * eb;
-      const std::size_t want = 2 * static_cast<std::size_t>(n - 1) * bytes / static_cast<std::size_t>(n);
+      const std::size_t e = element_count(c.program.shape(s.tensor == "dW_in" ? "W_in" : "W_out"));
+      // The ring cuts e elements into n chunks, the first e % n one longer; device r sends every
+      // chunk but its own, then every chunk but its successor's: 2(n-1)/n of e when n divides e.
+      const std::size_t un = static_cast<std::size_t>(n);
+      auto chunk = [&](std::size_t i) { return e / un + (i % un < e % un ? 1 : 0); };
+      std::size_t want = 0;
+      for (std::size_t r = 0; r < un && n > 1; ++r) want = std::max(want, (2 * e - chunk(r) - chunk(r + 1)) * eb);
       t.add({s.op, s.tensor, std::to_string(s.bytes_per_device), std::to_string(want)});
       formula.pass = formula.pass && s.op == "all_reduce" && s.bytes_per_device == want;
       sent += s.bytes_per_device;

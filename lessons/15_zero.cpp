@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
     if (mesh.rank() != 1) throw Error(ErrorKind::parse, "15_zero needs a mesh with one axis (the data axis), e.g. --mesh X=3");
     const int n = mesh.devices();
     const ZeroModel model;
+    if (model.width % static_cast<std::size_t>(n) != 0)  // the lesson's formulas are the even ones
+      throw Error(ErrorKind::not_divisible,
+                  "15_zero cuts each layer's " + std::to_string(model.width) + " rows evenly over the devices, and " +
+                      std::to_string(n) + " does not divide them: use a device count that divides " +
+                      std::to_string(model.width) + " (--mesh X=3); shardlab zero --uneven chunk|pad prices an "
+                      "uneven cut");
     const ZeroInputs in = zero_inputs(model, n, cli.common.seed);
     const std::size_t d = model.width, slice_rows = d / static_cast<std::size_t>(n);
     auto& out = session.out();

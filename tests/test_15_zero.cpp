@@ -34,7 +34,7 @@ TEST_SUITE("lessons") {
     auto bad = run_binary("15_zero --mesh X=5");
     CHECK(bad.status == 2);
     CHECK(bad.out.empty());
-    CHECK(bad.err.find("do not split over 5 devices") != std::string::npos);
+    CHECK(bad.err.find("5 does not divide them: use a device count that divides 12 (--mesh X=3)") != std::string::npos);
     CHECK(run_binary("15_zero --mesh X=2,Y=2").status == 2);
     CHECK(run_binary("15_zero --mesh X=1 --quiet").status == 0);  // one device: nothing moves
   }

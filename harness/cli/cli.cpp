@@ -59,6 +59,8 @@ void Cli::option(const std::string& flags, int& target, const std::string& help)
 
 void Cli::mesh_follows_processes(const std::string& axis) { impl_->line_axis = axis; }
 
+void Cli::uneven_option() { add_uneven_option(&impl_->app, common.uneven); }
+
 void Cli::flag(const std::string& flags, bool& target, const std::string& help) {
   impl_->app.add_flag(flags, target, help);
 }

@@ -46,6 +46,8 @@ class Cli {
   // For a lesson on a line of devices: under --backend mpi without --mesh, the line gets one
   // device per process (`mpiexec -n 8 ... --backend mpi` runs axis=8, not the default).
   void mesh_follows_processes(const std::string& axis);
+  // --uneven chunk|pad|none into common.uneven (chunk by default; add_uneven_option).
+  void uneven_option();
   CommonOptions common;
 
  private:
