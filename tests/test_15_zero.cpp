@@ -29,14 +29,53 @@ TEST_SUITE("lessons") {
     CHECK(j["held_params_z3"] == 144 + 144);
   }
 
-  TEST_CASE("lesson 15: a corrupted reference fails; a mesh the layers do not split over is refused") {
+  TEST_CASE("lesson 15: a corrupted reference fails; a mesh the layers do not split over is refused under none") {
     CHECK(run_binary("15_zero --inject perturb:1e-3 --quiet").status == 1);
-    auto bad = run_binary("15_zero --mesh X=5");
+    auto bad = run_binary("15_zero --mesh X=5 --uneven none");
     CHECK(bad.status == 2);
     CHECK(bad.out.empty());
-    CHECK(bad.err.find("5 does not divide them: use a device count that divides 12 (--mesh X=3)") != std::string::npos);
+    CHECK(bad.err.find("12 rows do not split over 5 devices") != std::string::npos);
     CHECK(run_binary("15_zero --mesh X=2,Y=2").status == 2);
     CHECK(run_binary("15_zero --mesh X=1 --quiet").status == 0);  // one device: nothing moves
+  }
+
+  TEST_CASE("lesson 15 on 5 devices (issue 32): 12 rows cut 3, 3, 3, 3, 0 (chunk) or sent as 3 each (pad)") {
+    // Per layer of 144 elements, device 0 sends: plain DP's AllReduce, chunks 29, 29, 29, 29, 28:
+    // all but its own, then all but device 1's, 2 x 144 - 29 - 29 = 230. ZeRO's ReduceScatter all
+    // but its own slice, AllGather all but device 1's: under chunk 144 - 36 each, under pad 4 x 36
+    // (5 slots of 3 rows x 12). ZeRO-3 gathers twice. Three layers, 4 B each.
+    struct Want {
+      const char* mode;
+      int dp, z1, z3;
+    };
+    for (const Want w : {Want{"chunk", 3 * 230 * 4, 3 * 2 * 108 * 4, 3 * 3 * 108 * 4},
+                         Want{"pad", 3 * 230 * 4, 3 * 2 * 144 * 4, 3 * 3 * 144 * 4}}) {
+      const std::string cmd = std::string("15_zero --mesh X=5 --uneven ") + w.mode;
+      CAPTURE(cmd);
+      auto r = run_binary(cmd + " --json");
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      CHECK(j["bytes_per_step_dp"] == w.dp);
+      CHECK(j["bytes_per_step_z1"] == w.z1);
+      CHECK(j["bytes_per_step_z2"] == w.z1);
+      CHECK(j["bytes_per_step_z3"] == w.z3);
+      CHECK(j["held_states_z1"] == 2 * 3 * 36);  // m and v of device 0's 3 rows of each layer
+      CHECK(run_binary(cmd + " --inject perturb:1e-3 --quiet").status == 1);
+    }
+    auto text = run_binary("15_zero --mesh X=5 --uneven pad");
+    CHECK(text.out.find("5 pieces of 3, 3, 3, 3, 0 rows (--uneven pad") != std::string::npos);
+  }
+
+  TEST_CASE("lesson 15 on 5 devices, seed 1: a reference whose update is in doubt before the last step is WEAK, "
+            "not a false FAIL") {
+    // Some weight's Adam update has its sign in doubt at step 1 or 2; that changes the later
+    // forward and gradients of every weight, which the per-element bounds do not follow (C was off
+    // by 1.6e-5 against a bound of 3.9e-7). Only the plain bound, 3 lr a step, holds then.
+    auto r = run_binary("15_zero --mesh X=5 --seed 1 --quiet");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("PASS") == 0);
+    CHECK(r.out.find("WEAK") != std::string::npos);
   }
 
   TEST_CASE("lesson 15: the words it uses first are explained where they appear") {
