@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
              "B=..,S=..,M=..,H=..: x is [B, S, M] (B*S tokens of M features),\n"
              "W_in is [M, H] and W_out is [H, M]; dims left out keep their defaults");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
+  cli.uneven_option();               // issue 32: M or H that do not split over the line
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -84,10 +85,24 @@ int main(int argc, char** argv) {
         << "   rows:cols of W_in on each device, column-wise then row-wise:\n"
         << blocks_picture(mesh, w_cols, ws) << blocks_picture(mesh, w_rows, ws) << "\n";
 
+    // AllGather of the last dim of a [B, S, size] tensor cut over the line. When size does not
+    // divide (--uneven) the blocks differ (chunk: the _v form) or carry padding (pad: gathered
+    // padded, the padding then dropped); the planner's step does either.
+    auto gather_last = [&](Device& dev, const Tensor& block, std::size_t size, const std::string& label) {
+      PlanStep s;
+      s.kind = StepKind::all_gather;
+      s.tensor = label;
+      s.axes = T;
+      s.dim = 2;
+      s.before = x_cols;
+      s.after = whole;
+      s.global = Shape{d.b, d.s, size};
+      return execute_steps(dev, {s}, block);
+    };
     // Each program is what every device runs; the collective is the only line that talks.
     RunResult col = session.run([&](Device& dev) -> Outputs {
       const Tensor mine = contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()));  // [B,S,H/n]
-      return {{"h", all_gather(dev, mine, T, 2, "h")}};                                    // [B,S,H]
+      return {{"h", gather_last(dev, mine, d.h, "h")}};                                    // [B,S,H]
     });
     RunResult row = session.run([&](Device& dev) -> Outputs {
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()),  // [B,S,M/n] x [M/n,H]
@@ -98,7 +113,7 @@ int main(int argc, char** argv) {
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, w_rows, dev.id()));
       const Tensor g = gelu(all_reduce(dev, part, T, "h"));  // GELU needs the whole sum: every device, all of h
       const Tensor cols = contract(down, g, local_block(in.w_out, mesh, w_cols, dev.id()));  // [B,S,M/n]
-      return {{"y", all_gather(dev, cols, T, 2, "y")}};
+      return {{"y", gather_last(dev, cols, d.m, "y")}};
     });
     RunResult pw = session.run([&](Device& dev) -> Outputs {  // column then row: pairwise
       const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id())));  // [B,S,H/n], whole columns

@@ -42,11 +42,32 @@ TEST_SUITE("lessons") {
     auto f = run_binary("09_column_row_pairwise --dtype float64 --quiet --inject perturb:1e-9");
     CHECK(f.status == 1);
     CHECK(f.out.rfind("FAIL", 0) == 0);
-    for (const char* bad : {"--mesh X=2,Y=2", "--dims M=6", "--dims H=0"}) {
+    for (const char* bad : {"--mesh X=2,Y=2", "--dims M=6 --uneven none", "--dims H=0", "--uneven even"}) {
       auto b = run_binary(std::string("09_column_row_pairwise ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);
       CHECK(shardlab::testing::count_lines(b.err) == 1);
+    }
+  }
+
+  TEST_CASE("lesson 09 with M = 5 and H = 30 on Y=4 (issue 32): chunk and pad verified, bytes by the ring formulas") {
+    // h [7,3,30] and y [7,3,5], 4-byte floats; 21 = 7 x 3 tokens. H over 4: 8, 8, 8, 6 (chunk)
+    // or 8 each with 2 of padding (pad). Column-wise AllGather of h: a device sends every block
+    // but its successor's; the most is 30 - 6 = 24 columns (device 2) under chunk, 3 x 8 under
+    // pad: 24 x 21 x 4 = 2016 B both ways. Pairwise AllReduce of y, 105 floats in chunks 27, 26,
+    // 26, 26: device r sends all but chunk r, then all but r + 1: 210 - 26 - 26 = 158 at most, 632 B.
+    for (const char* mode : {"chunk", "pad"}) {
+      const std::string cmd = std::string("09_column_row_pairwise --dims B=7,S=3,M=5,H=30 --uneven ") + mode;
+      CAPTURE(cmd);
+      auto r = run_binary(cmd + " --json");
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      REQUIRE(j["collectives"].size() == 5);
+      CHECK(j["collectives"][0]["bytes_per_device"] == 2016);
+      CHECK(j["collectives"][4]["bytes_per_device"] == 632);
+      CHECK(run_binary(cmd + " --inject perturb:1e-3 --quiet").status == 1);
+      CHECK(run_binary(cmd + " --inject gather-offset --quiet").status == 1);
     }
   }
 }

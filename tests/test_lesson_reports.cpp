@@ -78,19 +78,19 @@ TEST_SUITE("lessons") {
     CHECK(has(one.out, "Mesh X=1 (1 device):"));
   }
 
-  TEST_CASE("lesson 09 (issue 18): a mesh or dims it cannot cut is one sentence naming the option, exit 2, no stdout") {
+  TEST_CASE("lesson 09 (issue 18): a mesh or dims it cannot cut (--uneven none) is one sentence naming the option, exit 2, no stdout") {
     const struct { const char* args; const char* says; } bad[] = {
         {"--mesh 2x4", "error: --mesh 2x4 has 2 axes; lesson 09 cuts weights over one line of devices: "
                        "try --mesh Y=8\n"},
         {"--mesh X=2,Y=4", "error: --mesh X=2,Y=4 has 2 axes;"},
         {"--mesh 1x4", "error: --mesh 1x4 has 2 axes; lesson 09 cuts weights over one line of devices: "
                        "try --mesh Y=4\n"},
-        {"--mesh Y=3", "error: --mesh Y=3 cannot split M=16 or H=64 into 3 equal slices, one per device; "
+        {"--mesh Y=3 --uneven none", "error: --mesh Y=3 cannot split M=16 or H=64 into 3 equal slices, one per device; "
                        "try --mesh Y=4\n"},
-        {"--mesh Y=32", "error: --mesh Y=32 cannot split M=16 into 32 equal slices, one per device; try --mesh Y=16\n"},
-        {"--dims M=6", "error: --dims M=6: M=6 does not split into 4 equal slices, one per device of mesh Y=4; "
+        {"--mesh Y=32 --uneven none", "error: --mesh Y=32 cannot split M=16 into 32 equal slices, one per device; try --mesh Y=16\n"},
+        {"--dims M=6 --uneven none", "error: --dims M=6: M=6 does not split into 4 equal slices, one per device of mesh Y=4; "
                        "try M=8\n"},
-        {"--dims H=30 --mesh Y=4", "error: --dims H=30: H=30 does not split into 4 equal slices"},
+        {"--dims H=30 --mesh Y=4 --uneven none", "error: --dims H=30: H=30 does not split into 4 equal slices"},
     };
     for (const auto& b : bad) {
       const std::string args = b.args;
