@@ -33,6 +33,7 @@ using namespace shardlab;
 int main(int argc, char** argv) {
   Cli cli("16_pipeline", "Lesson 16: pipeline parallelism - naive split, GPipe, 1F1B, interleaved, and the bubble",
           "X=4");
+  cli.uneven_option();  // issue 32: section 7's layers and batch that do not divide the stages
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -92,7 +93,26 @@ int main(int argc, char** argv) {
            "   With m = P, Megatron's schedule runs every forward first; with m = 2P or more, its devices\n"
            "   alternate forwards and backwards as 1F1B's do (see the second command under Next):\n\n";
     const PipelineRun i = run_pipeline(session, inter);
+    // Real models rarely divide their stages: 7 layers on 4, a batch of 7 in 3 micro-batches.
+    PipelineConfig odd = gpipe;
+    odd.layers = 7;
+    odd.chunks = 3;
+    odd.batch = 7;
+    odd.uneven = mesh.uneven();
+    // Section 7's run, on every device before the root alone goes on. The report's figures stay
+    // the interleaved run's; this run's bytes are added beside them.
+    Report& report = session.report();
+    const auto numbers = report.numbers;
+    const auto strings = report.strings;
+    const auto json = report.json;
+    PipelineRun u;
+    if (odd.uneven != Uneven::none) u = run_pipeline(session, odd);
     if (!session.runtime().is_root()) return session.finish();
+    const double odd_bytes = report.numbers["p2p_bytes"];
+    report.numbers = numbers;
+    report.strings = strings;
+    report.json = json;
+    if (odd.uneven != Uneven::none) report.numbers["uneven_p2p_bytes"] = odd_bytes;
     out << pipeline_text(i) << "\n";
     auto makespan = [](const PipelineRun& r) {
       double end = 0;
@@ -137,13 +157,34 @@ int main(int argc, char** argv) {
         << mbs << ": " << mbs << " x " << gas << " x " << dp << " = " << mbs * gas * dp << ".\n\n";
     session.report().numbers["global_batch"] = mbs * gas * dp;
 
-    out << "7. Verdict (gradients against the whole batch on one device, bubble, stashes, bytes):\n";
+    out << "7. Sizes that do not divide (--uneven " << uneven_name(odd.uneven) << "): 7 layers on 4 stages and a batch of 7\n";
+    if (odd.uneven == Uneven::none) {
+      out << "   rows in 3 micro-batches are refused under --uneven none; run it with --uneven chunk\n"
+             "   (the default) or pad:\n"
+             "   build/bin/16_pipeline --uneven pad\n\n";
+    } else {
+      const std::vector<int> per = stage_layers(odd);
+      const std::vector<std::size_t> rows = micro_batch_rows(odd);
+      out << "   rows in 3 micro-batches, GPipe. Layers are cut as torch.chunk cuts them: " << per[0] << ", "
+          << per[1] << ", " << per[2] << ", " << per[3] << "\n"
+          << "   (a padded layer would change the result, so pad cuts layers the same way). Stage 3 holds\n"
+             "   one layer to the others' two and idles half of each tick: an uneven cut costs balance, not\n"
+             "   correctness. The batch: "
+          << rows[0] << ", " << rows[1] << ", " << rows[2] << " rows,\n   "
+          << (odd.uneven == Uneven::pad ? "each sent as " + std::to_string(micro_batch_stored(odd, 0)) +
+                                              " rows, zero rows (with zero loss weights) after the real ones.\n\n"
+                                        : "each sent as its real rows (--uneven pad sends 3 each).\n\n");
+      out << pipeline_text(u) << "\n";
+    }
+
+    out << "8. Verdict (gradients against the whole batch on one device, bubble, stashes, bytes):\n";
     for (const auto& v : session.report().checks) out << "   " << v.name << ": " << check_text(v) << "\n";
     out << "\nTakeaway: a pipeline keeps P devices busy on one model by cutting the batch; the bubble\n"
            "          (P-1)/(m+P-1) needs many micro-batches, 1F1B keeps fewer activations for the same,\n"
            "          and interleaving v model chunks per device cuts it to (P-1)/(v m+P-1) for more messages.\n"
            "Next:     build/bin/shardlab pipeline --stages 4 --chunks 16 --schedule 1f1b\n"
-           "          build/bin/shardlab pipeline --schedule interleaved --virtual-stages 2 --chunks 8\n";
+           "          build/bin/shardlab pipeline --schedule interleaved --virtual-stages 2 --chunks 8\n"
+           "          build/bin/16_pipeline --uneven pad\n";
     return session.finish();
   });
 }

@@ -36,4 +36,26 @@ TEST_SUITE("lessons") {
     CHECK(run_binary("16_pipeline --inject perturb:1e-3 --quiet").status == 1);
     CHECK(run_binary("16_pipeline --mesh X=2").status == 2);
   }
+
+  TEST_CASE("lesson 16, section 7 (issue 32): 7 layers on 4 stages, a batch of 7 in 3 micro-batches, chunk and pad") {
+    // Every micro-batch crosses 3 stage boundaries forward and 3 backward, [rows, 8] floats each:
+    // 6 x (3 + 3 + 1) x 32 B = 1344 B as chunk cuts it, 6 x (3 + 3 + 3) x 32 = 1728 padded.
+    for (const auto& [mode, bytes] : {std::pair<const char*, int>{"chunk", 1344}, {"pad", 1728}}) {
+      const std::string cmd = std::string("16_pipeline --uneven ") + mode;
+      CAPTURE(cmd);
+      auto r = run_binary(cmd + " --json");
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      CHECK(j["uneven_p2p_bytes"] == bytes);
+      CHECK(j["layers"] == 8);  // the report's figures stay the interleaved run's
+      CHECK(run_binary(cmd + " --inject perturb:1e-3 --quiet").status == 1);
+    }
+    auto text = run_binary("16_pipeline");
+    CHECK(text.out.find("Layers are cut as torch.chunk cuts them: 2, 2, 2, 1") != std::string::npos);
+    CHECK(text.out.find("The batch: 3, 3, 1 rows") != std::string::npos);
+    auto none = run_binary("16_pipeline --uneven none");
+    CHECK(none.status == 0);  // the section says how to run it; the rest of the lesson runs
+    CHECK(none.out.find("build/bin/16_pipeline --uneven pad") != std::string::npos);
+  }
 }
