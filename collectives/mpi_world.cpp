@@ -182,7 +182,11 @@ const std::vector<MPI_Comm>& MpiProcess::comms(const Mesh& mesh) {
       if (mesh.index_along(d, out) == mesh.index_along(rank_, out)) members[mesh.index_along(d, in)] = d;
     members.erase(std::remove(members.begin(), members.end(), -1), members.end());
     MPI_Group group;
-    mpi_check(MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group), "MPI_Group_incl");
+    if (const int rc = MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group);
+        rc != MPI_SUCCESS) {
+      MPI_Group_free(&world);
+      mpi_check(rc, "MPI_Group_incl");
+    }
     const int rc = MPI_Comm_create_group(harness_, group, kTagGroups, &comms_[mask]);
     MPI_Group_free(&group);
     if (rc != MPI_SUCCESS) MPI_Group_free(&world);

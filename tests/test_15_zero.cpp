@@ -40,16 +40,18 @@ TEST_SUITE("lessons") {
   }
 
   TEST_CASE("lesson 15 on 5 devices (issue 32): 12 rows cut 3, 3, 3, 3, 0 (chunk) or sent as 3 each (pad)") {
-    // Per layer of 144 elements, device 0 sends: plain DP's AllReduce, chunks 29, 29, 29, 29, 28:
-    // all but its own, then all but device 1's, 2 x 144 - 29 - 29 = 230. ZeRO's ReduceScatter all
-    // but its own slice, AllGather all but device 1's: under chunk 144 - 36 each, under pad 4 x 36
-    // (5 slots of 3 rows x 12). ZeRO-3 gathers twice. Three layers, 4 B each.
+    // Per layer of 144 elements, the busiest device r. Plain DP's AllReduce, chunks 29, 29, 29, 29,
+    // 28: all but chunk r, then all but r + 1: 288 - 29 - 28 = 231 (devices 3 and 4). ZeRO's
+    // ReduceScatter sends all but r's slice, its AllGather all but r + 1's. Under chunk the slices
+    // are 36, 36, 36, 36, 0 elements: device 3 sends 108 + 144 (ZeRO-1, 2) and 108 + 2 x 144
+    // (ZeRO-3, two gathers); under pad every slot is 36 of 180: 144 + 144 and 144 + 2 x 144.
+    // Three layers, 4 B each.
     struct Want {
       const char* mode;
       int dp, z1, z3;
     };
-    for (const Want w : {Want{"chunk", 3 * 230 * 4, 3 * 2 * 108 * 4, 3 * 3 * 108 * 4},
-                         Want{"pad", 3 * 230 * 4, 3 * 2 * 144 * 4, 3 * 3 * 144 * 4}}) {
+    for (const Want w : {Want{"chunk", 3 * 231 * 4, 3 * 252 * 4, 3 * 396 * 4},
+                         Want{"pad", 3 * 231 * 4, 3 * 288 * 4, 3 * 432 * 4}}) {
       const std::string cmd = std::string("15_zero --mesh X=5 --uneven ") + w.mode;
       CAPTURE(cmd);
       auto r = run_binary(cmd + " --json");

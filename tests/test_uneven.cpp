@@ -448,4 +448,20 @@ TEST_SUITE("uneven") {
       std::remove(path.c_str());
     }
   }
+
+  TEST_CASE("a roll along a split dim that does not divide is refused in one sentence (blocks would misalign)") {
+    using shardlab::testing::run_binary;
+    std::string text = read_text_file("harness/cases/attention_ring_step.toml", "case");
+    const auto at = text.find("t = 8");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 5, "t = 7");
+    text = text.substr(0, text.find("[expect]")) + "uneven = \"pad\"\n";
+    const std::string path = "/tmp/shardlab_uneven_roll_" + std::to_string(::getpid()) + ".toml";
+    std::ofstream(path) << text;
+    auto r = run_binary("shardlab run " + path + " --quiet");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("a roll moves whole blocks, and 4 does not divide 7") != std::string::npos);
+    std::remove(path.c_str());
+  }
 }

@@ -81,8 +81,8 @@ std::string uneven_blocks_text(const ProgramPlan& plan) {
   }
   if (out.empty()) return out;
   return mesh.uneven() == Uneven::pad
-             ? "Uneven blocks (uneven = \"pad\": ceil(d/n) each, real rows then +zeros, as JAX pads; every op but an "
-               "einsum reads only the real rows):\n" + out + "\n"
+             ? "Uneven blocks (uneven = \"pad\": ceil(d/n) each, real rows then +zeros, cut axis by axis over "
+               "several axes; every op but an einsum reads only the real rows):\n" + out + "\n"
              : "Uneven blocks (uneven = \"chunk\": ceil(d/n) each, the last ones shorter, as torch.chunk):\n" + out + "\n";
 }
 

@@ -284,9 +284,13 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
         const auto it = stash.find(key);
         if (it == stash.end())
           throw Error(ErrorKind::unsupported, "stage " + std::to_string(s) + " runs " + label + " before its forward");
-        auto from = it;  // --inject swap-microbatches: another micro-batch's stashed activations
+        // --inject swap-microbatches: another micro-batch's stashed activations, one of the same rows
+        // (uneven micro-batches of other sizes would end in a mismatch, not in a wrong gradient).
+        auto from = it;
         for (auto o = stash.begin(); o != stash.end(); ++o)
-          if (o != it && from == it && dev.strike(FaultKind::swap_microbatches)) from = o;
+          if (o != it && from == it && o->second.front().shape() == it->second.front().shape() &&
+              dev.strike(FaultKind::swap_microbatches))
+            from = o;
         const std::vector<Tensor>& acts = from->second;
         Tensor dz = input;
         for (int l = per - 1; l >= 0; --l) {

@@ -58,6 +58,12 @@ RollSplit roll_split(const TensorProgram& p, const Mesh& mesh, const ProgramOp& 
   const long by = ((long(op.value) % size) + size) % size;
   const int n = mesh.axes_size(out.dims[r.dim]);
   if (n <= 1) return r;  // the dim is whole on every device: a local roll
+  if (size % n != 0)  // uneven blocks (issue 32): moving whole blocks would move padding or misalign
+    throw Error(ErrorKind::unsupported, "roll of " + op.out + " along " + std::string(1, op.over[0]) + " (" +
+                                            std::to_string(size) + ") split over " + axes_text(out.dims[r.dim]) +
+                                            " (" + std::to_string(n) + " devices): a roll moves whole blocks, and " +
+                                            std::to_string(n) + " does not divide " + std::to_string(size) +
+                                            "; use a size that divides, or keep that dim whole");
   const long block = size / n;
   if (by % block != 0)
     throw Error(ErrorKind::unsupported, "roll of " + op.out + " by " + std::to_string(long(op.value)) + " along " +

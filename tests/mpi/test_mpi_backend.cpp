@@ -256,7 +256,7 @@ TEST_SUITE("mpi backend") {
   // element size. At 8 ranks over the axes reversed (Z, Y, X): a group whose order is not the
   // communicator's. A segment put at an offset counted in elements instead of bytes, or a piece
   // size off by one, changes the data here; no smaller test reaches that path.
-  TEST_CASE("steps over 1 MiB (segmented) in every element type: the formula's values, sim's bytes") {
+  TEST_CASE("steps over 1 MiB (segmented) in every element type: the formula's values, sim's bytes (8 ranks: the ring's)") {
     const int n = world();
     const Mesh mesh = n == 8 ? Mesh({"X", "Y", "Z"}, {2, 2, 2}) : Mesh({"X"}, {n});
     // At 8 ranks a group of 4 over two of the three axes, Z major: a communicator order that is
@@ -293,8 +293,8 @@ TEST_SUITE("mpi backend") {
           CHECK(row.bytes_received == row.bytes_sent);
         }
       }
-      const RunResult want = n == 8 ? got : sim.run(mesh, program);
-      check_same_outputs(want, got);
+      const RunResult want = n == 8 ? RunResult{} : sim.run(mesh, program);
+      if (n != 8) check_same_outputs(want, got);
       // group position of each device along `axes` (Z major): the order its blocks come in. On
       // 2x2x2, device d = 4x + 2y + z sits at 2z + y in the group of the devices with its x; on a
       // line, at d.
@@ -323,10 +323,10 @@ TEST_SUITE("mpi backend") {
         CAPTURE(d);
         CHECK(ok);
       }
-      REQUIRE(got.ledger.size() == want.ledger.size());
+      if (n != 8) REQUIRE(got.ledger.size() == want.ledger.size());
       for (std::size_t i = 0; i < got.ledger.size(); ++i) {
         CAPTURE(i);
-        CHECK(got.ledger[i].bytes_sent == want.ledger[i].bytes_sent);
+        if (n != 8) CHECK(got.ledger[i].bytes_sent == want.ledger[i].bytes_sent);
         CHECK(got.ledger[i].bytes_sent % eb == 0);
         CHECK(got.ledger[i].bytes_sent >= chunk * eb);  // at least one whole step of over 1 MiB
       }
