@@ -239,6 +239,10 @@ int main(int argc, char** argv) {
       out << "   " << ref.doubtful << " of " << params << " weight elements had a gradient within its rounding of\n"
           << "   zero at some step: Adam steps by about lr whatever the size, so there either sign may win\n"
           << "   and the weight check allows both.\n";
+    if (ref.doubt_spreads)
+      out << "   An update whose rounding could move it by lr/32 or more came before the last step: that\n"
+             "   changes every later forward and gradient, so every weight is held only to 3 lr a step,\n"
+             "   and the weight checks say WEAK.\n";
     out << "\nTakeaway: ZeRO keeps one copy of the training state spread over the devices; stages 1 and 2\n"
            "          cost no extra bytes, stage 3 sends 1.5x plain DP to split the weights too.\n"
            "Next:     build/bin/shardlab zero --params 7.5B --devices 64\n"

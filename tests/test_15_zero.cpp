@@ -78,6 +78,9 @@ TEST_SUITE("lessons") {
     CHECK(r.status == 0);
     CHECK(r.out.find("PASS") == 0);
     CHECK(r.out.find("WEAK") != std::string::npos);
+    CHECK(run_binary("15_zero --mesh X=5 --seed 1").out.find("every weight is held only to 3 lr a step") !=
+          std::string::npos);
+    CHECK(run_binary("15_zero").out.find("every weight is held only") == std::string::npos);  // the default: none
   }
 
   TEST_CASE("lesson 15: the words it uses first are explained where they appear") {

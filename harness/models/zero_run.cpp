@@ -165,7 +165,9 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
   // gradient, which the bounds above do not follow (a run on 5 devices, seed 1, had C off by 1.6e-3
   // lr with no doubt of its own). Then only the plain bound holds for every element: no update
   // can differ by more than 3 lr a step.
-  if (order == 0 && std::any_of(doubt_before_last.begin(), doubt_before_last.end(), [](bool b) { return b; }))
+  ref.doubt_spreads =
+      order == 0 && std::any_of(doubt_before_last.begin(), doubt_before_last.end(), [](bool b) { return b; });
+  if (ref.doubt_spreads)
     for (int k = 0; k < 3; ++k) {
       ref.tolerance[k] = m.steps * (2 * (xt::abs(w[k]) + 3 * m.adam.lr) * u + 3 * m.adam.lr);
       rho[k] = xt::ones_like(rho[k]);

@@ -63,9 +63,13 @@ struct ZeroReference {
   std::array<Tensor, 3> weights, tolerance;
   std::array<Tensor, 3> gradient, gradient_tolerance;
   std::size_t doubtful = 0;
-  // Each weight's largest relative doubt of its gradient over the steps: 32 u (the sum of its
-  // terms' sizes) / |gradient| (where it nears 1, Adam's step may go either way).
+  // Each weight's largest doubt of its Adam update over the steps, in units of lr: how far the
+  // rounding of its gradients (32 u times the sum of their terms' sizes) may move it through m and
+  // v (where it nears 1, the step may go either way).
   std::array<Tensor, 3> doubt;
+  // An update was in doubt before the last step: the later forwards and gradients of every weight
+  // may differ, so every weight is held only to the plain bound of 3 lr a step.
+  bool doubt_spreads = false;
 };
 ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wire);
 
