@@ -129,28 +129,47 @@ void put_block(T* global_data, const Shape& global, const Block& b, const T* blo
   });
 }
 
+namespace {
+// The real part of a stored block: at the front of every dim.
+Block front_of(const Block& b) {
+  Block front;
+  front.start.assign(b.start.size(), 0);
+  front.stop = b.shape();
+  return front;
+}
+}  // namespace
+
+template <class T>
+xt::xarray<T> real_part(const xt::xarray<T>& stored, const Block& b) {
+  if (!b.padded()) return stored;
+  xt::xarray<T> real = xt::empty<T>(b.shape());
+  take_block(stored.data(), b.stored_shape(), front_of(b), real.data());
+  return real;
+}
+
+template <class T>
+xt::xarray<T> padded_block(const xt::xarray<T>& real, const Block& b) {
+  if (!b.padded()) return real;
+  xt::xarray<T> out = xt::zeros<T>(b.stored_shape());
+  put_block(out.data(), b.stored_shape(), front_of(b), real.data());
+  return out;
+}
+
 template <class T>
 xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device) {
   const Block b = block_of(mesh, spec, shape_of(global), device);
-  if (!b.padded()) {
-    xt::xarray<T> out = xt::empty<T>(b.shape());
-    take_block(global.data(), shape_of(global), b, out.data());
-    return out;
-  }
   xt::xarray<T> real = xt::empty<T>(b.shape());
   take_block(global.data(), shape_of(global), b, real.data());
-  xt::xarray<T> out = xt::zeros<T>(b.stored_shape());
-  Block front;  // the real part sits at the front of every padded dim
-  front.start.assign(b.start.size(), 0);
-  front.stop = b.shape();
-  put_block(out.data(), b.stored_shape(), front, real.data());
-  return out;
+  if (!b.padded()) return real;
+  return padded_block(real, b);
 }
 
 #define SHARDLAB_BLOCKS(T)                                                                   \
   template void take_block<T>(const T*, const Shape&, const Block&, T*);                    \
   template void put_block<T>(T*, const Shape&, const Block&, const T*);                     \
-  template xt::xarray<T> local_block<T>(const xt::xarray<T>&, const Mesh&, const Spec&, int);
+  template xt::xarray<T> local_block<T>(const xt::xarray<T>&, const Mesh&, const Spec&, int);   \
+  template xt::xarray<T> real_part<T>(const xt::xarray<T>&, const Block&);                   \
+  template xt::xarray<T> padded_block<T>(const xt::xarray<T>&, const Block&);
 SHARDLAB_BLOCKS(double)
 SHARDLAB_BLOCKS(float)
 SHARDLAB_BLOCKS(bfloat16)

@@ -34,6 +34,13 @@ Shape local_shape(const Mesh& mesh, const Spec& spec, const Shape& global);
 // Device `device`'s block as it stores it (padding zero-filled).
 template <class T>
 xt::xarray<T> local_block(const xt::xarray<T>& global, const Mesh& mesh, const Spec& spec, int device);
+// Under Uneven::pad a block is stored as b.stored_shape(), its real elements at the front of every
+// dim: real_part keeps those alone, padded_block puts real elements back in front of zeros. Both
+// return their argument when b has no padding.
+template <class T>
+xt::xarray<T> real_part(const xt::xarray<T>& stored, const Block& b);
+template <class T>
+xt::xarray<T> padded_block(const xt::xarray<T>& real, const Block& b);
 // Block b of a row-major tensor of shape `global` at `global_data`, copied out to the contiguous
 // `block` (take) or in from it (put). One std::copy per run along the last dim.
 template <class T>

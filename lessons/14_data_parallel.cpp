@@ -15,10 +15,10 @@
 // Prints: the mesh; the step as a program; each device's slice of the batch; the collectives with
 //         bytes per device against 2(n-1)/n of the gradients; the verdict for y, the gradients
 //         and the updated weights (identical on every device) against the unsharded step.
-#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/pictures.hpp"
@@ -115,13 +115,10 @@ int main(int argc, char** argv) {
     Verdict formula;
     formula.name = "each AllReduce sends 2(n-1)/n of its gradient's bytes";
     for (const auto& s : report.collectives) {
-      const std::size_t e = element_count(c.program.shape(s.tensor == "dW_in" ? "W_in" : "W_out"));
-      // The ring cuts e elements into n chunks, the first e % n one longer; device r sends every
-      // chunk but its own, then every chunk but its successor's: 2(n-1)/n of e when n divides e.
-      const std::size_t un = static_cast<std::size_t>(n);
-      auto chunk = [&](std::size_t i) { return e / un + (i % un < e % un ? 1 : 0); };
-      std::size_t want = 0;
-      for (std::size_t r = 0; r < un && n > 1; ++r) want = std::max(want, (2 * e - chunk(r) - chunk(r + 1)) * eb);
+      const std::size_t bytes = element_count(c.program.shape(s.tensor == "dW_in" ? "W_in" : "W_out")) * eb;
+      // The ring's formula (collectives/predict.hpp): n chunks, the first e % n one longer, the
+      // busiest device's; 2(n-1)/n of the bytes when n divides the elements.
+      const std::size_t want = predicted_bytes_sent("all_reduce", n, bytes, eb);
       t.add({s.op, s.tensor, std::to_string(s.bytes_per_device), std::to_string(want)});
       formula.pass = formula.pass && s.op == "all_reduce" && s.bytes_per_device == want;
       sent += s.bytes_per_device;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/predict.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/spec.hpp"
@@ -52,26 +53,19 @@ std::vector<double> held_formula(ZeroMode mode, double p, double s, double layer
   return {};
 }
 
-// Elements the busiest device sends per step by the ring formulas, per layer of e = D^2 elements:
-// AllReduce cuts e into N chunks c_i (the first e % N one longer) and device r sends all but c_r,
-// then all but c_{r+1}; ReduceScatter over the rows' parts q_i (q_i = rows_i x D; under pad every
-// q_i is the padded ceil(D/N) x D) sends all but q_r, AllGather all but q_{r+1}. Plain DP: one
-// AllReduce a layer; ZeRO-1 and 2: a ReduceScatter and an AllGather; ZeRO-3: that and the
-// backward's second gather. With N dividing D: 2(n-1)/n, 2(n-1)/n and 3(n-1)/n of the parameters.
-double elements_formula(ZeroMode mode, std::size_t d, const std::vector<std::size_t>& q) {
-  const std::size_t n = q.size(), e = d * d;
-  if (n < 2) return 0;
-  auto chunk = [&](std::size_t i) { return e / n + (i % n < e % n ? 1 : 0); };
-  std::size_t sum = 0;
-  for (auto v : q) sum += v;
+// Bytes the busiest device sends per step by the ring formulas (collectives/predict.hpp), per
+// layer: plain DP one AllReduce of the layer (n chunks, the first e % n one longer); ZeRO-1 and 2 a
+// ReduceScatter and an AllGather over the rows' parts (under pad every part is the padded ceil(D/N)
+// rows), member r sending all but its own part, then all but r+1's; ZeRO-3 that and the backward's
+// second gather. With N dividing D: 2(n-1)/n, 2(n-1)/n and 3(n-1)/n of the parameters' bytes.
+double bytes_formula(ZeroMode mode, std::size_t d, const std::vector<std::size_t>& part_bytes, std::size_t eb) {
+  const int n = static_cast<int>(part_bytes.size());
+  if (mode == ZeroMode::dp) return 3.0 * double(predicted_bytes_sent("all_reduce", n, d * d * eb, eb));
   double most = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    const double all_reduce = double(2 * e - chunk(r) - chunk(r + 1)), scatter = double(sum - q[r]),
-                 gather = double(sum - q[(r + 1) % n]);
-    most = std::max(most, mode == ZeroMode::dp      ? all_reduce
-                          : mode == ZeroMode::zero3 ? scatter + 2 * gather
-                                                    : scatter + gather);
-  }
+  for (int r = 0; r < n; ++r)
+    most = std::max(most, double(predicted_bytes_sent_v("reduce_scatter", part_bytes, r)) +
+                              (mode == ZeroMode::zero3 ? 2.0 : 1.0) *
+                                  double(predicted_bytes_sent_v("all_gather", part_bytes, r)));
   return 3 * most;
 }
 
@@ -159,6 +153,8 @@ int main(int argc, char** argv) {
     Verdict held_ok, bytes_ok;
     held_ok.name = "held elements, as the program counts them, match each stage's formula";
     bytes_ok.name = "bytes per step match the ring formulas";
+    std::vector<std::size_t> part_bytes;  // each device's slice of a layer, as sent
+    for (const std::size_t e : parts) part_bytes.push_back(e * eb);
     for (std::size_t s = 0; s < 4; ++s) {
       const ZeroMode mode = kModes[s];
       double peak[3] = {0, 0, 0};
@@ -169,7 +165,7 @@ int main(int argc, char** argv) {
       std::vector<double> bytes(static_cast<std::size_t>(n), 0.0);  // per device; the busiest counts
       for (const auto& r : runs[s].ledger) bytes[static_cast<std::size_t>(r.device)] += static_cast<double>(r.bytes_sent);
       sent[s] = *std::max_element(bytes.begin(), bytes.end()) / model.steps;
-      const double f = elements_formula(mode, d, parts) * static_cast<double>(eb);
+      const double f = bytes_formula(mode, d, part_bytes, eb);
       bytes_ok.pass = bytes_ok.pass && sent[s] == f;
       const std::string label = zero_mode_label(mode);
       report.numbers["bytes_per_step_" + label] = sent[s];

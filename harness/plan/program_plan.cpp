@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include <xtensor/xbuilder.hpp>
-#include <xtensor/xstrided_view.hpp>
-
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
@@ -456,29 +453,6 @@ std::size_t predicted_peak_bytes(const ProgramPlan& plan) {
   return peak;
 }
 
-namespace {
-// Uneven::pad (issue 32): blocks are stored ceil(d/n) rows long, zeros after the real rows. An
-// einsum may run on them as stored (zero rows add nothing and make zero rows), but a softmax, a
-// max, a mean's centring or an add of a bias would let padding into real results or make it
-// nonzero. So every other op reads only the real rows of its operands (masked, in effect) and its
-// result is stored padded with zeros again.
-Tensor real_rows(const Tensor& t, const Block& b) {
-  if (!b.padded()) return t;
-  xt::xstrided_slice_vector range;
-  for (const std::size_t n : b.shape()) range.push_back(xt::range(std::size_t{0}, n));
-  return xt::strided_view(t, range);
-}
-
-Tensor padded(const Tensor& t, const Block& b) {
-  if (!b.padded()) return t;
-  Tensor out = xt::zeros<double>(b.stored_shape());
-  xt::xstrided_slice_vector range;
-  for (const std::size_t n : b.shape()) range.push_back(xt::range(std::size_t{0}, n));
-  xt::strided_view(out, range) = t;
-  return out;
-}
-}  // namespace
-
 Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs) {
   return [&plan, &inputs](Device& dev) -> Outputs {
     const TensorProgram& p = plan.program;
@@ -508,13 +482,16 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
       }
       Tensor y;
       std::map<CopyKey, Tensor> made;  // copies this op keeps, counted in `extra` until it ends
-      // Under pad, what every op but einsum reads and writes: real rows only (real_rows above).
+      // Uneven::pad (issue 32): blocks are stored ceil(d/n) rows long, zeros after the real rows.
+      // An einsum may run on them as stored (zero rows add nothing and make zero rows), but a
+      // softmax, a max, a mean's centring or an add of a bias would let padding into real results
+      // or make it nonzero. So every other op reads only the real rows of its operands (masked, in
+      // effect) and its result is stored padded with zeros again.
       const bool pad = dev.mesh().uneven() == Uneven::pad && op.kind != OpKind::einsum;
-      const Block out_block = block_of(dev.mesh(), o.computed, p.shape(op.out), dev.id());
       if (pad)
         for (std::size_t k = 0; k < args.size(); ++k) {
           const Spec& spec = o.reshard[k].empty() ? plan.stored.at(op.in[k]) : o.reshard[k].back().after;
-          args[k] = real_rows(args[k], block_of(dev.mesh(), spec, p.shape(op.in[k]), dev.id()));
+          args[k] = real_part(args[k], block_of(dev.mesh(), spec, p.shape(op.in[k]), dev.id()));
         }
       switch (op.kind) {
         case OpKind::einsum: {
@@ -576,7 +553,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
           break;
         }
       }
-      if (pad) y = padded(y, out_block);
+      if (pad) y = padded_block(y, block_of(dev.mesh(), o.computed, p.shape(op.out), dev.id()));
       y = execute_steps(dev, o.finish, y);
       peak = std::max(peak, live() + extra + y.size() * eb);
       held[op.out] = std::move(y);
