@@ -284,6 +284,10 @@ test-mpi:
 	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 3 $(BUILD)/bin/15_zero --backend mpi --quiet \
 	  --trace $(BUILD)/15_zero_trace.json | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
 	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (15_zero on 3 processes)"; exit 1; fi
+	@echo "== mpiexec -n 3 $(BUILD)/bin/17_3d_parallelism --backend mpi --mesh D=3,P=1,T=1 --uneven pad --quiet"; \
+	OPENBLAS_NUM_THREADS=1 timeout 120 mpiexec -n 3 $(BUILD)/bin/17_3d_parallelism --backend mpi --mesh D=3,P=1,T=1 \
+	  --uneven pad --quiet | sed 's/^/   /'; rc=$${PIPESTATUS[0]}; \
+	if [ $$rc != 0 ]; then echo "   FAIL: exit $$rc (17_3d_parallelism, 8 rows padded over 3 processes)"; exit 1; fi
 	@l=$(BUILD)/bin/01_mesh_and_layout; if [ -x $$l ]; then \
 	  echo "== mpiexec -n 6 $$l --backend mpi  (mesh of 8: must exit 2 with one sentence)"; \
 	  OPENBLAS_NUM_THREADS=1 timeout 60 mpiexec -n 6 $$l --backend mpi >$(BUILD)/mpi_misuse.out 2>$(BUILD)/mpi_misuse.err; rc=$$?; \

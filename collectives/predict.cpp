@@ -16,11 +16,10 @@ std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::siz
   if (op == "all_gather") return (n - 1) * input_bytes;
   if (op == "reduce_scatter" || op == "all_to_all") return (n - 1) * input_bytes / n;
   if (op == "all_reduce" || op == "all_reduce_max") {
-    const std::size_t e = input_bytes / element_bytes;
-    auto chunk = [&](std::size_t r) { return e / n + (r < e % n ? 1 : 0); };
     std::size_t most = 0;
-    for (std::size_t r = 0; r < n; ++r) most = std::max(most, 2 * e - chunk(r) - chunk((r + 1) % n));
-    return most * element_bytes;
+    for (int r = 0; r < group_size; ++r)
+      most = std::max(most, predicted_bytes_sent_by(op, group_size, input_bytes, element_bytes, r));
+    return most;
   }
   throw Error(ErrorKind::unsupported, "no byte prediction for collective '" + op + "'");
 }
@@ -34,6 +33,16 @@ std::size_t predicted_bytes_sent_v(const std::string& op, const std::vector<std:
   if (op == "all_gather") return sum - part_bytes[(me + 1) % n];
   if (op == "reduce_scatter" || op == "all_to_all") return sum - part_bytes[me];
   throw Error(ErrorKind::unsupported, "no byte prediction for uneven parts of collective '" + op + "'");
+}
+
+std::size_t predicted_bytes_sent_by(const std::string& op, int group_size, std::size_t input_bytes,
+                                    std::size_t element_bytes, int member) {
+  if (group_size <= 1 || (op != "all_reduce" && op != "all_reduce_max"))
+    return predicted_bytes_sent(op, group_size, input_bytes, element_bytes);
+  const std::size_t n = static_cast<std::size_t>(group_size), e = input_bytes / element_bytes;
+  auto chunk = [&](std::size_t r) { return e / n + (r < e % n ? 1 : 0); };
+  const std::size_t r = static_cast<std::size_t>(member) % n;
+  return (2 * e - chunk(r) - chunk((r + 1) % n)) * element_bytes;
 }
 
 std::size_t predicted_messages(const std::string& op, int group_size) {

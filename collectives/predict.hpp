@@ -21,6 +21,10 @@ namespace shardlab {
 std::size_t predicted_bytes_sent(const std::string& op, int group_size, std::size_t input_bytes,
                                  std::size_t element_bytes);
 std::size_t predicted_messages(const std::string& op, int group_size);
+// What member `member` of the group sends: all_reduce's chunk arithmetic above for that member
+// (the largest sender is what predicted_bytes_sent gives); every other op sends the same from each.
+std::size_t predicted_bytes_sent_by(const std::string& op, int group_size, std::size_t input_bytes,
+                                    std::size_t element_bytes, int member);
 
 // Uneven parts (issue 32; LedgerRow::part_bytes): `part_bytes[i]` of member i, this device is
 // member `member`. Ring AllGather passes on every block but its successor's; ring ReduceScatter

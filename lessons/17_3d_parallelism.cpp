@@ -11,7 +11,7 @@
 // shard the gradients too, but then each micro-batch's gradient must be reduce-scattered over D
 // as soon as it exists: m ReduceScatters a step instead of one, so 3D stays with ZeRO-1.
 //
-// Run:    build/bin/17_3d_parallelism [--json] [--trace FILE]
+// Run:    build/bin/17_3d_parallelism [--json] [--trace FILE] [--mesh D=3,P=2,T=3 --uneven chunk|pad]
 //         mpiexec -n 8 build/bin/17_3d_parallelism --backend mpi
 // Prints: each device's role; bytes per step by axis against formulas; the modeled time of those
 //         bytes with T inside a node or across nodes; ZeRO-1 against ZeRO-2 on the D axis (run and
@@ -23,6 +23,7 @@
 
 #include <xtensor/xview.hpp>
 
+#include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
@@ -60,7 +61,6 @@ std::map<std::string, double> messages_by_axis(const std::vector<LedgerRow>& row
 // the weight shards of every device, each as one verdict (named with `tag` in front).
 std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const RunResult& run, const ThreeDReference& ref,
                                 const std::string& tag) {
-  const std::size_t hc = c.hidden / c.tensor;
   Verdict outputs, grads, weights;
   // The loss weights the output linearly (L = sum y R), so no gradient depends on y: it is
   // checked on its own, or a wrong forward sum would pass unseen.
@@ -70,18 +70,15 @@ std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const R
   for (int id = 0; id < mesh.devices(); ++id) {
     const auto k = mesh.coords(id);
     const int d = k[0], p = k[1], t = k[2];
-    auto shard = [&](const Tensor& w, bool by_cols) -> Tensor {
-      return by_cols ? Tensor(xt::view(w, xt::all(), xt::range(t * hc, (t + 1) * hc)))
-                     : Tensor(xt::view(w, xt::range(t * hc, (t + 1) * hc), xt::all()));
-    };
-    auto own = [&](const Tensor& s) -> Tensor {
-      const std::size_t n = s.shape()[0] / c.data;
-      return xt::view(s, xt::range(d * n, (d + 1) * n), xt::all());
-    };
+    // Each as the device stores it: padding (--uneven pad) is expected to be exactly 0.
+    const ThreeDCut cut = three_d_cut(c, d, t);
+    auto shard = [&](const Tensor& w, bool by_cols) { return three_d_shard(c, w, t, by_cols); };
+    auto own1 = [&](const Tensor& w) { return cut.w1_rows.own(shard(w, true)); };
+    auto own2 = [&](const Tensor& w) { return cut.w2_rows.own(shard(w, false)); };
     const Outputs& o = run.outputs[id];
     const std::vector<std::pair<Verdict, Verdict*>> vs = {
-        {compare("dW1", o.at("dW1"), own(shard(ref.g1[p], true)), own(shard(ref.g1_tol[p], true))), &grads},
-        {compare("dW2", o.at("dW2"), own(shard(ref.g2[p], false)), own(shard(ref.g2_tol[p], false))), &grads},
+        {compare("dW1", o.at("dW1"), own1(ref.g1[p]), own1(ref.g1_tol[p])), &grads},
+        {compare("dW2", o.at("dW2"), own2(ref.g2[p]), own2(ref.g2_tol[p])), &grads},
         {compare("W1", o.at("W1"), shard(ref.w1[p], true), shard(ref.w1_tol[p], true)), &weights},
         {compare("W2", o.at("W2"), shard(ref.w2[p], false), shard(ref.w2_tol[p], false)), &weights}};
     for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
@@ -99,6 +96,7 @@ std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const R
 int main(int argc, char** argv) {
   Cli cli("17_3d_parallelism", "Lesson 17: data, pipeline and tensor parallelism on a D x P x T mesh, with ZeRO-1",
           "D=2,P=2,T=2");
+  cli.uneven_option();  // issue 32: a hidden width (or shard rows) that T (or D) does not divide
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -111,23 +109,36 @@ int main(int argc, char** argv) {
     c.pipe = mesh.axis_size("P");
     c.tensor = mesh.axis_size("T");
     c.seed = cli.common.seed;
+    c.uneven = mesh.uneven();
     const ThreeDInputs in = three_d_inputs(c);
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": " << mesh.devices() << " devices. " << c.pipe << " pipeline stages, each one MLP block\n"
         << "   y = tanh(x W1) W2 with W1 [" << c.width << ", " << c.hidden << "] and W2 [" << c.hidden << ", " << c.width
         << "]; " << c.data << " replicas, each " << c.chunks << " micro-batches of " << c.micro_batch << ".\n";
     Table roles({"device", "D", "P", "T", "holds", "ZeRO-1 owns (Adam's m, v)"});
-    const std::size_t hc = c.hidden / c.tensor;
+    auto range = [](std::size_t lo, std::size_t hi, std::size_t stored) {
+      return std::to_string(lo) + ":" + std::to_string(hi) + (stored > hi - lo ? "+" + std::to_string(stored - (hi - lo)) : "");
+    };
+    bool uneven = false;
     for (int id = 0; id < mesh.devices(); ++id) {
       const auto k = mesh.coords(id);
-      const std::string cols = std::to_string(k[2] * hc) + ":" + std::to_string((k[2] + 1) * hc);
-      const std::size_t r1 = c.width / c.data, r2 = hc / c.data;
+      const ThreeDCut cut = three_d_cut(c, k[0], k[2]);
+      const std::string cols = range(cut.h0, cut.h1, cut.hidden);
+      auto rows = [&](const RowSlicing& s) { return range(s.at[s.me], s.at[s.me] + s.counts[s.me], s.stored); };
+      uneven = uneven || !cut.w1_rows.even || !cut.w2_rows.even || c.hidden % static_cast<std::size_t>(c.tensor) != 0;
       roles.add({std::to_string(id), std::to_string(k[0]), std::to_string(k[1]), std::to_string(k[2]),
                  "stage " + std::to_string(k[1]) + ": W1[:, " + cols + "], W2[" + cols + ", :]",
-                 "W1 rows " + std::to_string(k[0] * r1) + ":" + std::to_string((k[0] + 1) * r1) + ", W2 rows " +
-                     std::to_string(k[0] * r2) + ":" + std::to_string((k[0] + 1) * r2) + " of those"});
+                 "W1 rows " + rows(cut.w1_rows) + ", W2 rows " + rows(cut.w2_rows) + " of those"});
     }
-    out << roles.text("   ") << "\n";
+    out << roles.text("   ");
+    if (uneven)
+      out << "   Hidden " << c.hidden << " over T=" << c.tensor << " or the shards' rows over D=" << c.data
+          << " do not divide (--uneven " << uneven_name(c.uneven) << "):\n"
+          << (c.uneven == Uneven::pad ? "   every block is stored at the longest, 'a:b+k' marking k rows of zero padding that\n"
+                                        "   the collectives carry and that stays 0 (tanh(0) = 0, its gradient is 0).\n"
+                                      : "   blocks of ceil(n/parts), the last shorter; the collectives over D move each device's\n"
+                                        "   real rows (--uneven pad stores them all equal, padded).\n");
+    out << "\n";
 
     const RunResult run = session.run(three_d_program(c, in));
     ThreeDConfig c2 = c;  // the same step with ZeRO-2 (section 4)
@@ -148,13 +159,16 @@ int main(int argc, char** argv) {
       std::map<std::string, double> got, want;
       for (const auto& r : run.ledger)
         if (r.device == id) got[traffic_axis(r)] += static_cast<double>(r.bytes_sent);
-      const double T = c.tensor, D = c.data, chunks = c.chunks;
+      const double chunks = c.chunks;
       // T: an AllReduce of each micro-batch's output, and (not on the first stage) of its input gradient.
-      want["T"] = chunks * (p > 0 ? 2 : 1) * 2 * (T - 1) / T * act;
+      // Evenly 2(T-1)/T of it each; the ring's chunks of [b, width] differ by one element when T
+      // does not divide it.
+      want["T"] = chunks * (p > 0 ? 2 : 1) * predicted_bytes_sent_by("all_reduce", c.tensor, act, eb, k[2]);
       // P: an activation forward (all but the last stage), a gradient back (all but the first).
       want["P"] = chunks * ((p < c.pipe - 1 ? 1 : 0) + (p > 0 ? 1 : 0)) * act;
-      // D: ReduceScatter and AllGather of the device's shards of W1 and W2.
-      want["D"] = 2 * (D - 1) / D * 2.0 * c.width * hc * eb;
+      // D: ReduceScatter and AllGather of the device's shards of W1 and W2 (evenly, 2 (D-1)/D of
+      // 2 width hidden/T elements).
+      want["D"] = zero_d_bytes(c, eb, k[0], k[2]);
       for (const char* axis : {"T", "P", "D"}) {
         by_axis.pass = by_axis.pass && got[axis] == want[axis];
         most[axis] = std::max(most[axis], got[axis]);
@@ -231,7 +245,7 @@ int main(int argc, char** argv) {
     // ZeRO-1 against ZeRO-2 on D: this run's ledger (every device, against the formula), and GPT-3's
     // split by formula with D across nodes.
     Verdict zero_bytes;
-    zero_bytes.name = "bytes over D, ZeRO-1 and ZeRO-2, every device = (RS + 1)(D-1)/D shards";
+    zero_bytes.name = "bytes over D, ZeRO-1 and ZeRO-2, every device = the ring formulas";
     std::map<int, double> d_bytes, rs_calls, held;  // stage -> the last device's
     for (const auto& [cfg, r] : {std::pair<const ThreeDConfig*, const RunResult*>{&c, &run}, {&c2, &run2}})
       for (int id = 0; id < mesh.devices(); ++id) {
@@ -241,7 +255,8 @@ int main(int argc, char** argv) {
             got += static_cast<double>(row.bytes_sent);
             calls += row.op == "reduce_scatter" ? 1 : 0;
           }
-        zero_bytes.pass = zero_bytes.pass && got == zero_d_bytes(*cfg, eb) && calls == 2.0 * zero_reduce_scatters(*cfg);
+        const auto k = mesh.coords(id);
+        zero_bytes.pass = zero_bytes.pass && got == zero_d_bytes(*cfg, eb, k[0], k[2]) && calls == 2.0 * zero_reduce_scatters(*cfg);
         d_bytes[cfg->zero_stage] = got;
         rs_calls[cfg->zero_stage] = calls;
         held[cfg->zero_stage] = r->outputs[id].at("grad_held")(0);
@@ -252,11 +267,12 @@ int main(int argc, char** argv) {
     const double gpt_rs = chunks_big;  // ZeRO-2: one ReduceScatter per micro-batch
     const double dp_big2 = (gpt_rs + 1) / 2 * dp_big, dp_calls2 = (gpt_rs + 1) * 2 * layers;
     auto d_time = [&](double calls, double bytes) { return calls * (D - 1) * ethernet.alpha + bytes / ethernet.bytes_per_s; };
+    const auto last = mesh.coords(mesh.devices() - 1);
     Table zero({"D axis", "RS / step", "bytes (ledger)", "formula", "grads held", "GPT-3: D GB", "Ethernet (s)"});
     for (int z : {1, 2}) {
       const ThreeDConfig& cz = z == 1 ? c : c2;
       zero.add({"ZeRO-" + std::to_string(z), format_number(rs_calls[z], "%.0f"), format_number(d_bytes[z], "%.0f"),
-                format_number(zero_d_bytes(cz, eb), "%.0f"), format_number(held[z], "%.0f"),
+                format_number(zero_d_bytes(cz, eb, last[0], last[2]), "%.0f"), format_number(held[z], "%.0f"),
                 format_number((z == 1 ? dp_big : dp_big2) / 1e9, "%.0f"),
                 format_number(z == 1 ? d_time(dp_calls, dp_big) : d_time(dp_calls2, dp_big2), "%.1f")});
     }

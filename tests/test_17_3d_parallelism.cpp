@@ -1,6 +1,7 @@
 // Lesson 17: DP + PP + TP with ZeRO-1 on D=2,P=2,T=2: one Adam step equal to the unsharded model's,
 // bytes per axis equal their formulas, tensor parallelism cheaper inside a node at GPT-3's size,
-// ZeRO-2's per-micro-batch ReduceScatters measured against ZeRO-1's, and text that follows --mesh.
+// ZeRO-2's per-micro-batch ReduceScatters measured against ZeRO-1's, text that follows --mesh, and
+// a mesh the hidden width and the shards' rows do not divide (--uneven chunk and pad).
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -71,5 +72,43 @@ TEST_SUITE("lessons") {
     const auto decoder = run_binary("17_3d_parallelism --mesh D=4,P=4,T=1 --json");
     CHECK(decoder.status == 0);
     CHECK(decoder.out.find("\"pass\": true") != std::string::npos);
+  }
+
+  TEST_CASE("lesson 17 --uneven: hidden 16 on T=3 and 8 rows on D=3 verify both ways, bytes by the ring's parts") {
+    // By hand, float32. T: a stage-1 device all-reduces [2, 8] = 16 floats over 3 four times; the
+    // ring's chunks are 6, 5, 5, so member 1 sends 2*16 - 5 - 5 = 22 floats: 4 x 88 = 352 B.
+    // D, chunk: device (d=1, t=0) holds W1[:, 0:6] (rows of 24 B, cut 3, 3, 2 over D) and W2[0:6, :]
+    // (rows of 32 B, 2 each): ReduceScatter sends all parts but its own, AllGather all but its
+    // successor's: (192 - 72) + (192 - 48) + (192 - 64) + (192 - 64) = 520 B, the most of any device.
+    // The last device (d=2, t=2) holds 4 columns: (128 - 32) + (128 - 48) + (128 - 0) + (128 - 64) = 368.
+    // D, pad: every device stores 6 columns (2 of padding on t=2) and 3 W1 rows (1 of padding on
+    // d=2), parts of 72 and 64 B: (216 - 72) x 2 + (192 - 64) x 2 = 544 B on every device.
+    const struct {
+      const char* mode;
+      double d_most, zero1_last;
+    } runs[] = {{"chunk", 520, 368}, {"pad", 544, 544}};
+    for (const auto& u : runs) {
+      CAPTURE(u.mode);
+      const auto r = run_binary(std::string("17_3d_parallelism --mesh D=3,P=2,T=3 --json --uneven ") + u.mode);
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      CHECK(j["bytes_T"] == 352);
+      CHECK(j["bytes_P"] == 128);
+      CHECK(j["bytes_D"] == u.d_most);
+      CHECK(j["zero1_d_bytes"] == u.zero1_last);
+    }
+    // The roles table shows the real columns, and under pad the padding.
+    const auto chunk = run_binary("17_3d_parallelism --mesh D=3,P=2,T=3");
+    CHECK(chunk.out.find("W1[:, 12:16], W2[12:16, :]") != std::string::npos);
+    CHECK(chunk.out.find("W1 rows 6:8, W2 rows 4:4") != std::string::npos);
+    const auto pad = run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --uneven pad");
+    CHECK(pad.out.find("W1[:, 12:16+2], W2[12:16+2, :]") != std::string::npos);
+    CHECK(pad.out.find("W1 rows 6:8+1") != std::string::npos);
+    // A planted wrong update is caught on the uneven mesh too; --uneven none refuses in a sentence.
+    CHECK(run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --inject skip-update --quiet").status == 1);
+    const auto none = run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --uneven none");
+    CHECK(none.status == 2);
+    CHECK(none.err.find("use --uneven chunk or pad") != std::string::npos);
   }
 }

@@ -41,6 +41,18 @@ TEST_CASE("predicted bytes: all_reduce with uneven chunks is the largest sender"
   CHECK(predicted_bytes_sent("all_reduce", 2, 12, 4) == 12);
 }
 
+TEST_CASE("predicted bytes by member: all_reduce's members send different amounts when n does not divide e") {
+  // e=6, n=4 (chunks 2,2,1,1): by hand 2e - chunk(r) - chunk(r+1) = 8, 9, 10, 9 doubles.
+  const std::size_t want[] = {64, 72, 80, 72};
+  for (int r = 0; r < 4; ++r) CHECK(predicted_bytes_sent_by("all_reduce", 4, 48, 8, r) == want[r]);
+  // 16 floats over 3 (chunks 6,5,5): 21, 22, 21 floats.
+  CHECK(predicted_bytes_sent_by("all_reduce", 3, 64, 4, 0) == 84);
+  CHECK(predicted_bytes_sent_by("all_reduce", 3, 64, 4, 1) == 88);
+  CHECK(predicted_bytes_sent_by("all_reduce", 3, 64, 4, 2) == 84);
+  // Other ops: the same from every member.
+  CHECK(predicted_bytes_sent_by("reduce_scatter", 4, 128, 8, 3) == 96);
+}
+
 TEST_CASE("predicted bytes: a group of one sends nothing") {
   for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}) {
     CHECK(predicted_bytes_sent(op, 1, 800, 8) == 0);

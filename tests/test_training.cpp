@@ -94,3 +94,45 @@ TEST_CASE("Adam's moments are the paper's after three steps (values worked by ha
     CHECK(w(0, 0) == doctest::Approx(want_w).epsilon(1e-14));
   }
 }
+
+TEST_CASE("chunk_counts cuts as torch.chunk: blocks of ceil(rows/parts), the last shorter or empty") {
+  // torch.chunk(torch.arange(n), parts) lengths, by hand.
+  CHECK(chunk_counts(16, 3) == std::vector<std::size_t>{6, 6, 4});
+  CHECK(chunk_counts(16, 5) == std::vector<std::size_t>{4, 4, 4, 4, 0});
+  CHECK(chunk_counts(8, 3) == std::vector<std::size_t>{3, 3, 2});
+  CHECK(chunk_counts(8, 2) == std::vector<std::size_t>{4, 4});
+  CHECK(chunk_counts(2, 4) == std::vector<std::size_t>{1, 1, 0, 0});
+}
+
+TEST_CASE("row_block, col_block, pad_rows and pad_cols take and pad the chunk blocks") {
+  const Tensor t = Tensor{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}};
+  CHECK(col_block(t, 0, 2) == Tensor{{0, 1, 2}, {5, 6, 7}, {10, 11, 12}});
+  CHECK(col_block(t, 1, 2) == Tensor{{3, 4}, {8, 9}, {13, 14}});
+  CHECK(row_block(t, 1, 2) == Tensor{{10, 11, 12, 13, 14}});
+  CHECK(row_block(t, 2, 4).shape()[0] == 1);  // 3 rows over 4: 1, 1, 1, 0
+  CHECK(row_block(t, 3, 4).shape()[0] == 0);
+  CHECK(pad_cols(col_block(t, 1, 2), 3) == Tensor{{3, 4, 0}, {8, 9, 0}, {13, 14, 0}});
+  CHECK(pad_rows(row_block(t, 1, 2), 2) == Tensor{{10, 11, 12, 13, 14}, {0, 0, 0, 0, 0}});
+  CHECK(pad_rows(t, 3) == t);
+}
+
+TEST_CASE("RowSlicing: own rows and stored size, chunk and pad, and the ring's bytes for the parts") {
+  const Tensor t = Tensor{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {6, 6}, {7, 7}, {8, 8}};  // 8 rows over 3
+  const RowSlicing chunk(8, 3, 2, Uneven::chunk), pad(8, 3, 2, Uneven::pad);
+  CHECK(chunk.counts == std::vector<std::size_t>{3, 3, 2});
+  CHECK(chunk.at == std::vector<std::size_t>{0, 3, 6});
+  CHECK(chunk.stored == 2);
+  CHECK(pad.stored == 3);
+  CHECK(chunk.own(t) == Tensor{{7, 7}, {8, 8}});
+  CHECK(pad.own(t) == Tensor{{7, 7}, {8, 8}, {0, 0}});
+  // Rows of 10 B. chunk, member 2: ReduceScatter sends every part but its own, 80 - 20; AllGather
+  // every part but its successor's (member 0's), 80 - 30. pad: parts of 30 each, 60 and 60.
+  CHECK(chunk.scatter_bytes(10) == 60);
+  CHECK(chunk.gather_bytes(10) == 50);
+  CHECK(pad.scatter_bytes(10) == 60);
+  CHECK(pad.gather_bytes(10) == 60);
+  const RowSlicing even(6, 3, 1, Uneven::none);
+  CHECK(even.even);
+  CHECK(even.own(Tensor{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {6, 6}}) == Tensor{{3, 3}, {4, 4}});
+  CHECK_THROWS(RowSlicing(8, 3, 0, Uneven::none));
+}

@@ -74,16 +74,6 @@ void check_pipeline(const PipelineConfig& c) {
   }
 }
 
-namespace {
-// torch.chunk: n items cut into `parts` of ceil(n/parts), the last ones shorter (or empty).
-std::vector<std::size_t> chunk_counts(std::size_t n, std::size_t parts) {
-  const std::size_t q = (n + parts - 1) / parts;
-  std::vector<std::size_t> out;
-  for (std::size_t k = 0; k < parts; ++k) out.push_back(k * q >= n ? 0 : std::min(q, n - k * q));
-  return out;
-}
-}  // namespace
-
 std::vector<int> stage_layers(const PipelineConfig& c) {
   const std::size_t vs = static_cast<std::size_t>(c.stages * c.virtual_stages);
   std::vector<int> out;

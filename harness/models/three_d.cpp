@@ -26,9 +26,28 @@ std::string traffic_axis(const LedgerRow& row) {
 
 int zero_reduce_scatters(const ThreeDConfig& c) { return c.zero_stage == 2 ? c.chunks : 1; }
 
-double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes) {
-  const double D = c.data, shards = 2.0 * c.width * (c.hidden / c.tensor) * element_bytes;
-  return (zero_reduce_scatters(c) + 1) * (D - 1) / D * shards;
+ThreeDCut three_d_cut(const ThreeDConfig& c, int d, int t) {
+  const std::size_t T = static_cast<std::size_t>(c.tensor), D = static_cast<std::size_t>(c.data);
+  const std::vector<std::size_t> h = chunk_counts(c.hidden, T);
+  std::size_t h0 = 0;
+  for (int k = 0; k < t; ++k) h0 += h[static_cast<std::size_t>(k)];
+  const std::size_t h1 = h0 + h[static_cast<std::size_t>(t)];
+  const std::size_t stored = c.hidden % T != 0 && c.uneven == Uneven::pad ? h[0] : h1 - h0;
+  const std::size_t me = static_cast<std::size_t>(d);
+  return {h0, h1, stored, RowSlicing(c.width, D, me, c.uneven), RowSlicing(stored, D, me, c.uneven)};
+}
+
+Tensor three_d_shard(const ThreeDConfig& c, const Tensor& whole, int t, bool by_cols) {
+  const std::size_t T = static_cast<std::size_t>(c.tensor), stored = three_d_cut(c, 0, t).hidden;
+  return by_cols ? pad_cols(col_block(whole, t, T), stored) : pad_rows(row_block(whole, t, T), stored);
+}
+
+double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes, int d, int t) {
+  const ThreeDCut cut = three_d_cut(c, d, t);
+  const double rs = zero_reduce_scatters(c);
+  const double w1 = rs * cut.w1_rows.scatter_bytes(cut.hidden * element_bytes) + cut.w1_rows.gather_bytes(cut.hidden * element_bytes);
+  const double w2 = rs * cut.w2_rows.scatter_bytes(c.width * element_bytes) + cut.w2_rows.gather_bytes(c.width * element_bytes);
+  return w1 + w2;
 }
 
 namespace {
@@ -37,16 +56,16 @@ void adam_first_step(Tensor& w, const Tensor& g, const ThreeDConfig& c) {
   Adam state(shape_of(w));
   state.step(w, g, 1, c.adam);
 }
-Tensor cols(const Tensor& t, std::size_t part, std::size_t parts) { return col_block(t, part, parts); }
 }  // namespace
 
 ThreeDInputs three_d_inputs(const ThreeDConfig& c) {
   const std::size_t D = c.data, T = c.tensor;
   if (c.zero_stage != 1 && c.zero_stage != 2)
     throw Error(ErrorKind::parse, "3D parallelism here runs ZeRO stage 1 or 2, not " + std::to_string(c.zero_stage));
-  if (c.hidden % T != 0 || (c.hidden / T) % D != 0 || c.width % D != 0)
+  if (c.uneven == Uneven::none && (c.hidden % T != 0 || (c.hidden / T) % D != 0 || c.width % D != 0))
     throw Error(ErrorKind::not_divisible, "hidden " + std::to_string(c.hidden) + " and width " + std::to_string(c.width) +
-                                              " must split over T=" + std::to_string(T) + " and then D=" + std::to_string(D));
+                                              " must split over T=" + std::to_string(T) + " and then D=" + std::to_string(D) +
+                                              " under --uneven none; use --uneven chunk or pad");
   ThreeDInputs in;
   for (int p = 0; p < c.pipe; ++p) {
     in.w1.push_back(random_integers(Shape{c.width, c.hidden}, c.seed + 10 + 2 * p, -24, 24) / 64.0);
@@ -177,12 +196,12 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
   return [c, &in](Device& dev) -> Outputs {
     const int d = dev.coord("D"), p = dev.coord("P"), t = dev.coord("T"), T = c.tensor, P = c.pipe;
     const std::string stage = "_s" + std::to_string(p);
-    Tensor w1 = cols(in.w1[p], t, T), w2 = row_block(in.w2[p], t, T);
-    const std::size_t D = c.data, me = d;
+    const ThreeDCut cut = three_d_cut(c, d, t);
+    Tensor w1 = three_d_shard(c, in.w1[p], t, true), w2 = three_d_shard(c, in.w2[p], t, false);
     const bool zero2 = c.zero_stage == 2;
     // ZeRO-1 sums the whole shards' gradients here; ZeRO-2 only the owned rows (own_g1, own_g2).
     Tensor g1 = zero2 ? Tensor() : zeros_like(w1), g2 = zero2 ? Tensor() : zeros_like(w2);
-    Tensor own_g1 = zeros_like(row_block(w1, me, D)), own_g2 = zeros_like(row_block(w2, me, D));
+    Tensor own_g1 = zeros_like(cut.w1_rows.own(w1)), own_g2 = zeros_like(cut.w2_rows.own(w2));
     const double grad_held = zero2 ? double(own_g1.size() + own_g2.size()) : double(w1.size() + w2.size());
     const Shape block{c.micro_batch, c.width};
     std::map<int, std::pair<Tensor, Tensor>> stash;  // micro-batch -> (stage input, hidden activation)
@@ -202,8 +221,8 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
       const auto& [x, a] = stash.at(k);
       const Tensor dpre = matmul(dy, transposed(w2)) * (1.0 - a * a);
       if (zero2) {  // this micro-batch's gradient, summed over D now: only the owned rows stay
-        own_g2 += reduce_scatter(dev, Tensor(matmul(transposed(a), dy)), {"D"}, 0, "dW2" + stage + tag);
-        own_g1 += reduce_scatter(dev, Tensor(matmul(transposed(x), dpre)), {"D"}, 0, "dW1" + stage + tag);
+        own_g2 += cut.w2_rows.scatter(dev, Tensor(matmul(transposed(a), dy)), {"D"}, "dW2" + stage + tag);
+        own_g1 += cut.w1_rows.scatter(dev, Tensor(matmul(transposed(x), dpre)), {"D"}, "dW1" + stage + tag);
       } else {
         g2 += matmul(transposed(a), dy);
         g1 += matmul(transposed(x), dpre);
@@ -216,14 +235,14 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
     // ZeRO-1 over D: sum the gradient shards, step the owned rows, gather the rows back (ZeRO-2
     // has summed them already).
     if (!zero2) {
-      own_g1 = reduce_scatter(dev, g1, {"D"}, 0, "dW1" + stage);
-      own_g2 = reduce_scatter(dev, g2, {"D"}, 0, "dW2" + stage);
+      own_g1 = cut.w1_rows.scatter(dev, g1, {"D"}, "dW1" + stage);
+      own_g2 = cut.w2_rows.scatter(dev, g2, {"D"}, "dW2" + stage);
     }
-    Tensor own_w1 = row_block(w1, me, D), own_w2 = row_block(w2, me, D);
+    Tensor own_w1 = cut.w1_rows.own(w1), own_w2 = cut.w2_rows.own(w2);
     if (!dev.strike(FaultKind::skip_update)) adam_first_step(own_w1, own_g1, c);  // --inject skip-update
     adam_first_step(own_w2, own_g2, c);
-    w1 = all_gather(dev, own_w1, {"D"}, 0, "W1" + stage);
-    w2 = all_gather(dev, own_w2, {"D"}, 0, "W2" + stage);
+    w1 = cut.w1_rows.gather(dev, own_w1, {"D"}, "W1" + stage);
+    w2 = cut.w2_rows.gather(dev, own_w2, {"D"}, "W2" + stage);
     Outputs result = {{"W1", w1}, {"W2", w2}, {"dW1", own_g1}, {"dW2", own_g2}, {"grad_held", Tensor{grad_held}}};
     if (p == P - 1) result["y"] = out;
     return result;

@@ -9,6 +9,10 @@
 // each micro-batch's gradient is reduce-scattered over D as soon as its backward has run: m
 // ReduceScatters a step instead of one (article 004 on why 3D parallelism stays with ZeRO-1).
 // Loss L = sum over the whole batch of y * R.
+// Sizes that do not divide the mesh (issue 32): under uneven chunk the hidden columns are cut over
+// T as torch.chunk cuts them and the shards' rows over D likewise, moved by the _v collectives;
+// under pad every cut is stored at ceil(n/parts) with zero padding, which stays zero (tanh(0) = 0,
+// its gradients are 0, and Adam does not move a weight whose gradient is 0).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -28,6 +32,7 @@ struct ThreeDConfig {
   std::size_t width = 8, hidden = 16, micro_batch = 2;
   AdamParams adam;
   std::uint64_t seed = 0;
+  Uneven uneven = Uneven::none;        // how hidden over T and the shards' rows over D split
 };
 std::string three_d_mesh(const ThreeDConfig& c);  // "D=2,P=2,T=2"
 
@@ -35,8 +40,19 @@ struct ThreeDInputs {
   std::vector<Tensor> w1, w2;  // per stage: [width, hidden], [hidden, width]
   std::vector<Tensor> x, r;    // per replica and micro-batch (index d * chunks + c): [b, width]
 };
-// Error(not_divisible) when hidden does not split over T, or a shard's rows over D.
+// Error(not_divisible) under Uneven::none when hidden does not split over T, or a shard's rows over D.
 ThreeDInputs three_d_inputs(const ThreeDConfig& c);
+
+// What device (d, ., t) holds: stage weights' hidden columns (W1) and rows (W2) [h0, h1), stored
+// as `hidden` (with zero padding under pad), and the rows of its W1 shard (width) and W2 shard
+// (hidden) it owns over D for ZeRO.
+struct ThreeDCut {
+  std::size_t h0, h1, hidden;
+  RowSlicing w1_rows, w2_rows;
+};
+ThreeDCut three_d_cut(const ThreeDConfig& c, int d, int t);
+// Device t's shard of a stage's whole W1 (by_cols) or W2 as it stores it: its hidden block, padded.
+Tensor three_d_shard(const ThreeDConfig& c, const Tensor& whole, int t, bool by_cols);
 
 // The unsharded step: the whole batch through every stage, one Adam step. Weights after it,
 // step-1 gradients, and tolerances for a run that moved element type `wire` (as lesson 15's:
@@ -58,10 +74,10 @@ Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
 // Which mesh axis a ledger row's traffic crosses: "T", "D", or "P" for send/recv.
 std::string traffic_axis(const LedgerRow& row);
 
-// Bytes a device sends over D in one step: a ReduceScatter of its W1 and W2 shards' gradients (one,
-// or one per micro-batch with ZeRO-2) and an AllGather of the updated rows, each (D-1)/D of the
-// 2 width (hidden/T) elements, and the ReduceScatters alone.
-double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes);
+// Bytes device (d, ., t) sends over D in one step: a ReduceScatter of its W1 and W2 shards'
+// gradients (one, or one per micro-batch with ZeRO-2) and an AllGather of the updated rows, by the
+// ring's formulas (collectives/predict.hpp): evenly, (D-1)/D of the 2 width (hidden/T) elements each.
+double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes, int d, int t);
 int zero_reduce_scatters(const ThreeDConfig& c);  // per weight: 1, or m with ZeRO-2
 
 }  // namespace shardlab

@@ -69,10 +69,7 @@ struct Holdings {
 }  // namespace
 
 std::vector<std::size_t> zero_slice_rows(const ZeroModel& m, int devices) {
-  const std::size_t n = static_cast<std::size_t>(devices), q = (m.width + n - 1) / n;
-  std::vector<std::size_t> out;
-  for (std::size_t k = 0; k < n; ++k) out.push_back(k * q >= m.width ? 0 : std::min(q, m.width - k * q));
-  return out;
+  return chunk_counts(m.width, static_cast<std::size_t>(devices));
 }
 
 ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed) {
@@ -206,58 +203,11 @@ ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wir
   return ref;
 }
 
-namespace {
-
-// One device's slice of the rows of a weight (or gradient) and the collectives between slices,
-// even or as ZeroModel::uneven says.
-struct Slicing {
-  std::size_t n, me, stored;           // devices, this one, rows each device stores
-  std::vector<std::size_t> counts, at;  // real rows per device, and where each starts
-  bool even, pad;
-  Slicing(const ZeroModel& m, std::size_t devices, std::size_t device) : n(devices), me(device) {
-    counts = zero_slice_rows(m, static_cast<int>(n));
-    std::size_t r = 0;
-    for (std::size_t c : counts) {
-      at.push_back(r);
-      r += c;
-    }
-    even = m.width % n == 0;
-    pad = !even && m.uneven == Uneven::pad;
-    stored = pad ? counts[0] : counts[me];
-  }
-  // The own rows, zero-padded to `stored` under pad.
-  Tensor own(const Tensor& t) const {
-    if (even) return row_block(t, me, n);
-    Tensor out = xt::zeros<double>(Shape{stored, t.shape()[1]});
-    std::copy(t.data() + at[me] * t.shape()[1], t.data() + (at[me] + counts[me]) * t.shape()[1], out.data());
-    return out;
-  }
-  Tensor gather(Device& dev, const Tensor& own, const std::vector<std::string>& X, const std::string& label) const {
-    if (even) return all_gather(dev, own, X, 0, label);
-    if (!pad) return all_gather_v(dev, own, X, 0, counts, label);
-    // Padded blocks of ceil(D/N) rows; only trailing blocks are short, so the real rows are the first D.
-    const Tensor all = all_gather(dev, own, X, 0, label);
-    const std::size_t rows = at.back() + counts.back(), cols = all.shape()[1];
-    Tensor out = xt::empty<double>(Shape{rows, cols});
-    std::copy(all.data(), all.data() + rows * cols, out.data());
-    return out;
-  }
-  Tensor scatter(Device& dev, const Tensor& whole, const std::vector<std::string>& X, const std::string& label) const {
-    if (even) return reduce_scatter(dev, whole, X, 0, label);
-    if (!pad) return reduce_scatter_v(dev, whole, X, 0, counts, label);
-    Tensor padded = xt::zeros<double>(Shape{stored * n, whole.shape()[1]});  // zero rows: padding's gradient
-    std::copy(whole.data(), whole.data() + whole.size(), padded.data());
-    return reduce_scatter(dev, padded, X, 0, label);
-  }
-};
-
-}  // namespace
-
 Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
   return [mode, m, &in](Device& dev) -> Outputs {
     const std::vector<std::string> X = {dev.mesh().names()[0]};
     const std::size_t n = static_cast<std::size_t>(dev.mesh().devices()), me = static_cast<std::size_t>(dev.id());
-    const Slicing cut(m, n, me);
+    const RowSlicing cut(m.width, n, me, m.uneven);
     const std::size_t whole = m.width * m.width, slice = cut.stored * m.width;
     const std::string tag = zero_mode_label(mode) + "_";
     Holdings held;
