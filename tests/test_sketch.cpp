@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/gemm.hpp"
 #include "harness/check/sketch.hpp"
 
 using namespace shardlab;
@@ -392,4 +393,103 @@ TEST_CASE("sketch_product with rows: a spread error the projections pass fails w
   // An honest product passes both.
   const auto honest = product(a, b);
   CHECK(sketch_product("C", honest.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8).pass);
+}
+
+namespace {
+
+// C = op(A) op(B) as a sharded float32 run sums it: the inner dim cut into `group` blocks, each
+// block's product by sgemm (core/gemm.hpp), the partial sums added in float32 in order.
+Mat<float> sgemm_in_blocks(const Mat<float>& a, const Mat<float>& b, std::size_t group) {
+  const std::size_t m = a.rows, k = a.cols, n = b.cols, q = (k + group - 1) / group;
+  Mat<float> c{m, n};
+  std::vector<float> ab, bb, part(m * n);
+  for (std::size_t k0 = 0; k0 < k; k0 += q) {
+    const std::size_t kb = std::min(q, k - k0);
+    ab.assign(m * kb, 0.0f);
+    bb.assign(kb * n, 0.0f);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t l = 0; l < kb; ++l) ab[i * kb + l] = a.at(i, k0 + l);
+    for (std::size_t l = 0; l < kb; ++l)
+      for (std::size_t j = 0; j < n; ++j) bb[l * n + j] = b.at(k0 + l, j);
+    batched_gemm(1, m, n, kb, ab.data(), false, bb.data(), false, part.data());
+    for (std::size_t e = 0; e < m * n; ++e) c.data[e] = k0 == 0 ? part[e] : c.data[e] + part[e];
+  }
+  return c;
+}
+
+Verdict calibrated(const Mat<float>& c, const Mat<float>& a, const Mat<float>& b, std::size_t group, std::uint64_t seed) {
+  return sketch_product("C", c.ref(), a.ref(), b.ref(), sum_gamma(a.cols, float_unit_roundoff), 20, seed, 0.0, 16, 8,
+                        group);
+}
+
+}  // namespace
+
+TEST_CASE("sketch_product calibrated: sgemm products in blocks pass at under 1e-3 x RMS, where the bounds give > 1e-2") {
+  // Long sums with cancellation (inputs of both signs): the worst-case and Hoeffding bounds take
+  // every rounding at K u |a||b|; the calibrated tolerance measures float32's rounding instead.
+  const std::size_t m = 96, k = 4096, n = 512;
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    CAPTURE(seed);
+    const auto a = random_mat<float>(m, k, seed % 2 == 1, 50 + seed, -1, 1, false);
+    const auto b = random_mat<float>(k, n, seed % 2 == 0, 60 + seed, -1, 1, false);
+    const std::size_t group = 1 + seed % 4;
+    const auto c = sgemm_in_blocks(a, b, group);
+    const Verdict bound = sketch_product("C", c.ref(), a.ref(), b.ref(), sum_gamma(k, float_unit_roundoff), 20, seed);
+    const Verdict v = calibrated(c, a, b, group, seed);
+    CHECK(bound.pass);
+    CHECK(v.pass);
+    CHECK(bound.power > 1e-2);
+    CHECK(v.power < 1e-3);  // float32's floor (verify.hpp)
+    CHECK(has(v.detail, "calibrated on 16 rows recomputed in float32"));
+  }
+}
+
+TEST_CASE("sketch_product calibrated: honest products of random shapes, groups and signs pass (no false FAIL in 60)") {
+  std::mt19937_64 rng(99);
+  int passed = 0;
+  for (int t = 0; t < 60; ++t) {
+    const std::size_t m = 8 + rng() % 120, k = 16 + rng() % 3000, n = 1 + rng() % 400, group = 1 + rng() % 8;
+    const double lo = rng() % 3 == 0 ? 0.0 : -1.0;
+    const auto a = random_mat<float>(m, k, rng() % 2, rng(), lo, 1, false);
+    const auto b = random_mat<float>(k, n, rng() % 2, rng(), lo, 1, false);
+    const Verdict v = calibrated(sgemm_in_blocks(a, b, group), a, b, group, rng());
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    CAPTURE(group);
+    CHECK_MESSAGE(v.pass, v.detail);
+    passed += v.pass;
+  }
+  CHECK(passed == 60);
+}
+
+TEST_CASE("sketch_product calibrated: one element off by its row's tolerance fails; a small error in every element fails") {
+  const std::size_t m = 64, k = 4096, n = 256;
+  const auto a = random_mat<float>(m, k, false, 70, -1, 1, false), b = random_mat<float>(k, n, false, 71, -1, 1, false);
+  auto c = sgemm_in_blocks(a, b, 2);
+  const Verdict ok = calibrated(c, a, b, 2, 0);
+  REQUIRE(ok.pass);
+  double squares = 0;
+  for (float x : c.data) squares += double(x) * x;
+  const double rms = std::sqrt(squares / double(c.data.size()));
+  // One element off by a little more than the power: caught for every seed (one sign of its
+  // vector entry always leaves the row's tolerance).
+  auto one = c;
+  one.at(37, 101) += static_cast<float>(1.01 * ok.power * rms);
+  for (std::uint64_t seed = 0; seed < 10; ++seed) CHECK_FALSE(calibrated(one, a, b, 2, seed).pass);
+  // Every element 1e-4 x RMS too large (some 250 times float32's rounding here, 4e-7 x RMS), and
+  // every element off by 1e-6 x RMS with a random sign (2.5 times the rounding), which the rows'
+  // projections let through but the sampled rows' sum_j E_ij^2 does not.
+  auto spread = c;
+  for (auto& x : spread.data) x += static_cast<float>(1e-4 * rms);
+  CHECK_FALSE(calibrated(spread, a, b, 2, 0).pass);
+  auto noisy = c;
+  std::mt19937_64 rng(5);
+  for (auto& x : noisy.data) x += static_cast<float>((rng() & 1 ? 1e-6 : -1e-6) * rms);
+  const Verdict v = calibrated(noisy, a, b, 2, 0);
+  CHECK_FALSE(v.pass);
+  CHECK(has(v.detail, "C's sampled rows round more than the calibration allows"));
+  MESSAGE(v.detail);
+  // The uncalibrated check passes it: what the model check adds.
+  CHECK(sketch_product("C", spread.ref(), a.ref(), b.ref(), sum_gamma(k, float_unit_roundoff), 20, 0, 0.0, 16).pass);
 }

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor-blas/xblas.hpp>
 #include <xtensor/xadapt.hpp>
 
 #include "core/error.hpp"
+#include "core/gemm.hpp"
 #include "core/text.hpp"
 
 // Shapes: op(A) [M, K], op(B) [K, N], C [M, N]; V [N, k] of +-1; E = C - op(A) op(B), exactly.
@@ -64,6 +66,22 @@
 // That is why sketch_product can add exact row sampling (check_rows, sketch.hpp): a few rows
 // recomputed in double and compared element by element, which sees a block-shaped error (a missing
 // reduction, a stale block) that the per-row tolerance hides, if one of its rows is drawn.
+//
+// Calibration (float32). Both bounds above take every rounding at its worst: for a sum of K
+// products that is K u |a||b| per element, where the real error of a blocked float32 GEMM is near
+// u sqrt(K) |C| (cancellation: |a||b| summed is ~sqrt(K) times |C|), so at the articles' sizes
+// the row tolerance is tens of times C's RMS. Hoeffding needs only sum_j E_ij^2, and that can be
+// measured: the sampled rows are recomputed in float32 as the plan sums them (the inner dim cut
+// into `group` blocks, each block's product by sgemm, the partial sums added in float32) and in
+// double, and rho = max over them of sum_j (float32 - double)^2 / W_i, with W_i = sum_l
+// op(A)_il^2 |op(B)_l|^2 (a row's rounding scales with it). Every row i is then allowed
+// S_i = kCalibrationMargin rho W_i, and h_i = sqrt(2 S_i ln(2 M k / kFalseFail)) in place of
+// q_i. This is a model, not a bound: it assumes C's rows round like the recomputed ones (the same
+// kernels on the same inputs, sums split the same way), within a factor kCalibrationMargin on
+// sum_j E_ij^2 (2x in size; with N terms a row's sum varies by ~sqrt(2/N) between rows). The
+// model is checked where it can be: C's own sampled rows must have sum_j E_ij^2 <= S_i, or the
+// check FAILs; that also catches a small error spread over many elements of those rows. The
+// catching argument and the power are as above, with the smaller T_i.
 
 namespace shardlab {
 
@@ -191,6 +209,44 @@ double at(MatRef<T> x, std::size_t i, std::size_t j) {  // op(X)_ij as double
 // The row sampler's seed: its own stream, so the rows drawn do not depend on the vectors' bits.
 std::uint64_t rows_seed(std::uint64_t seed) { return seed * 6364136223846793005ULL + 1442695040888963407ULL; }
 
+// Rows `picked` of op(A) op(B) in double, exact [n, r] (column q is row picked[q]), and
+// |op(A)| |op(B)| beside them in p: B read once with its transposition flipped, as apply reads it.
+template <class T>
+void exact_rows(MatRef<T> a, MatRef<T> b, const std::vector<std::size_t>& picked, std::vector<double>& exact,
+                std::vector<double>& p) {
+  const std::size_t inner = op_cols(a), n = op_cols(b), r = picked.size();
+  // R^T [inner, r]: column q is row picked[q] of op(A), in double, and |R^T| beside it.
+  std::vector<double> rt(inner * r), rt_abs(inner * r), buf;
+  for (std::size_t l = 0; l < inner; ++l)
+    for (std::size_t q = 0; q < r; ++q) {
+      rt[l * r + q] = at(a, picked[q], l);
+      rt_abs[l * r + q] = std::fabs(rt[l * r + q]);
+    }
+  exact.assign(n * r, 0.0);
+  p.assign(n * r, 0.0);
+  apply(MatRef<T>{b.data, b.rows, b.cols, !b.transposed}, rt.data(), r, rt_abs.data(), exact.data(), p.data(), buf, r);
+}
+
+// W_i = sum_l op(A)_il^2 |op(B)_l|^2 for every row i of op(A): the scale of row i's rounding
+// (each term a_il b_lj enters sum_j E_ij^2 through its own size squared).
+template <class T>
+std::vector<double> row_weights(MatRef<T> a, MatRef<T> b) {
+  const std::size_t inner = op_cols(a), m = op_rows(a);
+  std::vector<double> w2(inner, 0.0), out(m, 0.0);
+  for (std::size_t r = 0; r < b.rows; ++r)
+    for (std::size_t col = 0; col < b.cols; ++col) {
+      const double e = static_cast<double>(b.data[r * b.cols + col]);
+      w2[b.transposed ? col : r] += e * e;
+    }
+  for (std::size_t r = 0; r < a.rows; ++r)
+    for (std::size_t col = 0; col < a.cols; ++col) {
+      const double e = static_cast<double>(a.data[r * a.cols + col]);
+      if (a.transposed) out[col] += e * e * w2[r];  // op(A)_{col, r}
+      else out[r] += e * e * w2[col];
+    }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::size_t> sample_rows(std::size_t n, std::size_t r, std::uint64_t seed) {
@@ -220,30 +276,30 @@ std::string rows_line(std::size_t sampled, std::size_t rows, std::size_t one_in)
          format_number(p, "%.2g");
 }
 
+namespace {
+
+// The sampled rows of op(A) op(B), recomputed once for the row check and the calibration.
+struct SampledRows {
+  std::vector<std::size_t> picked;
+  std::vector<double> exact, p;  // [n, r] as exact_rows gives them
+};
 template <class T>
-RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double result_gamma, std::size_t rows,
-                    std::uint64_t seed) {
-  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
-  if (op_rows(b) != inner || op_rows(c) != m || op_cols(c) != n)
-    throw Error(ErrorKind::rank_mismatch, "row check: C is " + dims(op_rows(c), op_cols(c)) + ", op(A) " +
-                                              dims(m, inner) + " and op(B) " + dims(op_rows(b), n) + "; they do not fit");
+SampledRows sampled_rows(MatRef<T> a, MatRef<T> b, std::size_t rows, std::uint64_t seed) {
+  SampledRows s;
+  s.picked = sample_rows(op_rows(a), rows, seed);
+  if (!s.picked.empty() && op_cols(b) > 0) exact_rows(a, b, s.picked, s.exact, s.p);
+  return s;
+}
+
+template <class T>
+RowCheck check_sampled(MatRef<T> c, std::size_t inner, double gamma, double result_gamma, const SampledRows& rows) {
+  const std::size_t n = op_cols(c), r = rows.picked.size();
+  const std::vector<std::size_t>& picked = rows.picked;
+  const std::vector<double>&exact = rows.exact, &p = rows.p;
   RowCheck out;
-  out.rows = m;
-  const std::vector<std::size_t> picked = sample_rows(m, rows, seed);
-  const std::size_t r = picked.size();
+  out.rows = op_rows(c);
   out.sampled = r;
   if (r == 0 || n == 0) return out;
-  // R^T [inner, r]: column q is row picked[q] of op(A), in double, and |R^T| beside it.
-  std::vector<double> rt(inner * r), rt_abs(inner * r);
-  for (std::size_t l = 0; l < inner; ++l)
-    for (std::size_t q = 0; q < r; ++q) {
-      rt[l * r + q] = at(a, picked[q], l);
-      rt_abs[l * r + q] = std::fabs(rt[l * r + q]);
-    }
-  // op(B)^T R^T = (R op(B))^T [n, r]: B read once with its transposition flipped, as apply reads it.
-  std::vector<double> exact(n * r), p(n * r), buf;
-  apply(MatRef<T>{b.data, b.rows, b.cols, !b.transposed}, rt.data(), r, rt_abs.data(), exact.data(), p.data(), buf, r);
-
   // The computed row is within gk P of the exact one (a double sum of `inner` products, any order),
   // and P^ >= (1 - gk) P: see the header for the tolerance.
   const double u = double_unit_roundoff, gk = sum_gamma(inner, u), up = 1 + 32 * u;
@@ -265,6 +321,74 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
   return out;
 }
 
+template <class T>
+Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& rows) {
+  static_assert(std::is_same_v<T, float>, "calibration recomputes rows in float32");
+  const std::size_t inner = op_cols(a), n = op_cols(b), r = rows.picked.size();
+  const std::vector<std::size_t>& picked = rows.picked;
+  const std::vector<double>& exact = rows.exact;
+  Calibration out;
+  const std::vector<double> weight = row_weights(a, b);
+  out.rows = r;
+  if (r == 0 || n == 0 || inner == 0) return out;
+  // The float32 rows as the plan sums them: `group` blocks of the inner dim (ceil(inner/group),
+  // the last shorter), each a [r, kb] x [kb, n] sgemm, added in float32 in order.
+  const std::size_t g = std::max<std::size_t>(1, std::min(group, inner)), q = (inner + g - 1) / g;
+  std::vector<float> sum(r * n, 0.0f), part(r * n), ablk, bblk;
+  for (std::size_t k0 = 0; k0 < inner; k0 += q) {
+    const std::size_t kb = std::min(q, inner - k0);
+    ablk.resize(r * kb);
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t l = 0; l < kb; ++l) ablk[i * kb + l] = static_cast<float>(at(a, picked[i], k0 + l));
+    const float* bp = b.data + k0 * n;  // op(B) rows k0.. stored contiguously when B is not transposed
+    if (b.transposed) {
+      bblk.resize(kb * n);
+      for (std::size_t l = 0; l < kb; ++l)
+        for (std::size_t j = 0; j < n; ++j) bblk[l * n + j] = b.data[j * b.cols + k0 + l];
+      bp = bblk.data();
+    }
+    batched_gemm(1, r, n, kb, ablk.data(), false, bp, false, part.data());
+    for (std::size_t e = 0; e < r * n; ++e) sum[e] = k0 == 0 ? part[e] : sum[e] + part[e];
+  }
+  for (std::size_t i = 0; i < r; ++i) {
+    double ref = 0, own = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double x = exact[j * r + i], dr = static_cast<double>(sum[i * n + j]) - x, dc = at(c, picked[i], j) - x;
+      ref += dr * dr;
+      own += dc * dc;
+    }
+    const double w = weight[picked[i]];
+    if (w > 0) out.rho = std::max(out.rho, ref / w);
+    out.c_rho = std::max(out.c_rho, w > 0 ? own / w : own > 0 ? INFINITY : 0.0);
+    if (std::isnan(own)) out.c_rho = INFINITY;
+  }
+  out.weight = weight;
+  return out;
+}
+
+void fit(std::size_t m, std::size_t inner, std::size_t n, std::size_t b_rows, std::size_t c_rows, std::size_t c_cols,
+         const char* what) {
+  if (b_rows != inner || c_rows != m || c_cols != n)
+    throw Error(ErrorKind::rank_mismatch, std::string(what) + ": C is " + dims(c_rows, c_cols) + ", op(A) " +
+                                              dims(m, inner) + " and op(B) " + dims(b_rows, n) + "; they do not fit");
+}
+
+}  // namespace
+
+template <class T>
+RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double result_gamma, std::size_t rows,
+                    std::uint64_t seed) {
+  fit(op_rows(a), op_cols(a), op_cols(b), op_rows(b), op_rows(c), op_cols(c), "row check");
+  return check_sampled(c, op_cols(a), gamma, result_gamma, sampled_rows(a, b, rows, seed));
+}
+
+template <class T>
+Calibration calibrate_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t rows, std::size_t group,
+                           std::uint64_t seed) {
+  fit(op_rows(a), op_cols(a), op_cols(b), op_rows(b), op_rows(c), op_cols(c), "calibration");
+  return calibrate_sampled(c, a, b, group, sampled_rows(a, b, rows, seed));
+}
+
 double sum_gamma(std::size_t terms, double unit_roundoff) {
   const double nu = static_cast<double>(terms) * unit_roundoff;
   return nu >= 1 ? INFINITY : nu / (1 - nu);
@@ -282,7 +406,7 @@ std::string false_pass_line(std::size_t vectors, double largest_tolerance, doubl
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
                        std::size_t vectors, std::uint64_t seed, double result_gamma, std::size_t rows,
-                       std::size_t one_in) {
+                       std::size_t one_in, std::size_t calibrate_group) {
   const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = vectors;
   if (op_rows(b) != inner)
     throw Error(ErrorKind::rank_mismatch, "sketch of " + name + ": op(A) is " + dims(m, inner) + " but op(B) is " +
@@ -310,6 +434,14 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   apply(a, w.data(), k, abs_in.data(), y.data(), sp.data(), buf, 2);
   apply(c, rv.data(), k, ones.data(), z.data(), r.data(), buf);
   const double squares = row_max_abs(c, cm.data());
+  // Rows recomputed in double once, for the row check and the calibration (64 if only it asks).
+  const bool calibrating = std::is_same_v<T, float> && calibrate_group > 0;
+  const SampledRows sampled =
+      rows > 0 || calibrating ? sampled_rows(a, b, rows > 0 ? rows : 64, rows_seed(seed)) : SampledRows{};
+  Calibration cal;
+  if constexpr (std::is_same_v<T, float>)
+    if (calibrating) cal = calibrate_sampled(c, a, b, calibrate_group, sampled);
+  const bool calibrated = !cal.weight.empty() && cal.rows > 0;
 
   const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
   const double tiny = static_cast<double>(n + inner) * 0x1.0p-1074;
@@ -323,7 +455,11 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     const double worst = (((gamma + delta) * s_i + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
     const double q = (gamma * pm_i + result_gamma * cm[i]) * (gamma * s_i + result_gamma * r[i]);
     const double likely = ((std::sqrt(spread * q) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up;
-    const double tol = std::min(worst, likely);
+    double tol = std::min(worst, likely);
+    if (calibrated) {
+      const double si = kCalibrationMargin * cal.rho * cal.weight[i];
+      tol = std::min(tol, ((std::sqrt(spread * si) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up);
+    }
     const double own = ((delta * (r[i] + s_i) / (1 - delta) + 2 * u * tol) + tiny) * up;
     v.tolerance = std::max(v.tolerance, tol);
     largest_own = std::max(largest_own, own);
@@ -347,22 +483,38 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     v.tol_over_value_median = *mid;
     v.tol_over_value_max = *std::max_element(rel.begin(), rel.end());
   }
-  v.detail = first + false_pass_line(k, v.tolerance, largest_own);
+  std::string model;
+  if (calibrated) {
+    model = "; calibrated on " + std::to_string(cal.rows) + " rows recomputed in float32 (sum_j E_ij^2 <= " +
+            g3(cal.rho) + " W_i there; every row allowed " + g3(kCalibrationMargin) + "x that; C's sampled rows " +
+            g3(cal.rho > 0 ? cal.c_rho / cal.rho : cal.c_rho > 0 ? INFINITY : 0.0) + "x)";
+    if (!(cal.c_rho <= kCalibrationMargin * cal.rho)) {
+      v.pass = false;
+      if (first.empty())
+        first = "C's sampled rows round more than the calibration allows (sum_j E_ij^2 = " +
+                g3(cal.rho > 0 ? cal.c_rho / cal.rho : INFINITY) + "x the float32 recomputation's, allowed " +
+                g3(kCalibrationMargin) + "x); ";
+    }
+  }
+  v.detail = first + false_pass_line(k, v.tolerance, largest_own) + model;
   if (rows == 0) return v;
   // The headline figures stay the projections'; the sampled rows' are named in their own clause.
-  const RowCheck rc = check_rows(c, a, b, gamma, result_gamma, rows, rows_seed(seed));
+  const RowCheck rc = check_sampled(c, inner, gamma, result_gamma, sampled);
   if (!rc.pass) v.pass = false;
   v.detail = first + rc.first + false_pass_line(k, v.tolerance, largest_own) + "; " +
              rows_line(rc.sampled, rc.rows, one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
              g3(rc.max_abs_error) + ", largest bound " + g3(rc.largest_bound) + ", worst error/bound " +
-             g3(rc.worst_ratio) + ")";
+             g3(rc.worst_ratio) + ")" + model;
   return v;
 }
 
 template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>, double,
-                                       std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+                                       std::size_t, std::uint64_t, double, std::size_t, std::size_t, std::size_t);
 template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>, MatRef<double>,
-                                        double, std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+                                        double, std::size_t, std::uint64_t, double, std::size_t, std::size_t,
+                                        std::size_t);
+template Calibration calibrate_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, std::size_t, std::size_t,
+                                           std::uint64_t);
 template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,
                                     std::uint64_t);
 template RowCheck check_rows<double>(MatRef<double>, MatRef<double>, MatRef<double>, double, double, std::size_t,

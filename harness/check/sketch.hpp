@@ -80,16 +80,38 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
 // detail then adds the first failing sampled element (on FAIL) and, after the false-pass line,
 // rows_line (`one_in`: the fraction of rows whose miss probability it prints) with the sampled
 // elements' largest error, largest bound and worst error/bound.
+//
+// calibrate_group > 0 (float32 data only) adds a calibrated row tolerance, much tighter than the
+// bounds above where long sums cancel (see sketch.cpp, "Calibration"): the sampled rows are also
+// computed in float32 as the plan sums them (calibrate_group partial products over blocks of the
+// inner dim, added in float32), their squared rounding per unit of W_i = sum_l op(A)_il^2
+// |op(B)_l|^2 measured, and every row allowed kCalibrationMargin times the largest seen. The
+// sampled rows of C itself must stay within that allowance, or the check FAILs.
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
                        std::size_t vectors, std::uint64_t seed, double result_gamma = 0.0, std::size_t rows = 0,
-                       std::size_t one_in = 8);
+                       std::size_t one_in = 8, std::size_t calibrate_group = 0);
+
+// The calibration's measurements (sketch.cpp): rho = the largest sum_j E_ij^2 / W_i over the
+// sampled rows of the float32 recomputation, and the same ratio for C's own sampled rows, largest.
+struct Calibration {
+  double rho = 0, c_rho = 0;
+  std::size_t rows = 0;
+  std::vector<double> weight;  // W_i for every row of op(A)
+};
+constexpr double kCalibrationMargin = 4;  // on sum_j E_ij^2: twice the measured spread
+template <class T>
+Calibration calibrate_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t rows, std::size_t group,
+                           std::uint64_t seed);
 
 extern template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>,
-                                              double, std::size_t, std::uint64_t, double, std::size_t, std::size_t);
+                                              double, std::size_t, std::uint64_t, double, std::size_t, std::size_t,
+                                              std::size_t);
 extern template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>,
                                                MatRef<double>, double, std::size_t, std::uint64_t, double, std::size_t,
-                                               std::size_t);
+                                               std::size_t, std::size_t);
+extern template Calibration calibrate_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, std::size_t,
+                                                  std::size_t, std::uint64_t);
 extern template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,
                                            std::uint64_t);
 extern template RowCheck check_rows<double>(MatRef<double>, MatRef<double>, MatRef<double>, double, double,
