@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
 
 #include "collectives/runtime.hpp"
 #include "core/einsum.hpp"
@@ -642,4 +643,24 @@ TEST_CASE("ffn --uneven chunk|pad: B=7,S=3,M=5,H=30 on X=2,Y=4 (and data, pairwi
   auto none = run_binary("shardlab ffn --dims B=7,S=3,M=5,H=30 --uneven none");
   CHECK(none.status == 2);
   CHECK(none.err.find("dim 0 of x (size 7) is not divisible by mesh axis X (size 2)") != std::string::npos);
+}
+
+TEST_CASE("sketch_contraction: a float32 product summed in 4 partials passes at the floor; one element off fails") {
+  // y = g W as a run over a group of 4 forms it: 4 float32 partial products added in float32.
+  const Tensor g = random_integers(Shape{2, 64, 1024}, 3, -64, 64) / 37.0;
+  const Tensor w = random_integers(Shape{1024, 96}, 4, -64, 64) / 41.0;
+  const Tensor gf = rounded(g, DType::float32), wf = rounded(w, DType::float32);
+  Tensor y = xt::zeros<double>(Shape{2, 64, 96});
+  for (std::size_t p = 0; p < 4; ++p) {
+    const Tensor gp = xt::view(gf, xt::all(), xt::all(), xt::range(p * 256, (p + 1) * 256));
+    const Tensor wp = xt::view(wf, xt::range(p * 256, (p + 1) * 256), xt::all());
+    y = rounded(Tensor(y + rounded(contract(Einsum::parse("bsh,hm->bsm"), gp, wp), DType::float32)), DType::float32);
+  }
+  const Verdict ok = sketch_contraction("y", y, gf, wf, 256, 4, DType::float32, 1, 4);
+  CHECK_MESSAGE(ok.pass, ok.detail);
+  CHECK(ok.power < 1e-3);
+  CHECK(ok.detail.find("calibrated on 64 rows") != std::string::npos);
+  Tensor bad = y;
+  bad(1, 7, 33) += 2 * ok.tolerance;
+  CHECK_FALSE(sketch_contraction("y", bad, gf, wf, 256, 4, DType::float32, 1, 4).pass);
 }

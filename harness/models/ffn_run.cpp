@@ -566,6 +566,21 @@ FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Runtim
 
 }  // namespace
 
+Verdict sketch_contraction(const std::string& name, const Tensor& c, const Tensor& a, const Tensor& b, std::size_t terms,
+                           std::size_t group, DType t, std::uint64_t seed, std::size_t one_in) {
+  const std::size_t c_rows = c.size() / c.shape().back(), a_rows = a.size() / a.shape().back(), b_rows = b.shape()[0];
+  switch (t) {
+    case DType::float32:
+      return sketch_stage<float>(name, converted<float>(c), c_rows, converted<float>(a), a_rows, false,
+                                 converted<float>(b), b_rows, false, terms, group, false, seed, one_in);
+    case DType::bfloat16:
+      return sketch_stage<bfloat16>(name, converted<bfloat16>(c), c_rows, converted<bfloat16>(a), a_rows, false,
+                                    converted<bfloat16>(b), b_rows, false, terms, group, false, seed, one_in);
+    default:
+      return sketch_stage<double>(name, c, c_rows, a, a_rows, false, b, b_rows, false, terms, group, false, seed, one_in);
+  }
+}
+
 std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<CollectiveSummary>& run) {
   Plan all;
   for (const auto& s : plan.stages) {
