@@ -124,11 +124,16 @@ int main(int argc, char** argv) {
       const auto k = mesh.coords(id);
       const ThreeDCut cut = three_d_cut(c, k[0], k[2]);
       const std::string cols = range(cut.h0, cut.h1, cut.hidden);
-      auto rows = [&](const RowSlicing& s) { return range(s.at[s.me], s.at[s.me] + s.counts[s.me], s.stored); };
+      // Rows [at, at + count) of a shard whose first `real` rows are not padding (W2's shard under
+      // pad holds T's padding after its real hidden rows): what lies past `real` is shown as +k.
+      auto rows = [&](const RowSlicing& s, std::size_t real) {
+        const std::size_t lo = std::min(s.at[s.me], real), hi = std::min(s.at[s.me] + s.counts[s.me], real);
+        return range(lo, hi, s.stored);
+      };
       uneven = uneven || !cut.w1_rows.even || !cut.w2_rows.even || c.hidden % static_cast<std::size_t>(c.tensor) != 0;
       roles.add({std::to_string(id), std::to_string(k[0]), std::to_string(k[1]), std::to_string(k[2]),
                  "stage " + std::to_string(k[1]) + ": W1[:, " + cols + "], W2[" + cols + ", :]",
-                 "W1 rows " + rows(cut.w1_rows) + ", W2 rows " + rows(cut.w2_rows) + " of those"});
+                 "W1 rows " + rows(cut.w1_rows, c.width) + ", W2 rows " + rows(cut.w2_rows, cut.h1 - cut.h0) + " of those"});
     }
     out << roles.text("   ");
     if (uneven)
@@ -278,7 +283,10 @@ int main(int argc, char** argv) {
     }
     report.numbers["modeled_s_gpt3_zero1_d"] = d_time(dp_calls, dp_big);
     report.numbers["modeled_s_gpt3_zero2_d"] = d_time(dp_calls2, dp_big2);
-    out << "4. Why ZeRO-1 here: ZeRO-2 would shard the gradients too, keeping 1/" << c.data << " of them"
+    const std::size_t Tn = static_cast<std::size_t>(c.tensor), Dn = static_cast<std::size_t>(c.data);
+    const bool even_d = c.hidden % Tn == 0 && (c.hidden / Tn) % Dn == 0 && c.width % Dn == 0;  // equal parts
+    out << "4. Why ZeRO-1 here: ZeRO-2 would shard the gradients too, keeping " << (even_d ? "" : "about ") << "1/"
+        << c.data << " of them"
         << (c.data == 1 ? " (with D = 1 nothing\n   is sharded or moved: the table shows 0 bytes)" : "") << ". But the\n"
         << "   pipeline's backward makes each weight's gradient once per micro-batch, and a device that keeps\n"
         << "   only its own rows cannot sum the rest over micro-batches: each micro-batch's gradient must be\n"
@@ -288,7 +296,11 @@ int main(int argc, char** argv) {
         << " with this run's m = " << c.chunks << ", " << format_number((gpt_rs + 1) / 2, "%.1f")
         << " with the\n   article's 32 micro-batches - and a pipeline wants many micro-batches for its bubble. "
         << "So 3D\n   parallelism keeps the gradients whole and shards the optimizer states (ZeRO-1), the "
-        << "largest part.\n\n";
+        << "largest part.\n";
+    if (!even_d && d_bytes[1] > 0)
+      out << "   (These parts are uneven, so the last device's ratio is its own: "
+          << format_number(d_bytes[2] / d_bytes[1], "%.2f") << ".)\n";
+    out << "\n";
 
     Table nested({"part of the model", "X (4 devices)", "Y (4 devices)"});
     nested.add({"embedding", "data parallelism (batch)", "vocabulary"});

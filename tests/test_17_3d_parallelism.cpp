@@ -104,7 +104,12 @@ TEST_SUITE("lessons") {
     CHECK(chunk.out.find("W1 rows 6:8, W2 rows 4:4") != std::string::npos);
     const auto pad = run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --uneven pad");
     CHECK(pad.out.find("W1[:, 12:16+2], W2[12:16+2, :]") != std::string::npos);
-    CHECK(pad.out.find("W1 rows 6:8+1") != std::string::npos);
+    // Device 14 (d=2, t=2) owns W2 shard rows 4:6, which under pad are T's padding (its 4 real
+    // hidden rows are 0:4): shown as 0 real rows and 2 of padding.
+    CHECK(pad.out.find("W1 rows 6:8+1, W2 rows 4:4+2") != std::string::npos);
+    // Uneven parts: ZeRO-2's bytes over D are not (m+1)/2 times ZeRO-1's on every device: 592 / 368.
+    CHECK(flat(chunk.out).find("keeping about 1/3 of them") != std::string::npos);
+    CHECK(flat(chunk.out).find("the last device's ratio is its own: 1.61.") != std::string::npos);
     // A planted wrong update is caught on the uneven mesh too; --uneven none refuses in a sentence.
     CHECK(run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --inject skip-update --quiet").status == 1);
     const auto none = run_binary("17_3d_parallelism --mesh D=3,P=2,T=3 --uneven none");

@@ -73,10 +73,13 @@
 // the row tolerance is tens of times C's RMS. Hoeffding needs only sum_j E_ij^2, and that can be
 // measured: the sampled rows are recomputed in float32 as the plan sums them (the inner dim cut
 // into `group` blocks, each block's product by sgemm, the partial sums added in float32) and in
-// double, and rho = max over them of sum_j (float32 - double)^2 / W_i, with W_i = sum_l
-// op(A)_il^2 |op(B)_l|^2 (a row's rounding scales with it). Every row i is then allowed
-// S_i = kCalibrationMargin rho W_i, and h_i = sqrt(2 S_i ln(2 M k / kFalseFail)) in place of
-// q_i. This is a model, not a bound: it assumes C's rows round like the recomputed ones (the same
+// double, and kappa = max over them of sum_j (float32 - double)^2 / W_i, with W_i = sum_l
+// op(A)_il^2 |op(B)_l|^2 (a row's rounding scales with it where its sums cancel; rows with
+// W_i = 0 are skipped). Every row i whose cancellation r_i / s_i lies within a factor 2 of the
+// sampled rows' range is then allowed S_i = kCalibrationMargin kappa W_i, and
+// h_i = sqrt(2 S_i ln(2 M k / kFalseFail)) in place of q_i; a row that cancels less (its partial
+// sums grow like K, not sqrt(K), and round more per unit of W_i) keeps the bounds, and so does
+// every row when kappa is 0 (the sampled rows recomputed exactly: nothing was measured). This is a model, not a bound: it assumes C's rows round like the recomputed ones (the same
 // kernels on the same inputs, sums split the same way), within a factor kCalibrationMargin on
 // sum_j E_ij^2 (2x in size; with N terms a row's sum varies by ~sqrt(2/N) between rows). The
 // model is checked where it can be: C's own sampled rows must have sum_j E_ij^2 <= S_i, or the
@@ -329,7 +332,6 @@ Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t
   const std::vector<double>& exact = rows.exact;
   Calibration out;
   const std::vector<double> weight = row_weights(a, b);
-  out.rows = r;
   if (r == 0 || n == 0 || inner == 0) return out;
   // The float32 rows as the plan sums them: `group` blocks of the inner dim (ceil(inner/group),
   // the last shorter), each a [r, kb] x [kb, n] sgemm, added in float32 in order.
@@ -358,10 +360,11 @@ Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t
       own += dc * dc;
     }
     const double w = weight[picked[i]];
-    if (w > 0) out.rho = std::max(out.rho, ref / w);
-    out.c_rho = std::max(out.c_rho, w > 0 ? own / w : own > 0 ? INFINITY : 0.0);
-    if (std::isnan(own)) out.c_rho = INFINITY;
+    if (w > 0) out.ratio = std::max(out.ratio, ref / w);
+    out.c_ratio = std::max(out.c_ratio, w > 0 ? own / w : own > 0 ? INFINITY : 0.0);
+    if (std::isnan(own)) out.c_ratio = INFINITY;
   }
+  out.picked = picked;
   out.weight = weight;
   return out;
 }
@@ -441,7 +444,13 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   Calibration cal;
   if constexpr (std::is_same_v<T, float>)
     if (calibrating) cal = calibrate_sampled(c, a, b, calibrate_group, sampled);
-  const bool calibrated = !cal.weight.empty() && cal.rows > 0;
+  const bool calibrated = !cal.weight.empty() && !cal.picked.empty() && cal.ratio > 0;
+  // The sampled rows' cancellation |C| row sum / (|op(A)| |op(B)|) row sum: rows outside twice
+  // that range keep the bounds.
+  double cancel_lo = INFINITY, cancel_hi = 0;
+  for (std::size_t i : cal.picked)
+    if (sp[2 * i] > 0) cancel_lo = std::min(cancel_lo, r[i] / sp[2 * i]), cancel_hi = std::max(cancel_hi, r[i] / sp[2 * i]);
+  std::size_t uncalibrated = 0;
 
   const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
   const double tiny = static_cast<double>(n + inner) * 0x1.0p-1074;
@@ -457,8 +466,13 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     const double likely = ((std::sqrt(spread * q) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up;
     double tol = std::min(worst, likely);
     if (calibrated) {
-      const double si = kCalibrationMargin * cal.rho * cal.weight[i];
-      tol = std::min(tol, ((std::sqrt(spread * si) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up);
+      const double cancel = s_i > 0 ? r[i] / s_i : 0.0;
+      if (s_i > 0 && cancel >= cancel_lo / 2 && cancel <= 2 * cancel_hi) {
+        const double si = kCalibrationMargin * cal.ratio * cal.weight[i];
+        tol = std::min(tol, ((std::sqrt(spread * si) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up);
+      } else if (s_i > 0) {
+        ++uncalibrated;
+      }
     }
     const double own = ((delta * (r[i] + s_i) / (1 - delta) + 2 * u * tol) + tiny) * up;
     v.tolerance = std::max(v.tolerance, tol);
@@ -485,15 +499,15 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   }
   std::string model;
   if (calibrated) {
-    model = "; calibrated on " + std::to_string(cal.rows) + " rows recomputed in float32 (sum_j E_ij^2 <= " +
-            g3(cal.rho) + " W_i there; every row allowed " + g3(kCalibrationMargin) + "x that; C's sampled rows " +
-            g3(cal.rho > 0 ? cal.c_rho / cal.rho : cal.c_rho > 0 ? INFINITY : 0.0) + "x)";
-    if (!(cal.c_rho <= kCalibrationMargin * cal.rho)) {
+    const double seen = cal.c_ratio / cal.ratio;
+    model = "; calibrated on " + std::to_string(cal.picked.size()) + " rows recomputed in float32 (sum_j E_ij^2 <= " +
+            g3(cal.ratio) + " W_i there; rows allowed " + g3(kCalibrationMargin) + "x that; C's sampled rows " +
+            g3(seen) + "x" + (uncalibrated ? "; " + std::to_string(uncalibrated) + " rows cancel unlike the sampled ones and keep the bounds" : "") + ")";
+    if (!(cal.c_ratio <= kCalibrationMargin * cal.ratio)) {
       v.pass = false;
       if (first.empty())
-        first = "C's sampled rows round more than the calibration allows (sum_j E_ij^2 = " +
-                g3(cal.rho > 0 ? cal.c_rho / cal.rho : INFINITY) + "x the float32 recomputation's, allowed " +
-                g3(kCalibrationMargin) + "x); ";
+        first = "C's sampled rows round more than the calibration allows (their largest sum_j E_ij^2 / W_i is " +
+                g3(seen) + "x the float32 recomputation's largest, allowed " + g3(kCalibrationMargin) + "x); ";
     }
   }
   v.detail = first + false_pass_line(k, v.tolerance, largest_own) + model;

@@ -30,6 +30,8 @@ constexpr double float_unit_roundoff = 0x1.0p-24;   // u = eps/2; bfloat16 would
 constexpr double double_unit_roundoff = 0x1.0p-53;
 // The probability that sketch_product fails an honest C (over the draw of its vectors): its row
 // tolerance is Hoeffding's bound at this level where that is below the worst case (sketch.cpp).
+// With calibrate_group > 0 the bound holds under the calibration's model (rows of C round like
+// the recomputed ones), which is checked on the sampled rows only.
 constexpr double kFalseFail = 0x1.0p-30;
 
 // Higham's gamma_n = n u / (1 - n u): a sum of n products computed in precision u, in any order,
@@ -69,7 +71,8 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
 
 // Checks c = op(a) op(b) with `vectors` random +-1 vectors drawn from `seed` (see sketch.cpp for
 // the derivation). The caller promises every element of C within
-// gamma * (|op(A)| |op(B)|)_ij + result_gamma * |C_ij| of the exact product; such a C always passes. If some element is off by more than its row's
+// gamma * (|op(A)| |op(B)|)_ij + result_gamma * |C_ij| of the exact product; such a C fails with
+// probability <= kFalseFail (Hoeffding's part; the worst-case part never). If some element is off by more than its row's
 // tolerance (plus the check's own rounding), C passes with probability <= 2^-vectors.
 // Verdict: tolerance = largest row tolerance, max_abs_error = largest |(C V - A (B V))_ic|, detail =
 // the false-pass line, after the first failing row and vector on FAIL. A C of the wrong shape
@@ -85,19 +88,23 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
 // bounds above where long sums cancel (see sketch.cpp, "Calibration"): the sampled rows are also
 // computed in float32 as the plan sums them (calibrate_group partial products over blocks of the
 // inner dim, added in float32), their squared rounding per unit of W_i = sum_l op(A)_il^2
-// |op(B)_l|^2 measured, and every row allowed kCalibrationMargin times the largest seen. The
-// sampled rows of C itself must stay within that allowance, or the check FAILs.
+// |op(B)_l|^2 measured, and every row allowed kCalibrationMargin times the largest seen; only rows
+// that cancel like the sampled ones (|C| row sum over (|op(A)| |op(B)|) row sum within a factor 2
+// of the sampled range) get it, the others keep the bounds. The sampled rows of C itself must stay
+// within that allowance, or the check FAILs.
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
                        std::size_t vectors, std::uint64_t seed, double result_gamma = 0.0, std::size_t rows = 0,
                        std::size_t one_in = 8, std::size_t calibrate_group = 0);
 
-// The calibration's measurements (sketch.cpp): rho = the largest sum_j E_ij^2 / W_i over the
-// sampled rows of the float32 recomputation, and the same ratio for C's own sampled rows, largest.
+// The calibration's measurements (sketch.cpp): ratio = the largest sum_j E_ij^2 / W_i over the
+// sampled rows of the float32 recomputation (rows with W_i = 0 are skipped: their products are 0),
+// and c_ratio the same for C's own sampled rows (infinite where W_i = 0 but C's row is not 0).
+// calibrate_rows samples its rows from `seed` itself; sketch_product passes it a derived seed.
 struct Calibration {
-  double rho = 0, c_rho = 0;
-  std::size_t rows = 0;
-  std::vector<double> weight;  // W_i for every row of op(A)
+  double ratio = 0, c_ratio = 0;
+  std::vector<std::size_t> picked;  // the sampled rows
+  std::vector<double> weight;       // W_i for every row of op(A)
 };
 constexpr double kCalibrationMargin = 4;  // on sum_j E_ij^2: twice the measured spread
 template <class T>
