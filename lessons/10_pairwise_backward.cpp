@@ -137,9 +137,10 @@ int main(int argc, char** argv) {
     if (!session.runtime().is_root()) return session.finish();
 
     // The unsharded analytic gradients against central differences, in float64: a check of the
-    // gradient rules, which do not depend on the size. Where the layer is sketched (each
-    // difference would cost a whole float64 layer), on the default dims.
-    const bool large = plans.back().unsharded_flops() > ffn_full_verify_flops;
+    // gradient rules, which do not depend on the size. Above run_ffn's own limit for them (2e6
+    // FLOPs: up to 4096 nudged entries a tensor, each two float64 forward passes), on the default
+    // dims.
+    const bool large = plans.back().unsharded_flops() > 2e6;
     const FfnDims rule_dims = large ? parse_ffn_dims("B=8,S=4,M=16,H=64") : config.dims;
     const FfnInputs in = ffn_inputs(rule_dims, config.seed);
     auto& checks = session.report().checks;
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
            "   a step e and compare (L(t+e) - L(t-e)) / 2e with the formula. The step balances the error of\n"
            "   the difference against rounding; L is linear in W_out, so there any step is exact and e = 1"
         << (large ? ".\n   The rules do not depend on the size, so at these dims they are checked on the default\n"
-                    "   B=8,S=4,M=16,H=64 (each difference here would run a whole float64 layer):\n"
+                    "   B=8,S=4,M=16,H=64 (each difference here would run the whole layer forward twice in float64):\n"
                   : ":\n");
     for (auto v : finite_difference_checks(in, ffn_reference(in, true))) {
       v.name = "unsharded: " + v.name;

@@ -646,15 +646,17 @@ TEST_CASE("ffn --uneven chunk|pad: B=7,S=3,M=5,H=30 on X=2,Y=4 (and data, pairwi
 }
 
 TEST_CASE("sketch_contraction: a float32 product summed in 4 partials passes at the floor; one element off fails") {
-  // y = g W as a run over a group of 4 forms it: 4 float32 partial products added in float32.
+  // y = g W as a run over a group of 4 forms it: 4 partial products in float32's arithmetic
+  // (contract(..., float32): sgemm), added in float32 in the ring's rotated order 1, 2, 3, 0.
   const Tensor g = random_integers(Shape{2, 64, 1024}, 3, -64, 64) / 37.0;
   const Tensor w = random_integers(Shape{1024, 96}, 4, -64, 64) / 41.0;
   const Tensor gf = rounded(g, DType::float32), wf = rounded(w, DType::float32);
   Tensor y = xt::zeros<double>(Shape{2, 64, 96});
-  for (std::size_t p = 0; p < 4; ++p) {
+  for (std::size_t q = 0; q < 4; ++q) {
+    const std::size_t p = (q + 1) % 4;
     const Tensor gp = xt::view(gf, xt::all(), xt::all(), xt::range(p * 256, (p + 1) * 256));
     const Tensor wp = xt::view(wf, xt::range(p * 256, (p + 1) * 256), xt::all());
-    y = rounded(Tensor(y + rounded(contract(Einsum::parse("bsh,hm->bsm"), gp, wp), DType::float32)), DType::float32);
+    y = rounded(Tensor(y + contract(Einsum::parse("bsh,hm->bsm"), gp, wp, DType::float32)), DType::float32);
   }
   const Verdict ok = sketch_contraction("y", y, gf, wf, 256, 4, DType::float32, 1, 4);
   CHECK_MESSAGE(ok.pass, ok.detail);

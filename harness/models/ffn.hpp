@@ -209,14 +209,15 @@ struct FfnResult {
   bool pass() const;
 };
 
-// Plans, runs on every device and checks against ffn_reference (root only; elsewhere the result
-// carries the plan alone). The Session form records the run's ledger and checks in its report.
 // C = A B (A [..., k], B [k, n], C [..., n], leading dims folded into rows) checked by sketch as
 // the layer's sketch stages are (sketch.hpp: 20 vectors, 64 rows recomputed, float32 calibrated),
 // for a run in element type t that summed `terms` products a device and added `group` partial
 // sums; the tensors hold values of type t. `one_in`: the fraction of rows whose miss is printed.
 Verdict sketch_contraction(const std::string& name, const Tensor& c, const Tensor& a, const Tensor& b, std::size_t terms,
                            std::size_t group, DType t, std::uint64_t seed, std::size_t one_in);
+
+// Plans, runs on every device and checks against ffn_reference (root only; elsewhere the result
+// carries the plan alone). The Session form records the run's ledger and checks in its report.
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config);
 FfnResult run_ffn(Session& session, const FfnConfig& config);
 
