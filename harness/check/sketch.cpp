@@ -331,8 +331,8 @@ Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t
   const std::vector<std::size_t>& picked = rows.picked;
   const std::vector<double>& exact = rows.exact;
   Calibration out;
-  const std::vector<double> weight = row_weights(a, b);
   if (r == 0 || n == 0 || inner == 0) return out;
+  const std::vector<double> weight = row_weights(a, b);
   // The float32 rows as the plan sums them: `group` blocks of the inner dim (ceil(inner/group),
   // the last shorter), each a [r, kb] x [kb, n] sgemm, added in float32 in order.
   const std::size_t g = std::max<std::size_t>(1, std::min(group, inner)), q = (inner + g - 1) / g;

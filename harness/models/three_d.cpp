@@ -28,13 +28,10 @@ int zero_reduce_scatters(const ThreeDConfig& c) { return c.zero_stage == 2 ? c.c
 
 ThreeDCut three_d_cut(const ThreeDConfig& c, int d, int t) {
   const std::size_t T = static_cast<std::size_t>(c.tensor), D = static_cast<std::size_t>(c.data);
-  const std::vector<std::size_t> h = chunk_counts(c.hidden, T);
-  std::size_t h0 = 0;
-  for (int k = 0; k < t; ++k) h0 += h[static_cast<std::size_t>(k)];
-  const std::size_t h1 = h0 + h[static_cast<std::size_t>(t)];
-  const std::size_t stored = c.hidden % T != 0 && c.uneven == Uneven::pad ? h[0] : h1 - h0;
+  const RowSlicing hidden(c.hidden, T, static_cast<std::size_t>(t), c.uneven);  // W2's rows (W1's columns) over T
+  const std::size_t h0 = hidden.at[hidden.me], h1 = h0 + hidden.counts[hidden.me];
   const std::size_t me = static_cast<std::size_t>(d);
-  return {h0, h1, stored, RowSlicing(c.width, D, me, c.uneven), RowSlicing(stored, D, me, c.uneven)};
+  return {h0, h1, hidden.stored, RowSlicing(c.width, D, me, c.uneven), RowSlicing(hidden.stored, D, me, c.uneven)};
 }
 
 Tensor three_d_shard(const ThreeDConfig& c, const Tensor& whole, int t, bool by_cols) {
