@@ -14,6 +14,15 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+// ThreadSanitizer's suite (make sanitize) looks for data races: where threads meet, not what a
+// command prints. A test that only checks a command's output, through a shardlab or lesson process
+// whose sim threads run the runtime and collectives its suite race-checks in-process, is skipped
+// there (doctest::skip(kThreadSanitized)); ASan+UBSan and make test run it.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
 
 // `n` in the normal build; in a sanitizer build n / `share` (at least 1).
 constexpr int sanitized_share(int n, int share) { return kSanitized ? (n / share > 0 ? n / share : 1) : n; }
