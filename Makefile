@@ -304,13 +304,17 @@ test-mpi:
 # Soak (not in make test): random valid matmul cases for SOAK_MINUTES on sim, then as long under
 # mpiexec -n 2, each verified, resident memory flat (under 5% growth after warm-up), no hang; then
 # SIGINT and SIGTERM to mpiexec 20 times each, 130 and 143 every time.
+# SOAK_DTYPE (all: each case's element type drawn at random; or float32, float64, bfloat16): the
+# run prints each type's cases and seconds.
 SOAK_MINUTES ?= 5
+SOAK_DTYPE ?= all
 soak: all
-	@echo "== $(SHARDLAB) soak --minutes $(SOAK_MINUTES)"
-	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) $(SHARDLAB) soak --minutes $(SOAK_MINUTES)
-	@echo "== mpiexec -n 2 $(SHARDLAB) soak --backend mpi --minutes $(SOAK_MINUTES)"
+	@echo "== $(SHARDLAB) soak --minutes $(SOAK_MINUTES) --dtype $(SOAK_DTYPE)"
+	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) $(SHARDLAB) soak --minutes $(SOAK_MINUTES) \
+	  --dtype $(SOAK_DTYPE)
+	@echo "== mpiexec -n 2 $(SHARDLAB) soak --backend mpi --minutes $(SOAK_MINUTES) --dtype $(SOAK_DTYPE)"
 	@OPENBLAS_NUM_THREADS=1 timeout $$(( $(SOAK_MINUTES) * 60 + 120 )) mpiexec -n 2 $(SHARDLAB) soak --backend mpi \
-	  --minutes $(SOAK_MINUTES)
+	  --minutes $(SOAK_MINUTES) --dtype $(SOAK_DTYPE)
 	@echo "== tests/mpi/signal_test.sh: SIGINT and SIGTERM to mpiexec, 20 times each"
 	@tests/mpi/signal_test.sh $(BUILD)/bin 20
 

@@ -23,8 +23,33 @@ TEST_CASE("shardlab soak --cases: every random case verified, the count as asked
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   CHECK(j["rss_judged"] == true);  // a sanitizer's allocator grows resident memory by itself
 #endif
+  // Each type's cases add up to the run's, and its seconds to at most the run's.
+  int per_type = 0;
+  double seconds = 0;
+  for (const auto& [name, t] : j["types"].items()) {
+    CAPTURE(name);
+    CHECK(t["cases_passed"] == t["cases_run"]);
+    per_type += t["cases_run"].get<int>();
+    seconds += t["seconds"].get<double>();
+  }
+  CHECK(per_type == 60);
+  CHECK(seconds <= j["seconds"].get<double>());
   const auto text = run_binary("shardlab soak --cases 30");
   CHECK(text.out.find("PASS soak: ") != std::string::npos);
+  CHECK(text.out.find("cases  passed  seconds  weakest power") != std::string::npos);
+}
+
+TEST_CASE("shardlab soak --dtype: every case in the type asked, its weakest check at its floor") {
+  for (const std::string t : {"float64", "bfloat16"}) {
+    CAPTURE(t);
+    const auto r = run_binary("shardlab soak --cases 12 --seed 5 --json --dtype " + t);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["types"].size() == 1);
+    CHECK(j["types"][t]["cases_run"] == 12);
+    CHECK(j["types"][t]["cases_passed"] == 12);
+    CHECK(j["weak_checks"] == 0);
+  }
 }
 
 TEST_CASE("shardlab soak: no verdict over zero cases; a run that could run none is one sentence, exit 2") {
@@ -37,7 +62,7 @@ TEST_CASE("shardlab soak: no verdict over zero cases; a run that could run none 
 
 TEST_CASE("shardlab soak: bad values are one sentence and exit 2") {
   for (const std::string args : {"--minutes 0", "--minutes -1", "--minutes nan", "--cases -1", "--backend mpi",
-                                 "--backend gpu", "--seed -1"}) {
+                                 "--backend gpu", "--seed -1", "--dtype float16", "--dtype"}) {
     CAPTURE(args);
     const auto r = run_binary("shardlab soak " + args);
     CHECK(r.status == 2);

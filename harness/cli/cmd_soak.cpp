@@ -19,11 +19,11 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "core/wrap.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/check/session.hpp"
+#include "harness/check/table.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/matmul_case.hpp"
 
@@ -35,6 +35,7 @@ struct SoakOptions {
   int cases = 0;  // 0: until the minutes are up
   std::uint64_t seed = 0;
   std::string backend = "sim";
+  std::string dtype = "all";  // one element type for every case, or all three drawn at random
   bool json = false;
 };
 
@@ -98,12 +99,21 @@ backward = true)",
 const std::size_t kSizes[] = {4, 8, 12, 16, 24, 32};
 const DType kTypes[] = {DType::float32, DType::float64, DType::bfloat16};
 
+// What one element type's cases did: how many, how many passed, and the seconds spent on them
+// (make soak's "10 minutes per type" is read here).
+struct TypeTally {
+  int run = 0, passed = 0;
+  double seconds = 0;
+  double weakest = 0;  // the largest power (verify.hpp) of its checks
+};
+
 struct Tally {
   int run = 0, passed = 0, skipped = 0, programs = 0;
-  std::map<DType, double> weakest;  // the largest power (verify.hpp) of C's check, by element type
-  int weak = 0;                     // checks above their floor
+  std::map<DType, TypeTally> types;
+  int weak = 0;  // checks above their floor
   double rss_warm = 0, rss_end = 0;
   std::string first_failure;
+  std::string first_weak;  // the first check above its floor, and where
 };
 
 int soak(const SoakOptions& o) {
@@ -113,6 +123,14 @@ int soak(const SoakOptions& o) {
   if (backend == Backend::mpi && launched_processes() == 0)
     throw Error(ErrorKind::world_size, "--backend mpi soaks processes started by mpiexec; run mpiexec -n 2 "
                                        "build/bin/shardlab soak --backend mpi");
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  if (o.dtype != "all") {
+    try {
+      types = {parse_dtype(o.dtype)};
+    } catch (const Error&) {
+      throw Error(ErrorKind::parse, "--dtype is '" + o.dtype + "'; give one of " + dtype_names() + "|all");
+    }
+  }
   Runtime probe(backend);  // starts MPI once for the whole soak
   const std::vector<std::string> mesh_list = meshes(backend);
   std::mt19937_64 rng(o.seed);
@@ -144,8 +162,9 @@ int soak(const SoakOptions& o) {
     if (i % 4 == 0) {  // a program case (the first draw too: the warm-up must see one)
       const SoakProgram& prog = kPrograms[pick(2)];
       const std::string shard = prog.shards[pick(prog.shards.size())];
-      const DType dtype = kTypes[pick(3)];
+      const DType dtype = types[pick(types.size())];
       const std::uint64_t seed = rng() % 1000000;
+      const double case_start = elapsed();
       CommonOptions opts;
       opts.mesh = mesh.text();
       opts.backend = o.backend;
@@ -164,24 +183,35 @@ int soak(const SoakOptions& o) {
       }
       ++t.run;
       ++t.programs;
+      TypeTally& tt = t.types[dtype];
+      ++tt.run;
+      tt.seconds += elapsed() - case_start;
       if (!session.runtime().is_root()) continue;
+      // A bfloat16 run is compared bit for bit with its replay (collectives/replay.hpp), as
+      // Session::finish does: that check, when it passes, covers every comparison of values.
+      cover_by_replays(r.checks, session.runtime().replays());
       bool ok = true;
       for (const auto& v : r.checks) {
         ok = ok && v.pass;
-        if (v.power >= 0) t.weakest[dtype] = std::max(t.weakest[dtype], v.power);
+        if (v.power >= 0) tt.weakest = std::max(tt.weakest, v.power);
         t.weak += is_weak(v, dtype);
+        if (is_weak(v, dtype) && t.first_weak.empty())
+          t.first_weak = "program on mesh " + mesh.text() + ", " + shard + ", seed " + std::to_string(seed) + ", " +
+                         dtype_name(dtype) + ": " + v.name + ": power " + format_number(v.power, "%.2g") + " x RMS";
         if (!v.pass && t.first_failure.empty())
           t.first_failure = "program on mesh " + mesh.text() + ", " + shard + ", seed " + std::to_string(seed) + ", " +
                             dtype_name(dtype) + ": " + v.name + ": " + v.detail;
       }
       t.passed += ok;
+      tt.passed += ok;
       continue;
     }
     const std::string shape = std::to_string(kSizes[pick(6)]) + "," + std::to_string(kSizes[pick(6)]) + "," +
                               std::to_string(kSizes[pick(6)]);
     const std::string sa = kSpecs[pick(7)], sb = kSpecs[pick(7)];
-    const DType dtype = kTypes[pick(3)];
+    const DType dtype = types[pick(types.size())];
     const std::uint64_t seed = rng();
+    const double case_start = elapsed();
     MatmulCase c;
     try {
       c = matmul_case(mesh, shape, sa, sb, seed, element_bytes(dtype));
@@ -192,17 +222,30 @@ int soak(const SoakOptions& o) {
     Runtime rt(backend, false, dtype);
     const RunResult run = rt.run(mesh, plan_program(c.plan, c.a, c.b));
     ++t.run;
-    if (!rt.is_root()) continue;
-    const Verdict v = verify_output(mesh, c.plan.out_spec, run, "C", c.want,
-                                    integer_sum_tolerance(c.k, 16, dtype, mesh.devices()));
+    TypeTally& tt = t.types[dtype];
+    ++tt.run;
+    if (!rt.is_root()) {
+      tt.seconds += elapsed() - case_start;
+      continue;
+    }
+    std::vector<Verdict> checks = {verify_output(mesh, c.plan.out_spec, run, "C", c.want,
+                                                 integer_sum_tolerance(c.k, 16, dtype, mesh.devices()))};
+    cover_by_replays(checks, rt.replays());  // bfloat16: C against its replay, bit for bit
+    const Verdict& v = checks[0];
+    const bool replay_ok = checks.size() < 2 || checks[1].pass;
     const Verdict bytes = planner_agrees(c.plan, summarize(run.ledger));
-    t.weakest[dtype] = std::max(t.weakest[dtype], v.power);
+    tt.seconds += elapsed() - case_start;
+    tt.weakest = std::max(tt.weakest, v.power);
     t.weak += is_weak(v, dtype);
-    if (v.pass && bytes.pass) {
+    if (is_weak(v, dtype) && t.first_weak.empty())
+      t.first_weak = "mesh " + mesh.text() + ", A " + sa + ", B " + sb + ", shape " + shape + ", " + dtype_name(dtype) +
+                     ": C: power " + format_number(v.power, "%.2g") + " x RMS";
+    if (v.pass && replay_ok && bytes.pass) {
       ++t.passed;
+      ++tt.passed;
     } else if (t.first_failure.empty()) {
       t.first_failure = "mesh " + mesh.text() + ", A " + sa + ", B " + sb + ", shape " + shape + ", " +
-                        dtype_name(dtype) + ": " + (v.pass ? bytes.detail : v.detail);
+                        dtype_name(dtype) + ": " + (!v.pass ? v.detail : !replay_ok ? checks[1].detail : bytes.detail);
     }
   }
   shown.reset();
@@ -231,18 +274,21 @@ int soak(const SoakOptions& o) {
   const bool judged = !sanitized && t.run - runs_at_warm >= 20;
   const double growth = judged && t.rss_warm > 0 ? (t.rss_end - t.rss_warm) / t.rss_warm : 0;
   // Only the root verifies; every rank watches its own memory.
-  const bool pass = (!process_is_root() || (t.passed == t.run && t.run > 0)) && growth < 0.05;
+  // A check above its floor (WEAK) could pass a wrong answer: it fails the soak like a FAIL.
+  const bool pass = (!process_is_root() || (t.passed == t.run && t.run > 0 && t.weak == 0)) && growth < 0.05;
   int status = pass ? 0 : 1;
-  // The power of C's checks (verify.hpp): the weakest in each element type, against its floor.
-  std::string power = "  power: the weakest check is sure to catch an element off by";
-  for (const auto& [dtype, p] : t.weakest)
-    power += " " + format_number(p, "%.2g") + " x RMS in " + dtype_name(dtype) + " (floor " +
-             format_number(power_floor(dtype), "%.0e") + ");";
-  power += " " + std::to_string(t.weak) + " WEAK";
+  // Each element type's cases, seconds and weakest check (its power, verify.hpp: the smallest
+  // error in one element it is sure to catch, x RMS), against the type's floor.
+  Table types_table({"type", "cases", "passed", "seconds", "weakest power (x RMS)", "floor"});
+  for (const auto& [dtype, tt] : t.types)
+    types_table.add({dtype_name(dtype), std::to_string(tt.run), std::to_string(tt.passed),
+                     format_number(tt.seconds, "%.1f"), format_number(tt.weakest, "%.2g"),
+                     format_number(power_floor(dtype), "%.0e")});
   if (process_is_root()) {
     const std::string verdict =
         std::string(pass ? "PASS" : "FAIL") + " soak: " + std::to_string(t.passed) + " of " + std::to_string(t.run) +
-        " cases verified in " + format_number(elapsed(), "%.1f") + " s (" + o.backend + "), resident memory " +
+        " cases verified" + (t.weak > 0 ? ", " + std::to_string(t.weak) + " checks WEAK," : std::string()) + " in " +
+        format_number(elapsed(), "%.1f") + " s (" + o.backend + "), resident memory " +
         format_number(t.rss_warm, "%.1f") + " -> " + format_number(t.rss_end, "%.1f") + " MiB after warm-up (" +
         (judged      ? format_number(100 * growth, "%+.1f") + "%, limit +5%)"
          : sanitized ? std::string("not judged in a sanitizer build)")
@@ -252,17 +298,26 @@ int soak(const SoakOptions& o) {
                                   {"cases_passed", t.passed}, {"cases_skipped", t.skipped}, {"seconds", elapsed()},
                                   {"rss_warm_mib", t.rss_warm}, {"rss_end_mib", t.rss_end}, {"rss_growth", growth}, {"rss_judged", judged},
                                   {"first_failure", t.first_failure}, {"weak_checks", t.weak},
+                                  {"first_weak", t.first_weak},
                                   {"programs_run", t.programs}};
-      for (const auto& [dtype, p] : t.weakest) j["weakest_power"][dtype_name(dtype)] = p;
+      for (const auto& [dtype, tt] : t.types) {
+        j["weakest_power"][dtype_name(dtype)] = tt.weakest;
+        j["types"][dtype_name(dtype)] = {{"cases_run", tt.run}, {"cases_passed", tt.passed},
+                                         {"seconds", tt.seconds}, {"weakest_power", tt.weakest}};
+      }
       std::cout << j.dump(2) << std::endl;
     } else {
-      std::cout << "shardlab soak: random matmul cases (meshes, specs A and B, shapes, float32/float64/bfloat16), "
-                   "seed "
+      std::cout << "shardlab soak: random matmul cases (meshes, specs A and B, shapes, "
+                << (o.dtype == "all" ? "float32/float64/bfloat16" : o.dtype) << "), seed "
                 << o.seed << ",\n  and every fourth an FFN or attention program, forward and backward ("
                 << t.programs << " run)\n  each checked against the unsharded product or program and the planner's bytes; "
                 << t.skipped << " draws skipped (specs that do not divide the shape)\n";
       if (!t.first_failure.empty()) std::cout << "  first failure: " << t.first_failure << "\n";
-      std::cout << wrap_lines(power) << "\n";
+      if (!t.first_weak.empty()) std::cout << "  first WEAK check: " << t.first_weak << "\n";
+      std::cout << "  each element type's cases, the seconds spent on them, and its weakest check's power (the\n"
+                   "  smallest error in one element it is sure to catch); "
+                << t.weak << " checks above their floor (WEAK)\n"
+                << types_table.text();
       std::cout << verdict << "\n";
     }
   }
@@ -279,6 +334,8 @@ Command add_soak_command(CLI::App& app) {
   at_least(c->add_option("--cases", o->cases, "stop after this many cases instead (0: run for --minutes)"), 0);
   c->add_option("--seed", o->seed, "seed of the random cases")->capture_default_str();
   c->add_option("--backend", o->backend, "sim (threads) or mpi (mpiexec -n 2 ... --backend mpi)")->capture_default_str();
+  c->add_option("--dtype", o->dtype, "element type of every case: " + dtype_names() + ", or all (drawn at random)")
+      ->capture_default_str();
   c->add_flag("--json", o->json, "print one JSON object instead of the text");
   return {c, [o] { return soak(*o); }};
 }
