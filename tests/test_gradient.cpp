@@ -94,6 +94,18 @@ std::string dims_text_of(std::string dims) {
   dims.erase(std::remove(dims.begin(), dims.end(), ' '), dims.end());
   return dims;
 }
+
+// shardlab ffn's hand-derived collectives as program plans list them ("all_gather x over Y"), and
+// their bytes per device.
+std::pair<std::vector<std::string>, std::size_t> ffn_collectives(const FfnPlan& by_hand) {
+  std::vector<std::string> lines;
+  std::size_t bytes = 0;
+  for (const PlanStep* step : by_hand.collectives()) {
+    lines.push_back(step_kind_name(step->kind) + " " + step->tensor + " over " + axes_text(step->axes));
+    bytes += step->predicted_bytes;
+  }
+  return {lines, bytes};
+}
 }  // namespace
 
 TEST_SUITE("gradient") {
@@ -299,13 +311,7 @@ outputs = ["y"]
       config.strategy = s;
       config.backward = true;
       config.dtype = DType::float32;
-      const FfnPlan by_hand = plan_ffn(mesh, config);
-      std::vector<std::string> want;
-      std::size_t want_bytes = 0;
-      for (const PlanStep* step : by_hand.collectives()) {
-        want.push_back(step_kind_name(step->kind) + " " + step->tensor + " over " + axes_text(step->axes));
-        want_bytes += step->predicted_bytes;
-      }
+      const auto [want, want_bytes] = ffn_collectives(plan_ffn(mesh, config));
       CHECK(join(derived.collective_lines(), "; ") == join(want, "; "));
       CHECK(derived.predicted_bytes_per_device() == want_bytes);
       CHECK(!want.empty());
@@ -347,14 +353,8 @@ outputs = ["y"]
           config.strategy = s;
           config.backward = true;
           config.dims = parse_ffn_dims(dims_text_of(dims));
-          const FfnPlan by_hand = plan_ffn(mesh, config);
+          const auto [want, want_bytes] = ffn_collectives(plan_ffn(mesh, config));
           const ProgramPlan derived = plan_case(c, mesh);
-          std::vector<std::string> want;
-          std::size_t want_bytes = 0;
-          for (const PlanStep* step : by_hand.collectives()) {
-            want.push_back(step_kind_name(step->kind) + " " + step->tensor + " over " + axes_text(step->axes));
-            want_bytes += step->predicted_bytes;
-          }
           if (c.plan == "article") {
             // The article's layouts, as shipped: the very collectives and bytes.
             CHECK(join(derived.collective_lines(), "; ") == join(want, "; "));
