@@ -225,30 +225,51 @@ double median(std::vector<double> v) {
 
 // std::memcpy of `bytes` that another thread has just written (memset, untimed): what moving a
 // device's data to another device's thread costs at least, the lines crossing between the cores'
-// caches. The two threads take turns through one atomic; median of `iters` copies after 2 untimed.
-double peer_memcpy_seconds(std::size_t bytes, int iters) {
-  Pages src(bytes, 1), dst(bytes, 0);
-  std::atomic<int> turn{0};  // 0: the writer's, 1: the copier's
-  const int rounds = iters + 2;
-  std::thread writer([&] {
-    for (int it = 0; it < rounds; ++it) {
-      while (turn.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-      std::memset(src.data(), it & 0x7f, bytes);
-      turn.store(1, std::memory_order_release);
-    }
-  });
-  std::vector<double> took;
-  for (int it = 0; it < rounds; ++it) {
-    while (turn.load(std::memory_order_acquire) != 1) std::this_thread::yield();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    asm volatile("" : : "r"(dst.data()) : "memory");
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (it >= 2) took.push_back(sec);
-    turn.store(0, std::memory_order_release);
+// caches. As in a collective, the group's `devices` threads copy at once: each writes its own
+// block, then (after all have) copies the next thread's block into its own buffer; a copy taken
+// alone would get every core's share of the memory bandwidth, which no device of a collective
+// gets. The slowest thread's copy each round, median of `iters` rounds after 2 untimed.
+double peer_memcpy_seconds(std::size_t bytes, int iters, int devices) {
+  const int n = std::max(devices, 2);
+  std::vector<std::unique_ptr<Pages>> src, dst;
+  for (int i = 0; i < n; ++i) {
+    src.push_back(std::make_unique<Pages>(bytes, 1));
+    dst.push_back(std::make_unique<Pages>(bytes, 0));
   }
-  writer.join();
-  return median(took);
+  const int rounds = iters + 2;
+  std::atomic<int> arrived{0}, phase{0};
+  auto barrier = [&] {  // every thread waits until all n have come (a generation counter)
+    const int p = phase.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+      arrived.store(0, std::memory_order_relaxed);
+      phase.store(p + 1, std::memory_order_release);
+    } else {
+      while (phase.load(std::memory_order_acquire) == p) std::this_thread::yield();
+    }
+  };
+  std::vector<std::vector<double>> took(n, std::vector<double>(rounds));
+  auto device = [&](int i) {
+    for (int it = 0; it < rounds; ++it) {
+      std::memset(src[i]->data(), (it + i) & 0x7f, bytes);
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(dst[i]->data(), src[(i + 1) % n]->data(), bytes);
+      asm volatile("" : : "r"(dst[i]->data()) : "memory");
+      took[i][it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      barrier();  // no block is written again while another thread still reads it
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(device, i);
+  device(0);
+  for (auto& t : threads) t.join();
+  std::vector<double> slowest;
+  for (int it = 2; it < rounds; ++it) {
+    double m = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, took[i][it]);
+    slowest.push_back(m);
+  }
+  return median(slowest);
 }
 
 std::vector<std::size_t> sizes(const BenchOptions& o) {
@@ -480,8 +501,8 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
               std::string(native ? " (under MPI in the CSV only)" : ""));
   if (!native)
     h.push_back("peer_us: median us of the same std::memcpy from bytes another thread has just written, as a "
-                "device's data is when another device's thread takes it: the lines cross between the cores' caches "
-                "(from 1 MiB here this costs 1.5x the copy above; at 16 MiB, out of cache, it can cost less); "
+                "device's data is when another device's thread takes it (the lines cross between the cores' "
+                "caches), the group's threads copying at once as in a collective, slowest thread; "
                 "ours/peer = ours_us / peer_us");
   if (crowded)
     h.push_back("warning: " + std::to_string(here) + (backend == Backend::mpi ? " ranks" : " devices") + " share " +
@@ -536,7 +557,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
       }
       // Every device runs the same order; device 0's count stands for all.
       if (native) row.ours_first = static_cast<int>(run.outputs.front().at("first")(s, k));
-      if (!native && n > 1 && row.memcpy_bytes > 0) row.peer_memcpy_seconds = peer_memcpy_seconds(row.memcpy_bytes, iters);
+      if (!native && n > 1 && row.memcpy_bytes > 0) row.peer_memcpy_seconds = peer_memcpy_seconds(row.memcpy_bytes, iters, n);
       result.rows.push_back(row);
     }
   }
