@@ -197,6 +197,7 @@ else
 $(LESSONS): $(BUILD)/bin/%: $(BUILD)/obj/lessons/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
+	@rm -f $@  # a link to a default build's lessons program: the linker would write through it
 	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 endif

@@ -15,9 +15,9 @@ inline constexpr bool kSanitized = true;
 inline constexpr bool kSanitized = false;
 #endif
 // ThreadSanitizer's suite (make sanitize) looks for data races: where threads meet, not what a
-// command prints. A test that only checks a command's output, through a shardlab or lesson process
-// whose sim threads run the runtime and collectives its suite race-checks in-process, is skipped
-// there (doctest::skip(kThreadSanitized)); ASan+UBSan and make test run it.
+// command prints. The slowest tests that only check a command's output, through a shardlab
+// process whose sim threads run the runtime and collectives its suite race-checks in-process, are
+// skipped there (doctest::skip(kThreadSanitized), four of them); ASan+UBSan and make test run them.
 #if defined(__SANITIZE_THREAD__)
 inline constexpr bool kThreadSanitized = true;
 #else

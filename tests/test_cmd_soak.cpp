@@ -26,9 +26,11 @@ TEST_CASE("shardlab soak --cases: every random case verified, the count as asked
   // Each type's cases add up to the run's, and its seconds to at most the run's.
   int per_type = 0;
   double seconds = 0;
+  REQUIRE(j.contains("types"));
   for (const auto& [name, t] : j["types"].items()) {
     CAPTURE(name);
     CHECK(t["cases_passed"] == t["cases_run"]);
+    CHECK(t["seconds"].get<double>() > 0);
     per_type += t["cases_run"].get<int>();
     seconds += t["seconds"].get<double>();
   }
@@ -45,7 +47,11 @@ TEST_CASE("shardlab soak --dtype: every case in the type asked, its weakest chec
     const auto r = run_binary("shardlab soak --cases 12 --seed 5 --json --dtype " + t);
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.contains("types"));
+    REQUIRE(j["types"].contains(t));
     CHECK(j["types"].size() == 1);
+    // Nearly all of the run is its cases (the rest: drawing them and starting up).
+    CHECK(j["types"][t]["seconds"].get<double>() >= 0.5 * j["seconds"].get<double>());
     CHECK(j["types"][t]["cases_run"] == 12);
     CHECK(j["types"][t]["cases_passed"] == 12);
     CHECK(j["weak_checks"] == 0);

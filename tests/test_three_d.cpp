@@ -58,6 +58,10 @@ TEST_SUITE("three_d") {
                   const auto [s_lo, s_hi] = chunk_block(cut.hidden, std::size_t(D), std::size_t(d));
                   CHECK(at.w2_rows.at[d] == s_lo);
                   CHECK(at.w2_rows.counts[d] == s_hi - s_lo);
+                  // What device d stores of each: its rows, or under pad the longest block.
+                  const std::size_t w_block = (width + D - 1) / D, s_block = (cut.hidden + D - 1) / D;
+                  CHECK(at.w1_rows.stored == (uneven == Uneven::pad ? w_block : w_hi - w_lo));
+                  CHECK(at.w2_rows.stored == (uneven == Uneven::pad ? s_block : s_hi - s_lo));
                 }
               }
               CHECK(covered == hidden);

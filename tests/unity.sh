@@ -5,7 +5,7 @@
 # then each file inside a namespace of its own: file-local helpers with one name in several test
 # files (has, same, error_of ...) stay apart, and the headers, already included, are not reopened
 # inside the namespace. doctest names each test by its own file still (__FILE__).
-# tests/unity.sh --main FILE...: the same for programs (sanitizer builds link every lesson into one
+# tests/unity.sh --main FILE...: the same for programs (the build links every lesson into one
 # binary): each file's main() becomes unity_<name>::main, and a main() runs the one argv[0] names.
 set -euo pipefail
 dispatch=0

@@ -19,6 +19,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "core/wrap.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
@@ -100,7 +101,7 @@ const std::size_t kSizes[] = {4, 8, 12, 16, 24, 32};
 const DType kTypes[] = {DType::float32, DType::float64, DType::bfloat16};
 
 // What one element type's cases did: how many, how many passed, and the seconds spent on them
-// (make soak's "10 minutes per type" is read here).
+// (how long a run with --dtype all gave each type).
 struct TypeTally {
   int run = 0, passed = 0;
   double seconds = 0;
@@ -186,10 +187,7 @@ int soak(const SoakOptions& o) {
       TypeTally& tt = t.types[dtype];
       ++tt.run;
       tt.seconds += elapsed() - case_start;
-      if (!session.runtime().is_root()) continue;
-      // A bfloat16 run is compared bit for bit with its replay (collectives/replay.hpp), as
-      // Session::finish does: that check, when it passes, covers every comparison of values.
-      cover_by_replays(r.checks, session.runtime().replays());
+      if (!session.runtime().is_root()) continue;  // run_case checked bfloat16 against its replay
       bool ok = true;
       for (const auto& v : r.checks) {
         ok = ok && v.pass;
@@ -230,7 +228,9 @@ int soak(const SoakOptions& o) {
     }
     std::vector<Verdict> checks = {verify_output(mesh, c.plan.out_spec, run, "C", c.want,
                                                  integer_sum_tolerance(c.k, 16, dtype, mesh.devices()))};
-    cover_by_replays(checks, rt.replays());  // bfloat16: C against its replay, bit for bit
+    // bfloat16: C against its replay, bit for bit, as Session::finish does (this bare Runtime has
+    // no Session; run_case applies it to the program cases).
+    cover_by_replays(checks, rt.replays());
     const Verdict& v = checks[0];
     const bool replay_ok = checks.size() < 2 || checks[1].pass;
     const Verdict bytes = planner_agrees(c.plan, summarize(run.ledger));
@@ -312,8 +312,8 @@ int soak(const SoakOptions& o) {
                 << o.seed << ",\n  and every fourth an FFN or attention program, forward and backward ("
                 << t.programs << " run)\n  each checked against the unsharded product or program and the planner's bytes; "
                 << t.skipped << " draws skipped (specs that do not divide the shape)\n";
-      if (!t.first_failure.empty()) std::cout << "  first failure: " << t.first_failure << "\n";
-      if (!t.first_weak.empty()) std::cout << "  first WEAK check: " << t.first_weak << "\n";
+      if (!t.first_failure.empty()) std::cout << wrap_lines("  first failure: " + t.first_failure) << "\n";
+      if (!t.first_weak.empty()) std::cout << wrap_lines("  first WEAK check: " + t.first_weak) << "\n";
       std::cout << "  each element type's cases, the seconds spent on them, and its weakest check's power (the\n"
                    "  smallest error in one element it is sure to catch); "
                 << t.weak << " checks above their floor (WEAK)\n"
