@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/ffn_check.hpp"
 #include "harness/models/ffn_line.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
@@ -136,22 +137,19 @@ int main(int argc, char** argv) {
     }
     if (!session.runtime().is_root()) return session.finish();
 
-    // The unsharded analytic gradients against central differences, in float64: a check of the
-    // gradient rules, which do not depend on the size. Above run_ffn's own limit for them (2e6
-    // FLOPs: up to 4096 nudged entries a tensor, each two float64 forward passes), on the default
-    // dims.
+    // The gradient rules against central differences, in float64, on inputs of their own: a check
+    // of the derivation, which does not depend on the size, so above run_ffn's own limit for them
+    // (2e6 FLOPs) on the default dims.
     const bool large = plans.back().unsharded_flops() > 2e6;
     const FfnDims rule_dims = large ? parse_ffn_dims("B=8,S=4,M=16,H=64") : config.dims;
-    const FfnInputs in = ffn_inputs(rule_dims, config.seed);
     auto& checks = session.report().checks;
-    out << "   Is the analytic backward right? On one device, in float64, nudge entries t of each input by\n"
-           "   a step e and compare (L(t+e) - L(t-e)) / 2e with the formula. The step balances the error of\n"
-           "   the difference against rounding; L is linear in W_out, so there any step is exact and e = 1"
-        << (large ? ".\n   The rules do not depend on the size, so at these dims they are checked on the default\n"
-                    "   B=8,S=4,M=16,H=64 (each difference here would run the whole layer forward twice in float64):\n"
+    out << "   Are the backward's rules right? On one device, in float64, nudge a few entries t of each\n"
+           "   input by a step e and compare (L(t+e) - L(t-e)) / 2e with the gradient the rules give;\n"
+           "   halving the step shows how much of the difference is truncation. Once for the layer"
+        << (large ? ".\n   The rules do not depend on the size, so they are checked on the default B=8,S=4,M=16,H=64:\n"
                   : ":\n");
-    for (auto v : finite_difference_checks(in, ffn_reference(in, true))) {
-      v.name = "unsharded: " + v.name;
+    for (auto v : ffn_rule_checks(rule_dims, config.seed)) {
+      v.name = "rules: " + v.name;
       out << "     " << v.name << ": " << v.line() << "\n";
       checks.push_back(v);
     }

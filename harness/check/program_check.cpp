@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <xtensor/xstrided_view.hpp>
+
 #include "core/einsum.hpp"
 #include "core/error.hpp"
 #include "core/ops.hpp"
@@ -28,6 +30,13 @@ Tensor outside_zeroed(const Tensor& t, std::size_t axis, std::size_t lo, std::si
     if (at < lo || at >= hi) out.data()[i] = 0;
   }
   return out;
+}
+
+// t's elements whose index along `axis` lies in [lo, hi).
+Tensor slice_of(const Tensor& t, std::size_t axis, std::size_t lo, std::size_t hi) {
+  xt::xstrided_slice_vector sv(t.dimension(), xt::all());
+  sv[axis] = xt::range(lo, hi);
+  return xt::strided_view(t, sv);
 }
 
 // A sum over the dim `letter` of x (dims `dims`) in order.chunks blocks: sum_of(block) gives one
@@ -63,8 +72,15 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
       const Tensor& b = values.at(op.in[1]);
       const std::string over = eq.contracted();
       if (order.chunks <= 1 || over.empty()) return contract(eq, a, b, dtype);
-      return chunked(a, eq.a, longest(p, over), order, dtype,
-                     [&](const Tensor& part) { return contract(eq, part, b, dtype); });
+      // Each block contracts only its slice of the summed letter on both sides: the same sum as
+      // zeroing the rest (which adds exact zeros), at 1/chunks of the work.
+      const char letter = longest(p, over);
+      const std::size_t ax = eq.a.find(letter), bx = eq.b.find(letter), n = shape_of(a)[ax];
+      const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(order.chunks));
+      return sum_rounded(chunks, order.reverse, dtype, [&](std::size_t k) {
+        const std::size_t lo = n * k / chunks, hi = n * (k + 1) / chunks;
+        return contract(eq, slice_of(a, ax, lo, hi), slice_of(b, bx, lo, hi), dtype);
+      });
     }
     case OpKind::unary:
       if (op.name == "roll") return roll_op(a, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
@@ -135,10 +151,14 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(group));
         const GemmRounding one = gemm_rounding(dtype, terms, 1);
         const Tensor aa = abs_of(a), ab = abs_of(b);
-        e = contract(eq, aa, eb, DType::float64) + contract(eq, ea, ab, DType::float64) +
-            contract(eq, ea, eb, DType::float64) + (g.product + one.product) * contract(eq, aa, ab, DType::float64) +
-            (g.result + one.result) * abs_of(v);
-        parts[op.out] = contract(eq, aa, ab, DType::float64);
+        Tensor magnitude = contract(eq, aa, ab, DType::float64);
+        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v);
+        // |A| E_B + E_A |B| + E_A E_B = |A| E_B + E_A (|B| + E_B): two contractions, each left out
+        // where its bound is zero (an input's).
+        const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
+        if (b_moves) e = e + contract(eq, aa, eb, DType::float64);
+        if (a_moves) e = e + contract(eq, ea, b_moves ? Tensor(ab + eb) : ab, DType::float64);
+        if (!on_partials.empty()) parts[op.out] = std::move(magnitude);
         break;
       }
       case OpKind::unary:

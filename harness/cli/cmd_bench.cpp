@@ -64,7 +64,7 @@ Command add_bench_command(CLI::App& app) {
   f->add_option("--strategy", fo->strategy, ffn_strategy_names())->capture_default_str();
   f->add_option("--mesh", fo->mesh, "device mesh (default: the strategy's, as shardlab ffn)");
   f->add_option("--dtype", fo->dtype, "float32, float64 or bfloat16")->capture_default_str();
-  f->add_option("--verify", fo->verify, "full, sketch or auto (full up to 2e11 unsharded FLOPs)")
+  f->add_option("--verify", fo->verify, "full, sketch or auto (full up to 5e10 unsharded FLOPs)")
       ->capture_default_str();
   f->add_flag("--backward", fo->backward, "also the backward pass");
   f->add_flag("--json", fo->json, "print one JSON object instead of the table");

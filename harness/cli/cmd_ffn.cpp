@@ -262,7 +262,7 @@ Command add_ffn_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--verify", o->verify,
                 "full (the unsharded layer, every element), sketch (each stage by random projections) or auto "
-                "(full up to 2e11 unsharded FLOPs)")
+                "(full up to 5e10 unsharded FLOPs)")
       ->capture_default_str();
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");

@@ -91,7 +91,7 @@ struct FfnConfig {
   bool backward = false;
   std::uint64_t seed = 0;
   DType dtype = DType::float32;    // element type stored and moved (core/dtype.hpp)
-  bool finite_differences = true;  // with backward: check the unsharded gradients numerically
+  bool finite_differences = true;  // with backward: the gradient rules by central differences
   // full: the unsharded layer on one device, every element compared; sketch: each stage checked
   // on its own inputs with random projections (ffn_run.cpp); auto: full up to
   // ffn_full_verify_flops unsharded FLOPs, sketch above.
@@ -100,9 +100,11 @@ struct FfnConfig {
   // from the GEMM rate it measures); 0: measured when the display is on and the layer is large.
   double expected_run_seconds = 0;
 };
-// Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches: about 2 s of float32
-// GEMM on this 2-core machine, where the reference starts to cost as much as the sharded run.
-constexpr double ffn_full_verify_flops = 2e11;
+// Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches. The full check costs
+// about 20 float32 GEMMs of the layer's size (ffn_check.hpp: four unsharded runs, the contractions
+// again in blocks, the bounds' float64 products): at 1e11 FLOPs 11 s here against a 1.1 s sharded
+// run, so at this limit about 5 s.
+constexpr double ffn_full_verify_flops = 5e10;
 std::string parse_verify_mode(const std::string& text);  // "full" | "sketch" | "auto"; else Error(parse)
 
 enum class FfnPhase { forward, backward };
@@ -174,22 +176,6 @@ FfnInputs ffn_inputs(const FfnDims& dims, std::uint64_t seed);
 template <class T>
 FfnInputsOf<T> ffn_inputs_as(const FfnDims& dims, std::uint64_t seed, bool backward);
 
-// The unsharded layer on one device, forward and backward (analytic gradients), through BLAS.
-template <class T>
-struct FfnReferenceOf {
-  xt::xarray<T> h, g, y, dg, dh, dx, dw_in, dw_out;
-};
-using FfnReference = FfnReferenceOf<double>;
-// In T's arithmetic (contract<T>, gelu_as<T>). Instantiated for double, float, bfloat16.
-template <class T>
-FfnReferenceOf<T> ffn_reference(const FfnInputsOf<T>& in, bool backward);
-double ffn_loss(const Tensor& x, const Tensor& w_in, const Tensor& w_out, const Tensor& r);
-
-// Central differences in float64 of ffn_loss against the analytic dx, dW_in, dW_out, for every
-// element (or an evenly spaced sample of at most `max_per_tensor` of each tensor's elements).
-std::vector<Verdict> finite_difference_checks(const FfnInputs& in, const FfnReference& ref,
-                                              std::size_t max_per_tensor = 4096);
-
 // The SPMD program: every device takes its blocks of the inputs and runs the stages. It returns
 // its blocks of y (and dx, dW_in, dW_out), plus one-element tensors "peak_bytes" and
 // "stored_bytes" measured from the blocks it held.
@@ -202,7 +188,7 @@ struct FfnResult {
   std::size_t bytes_per_device = 0;             // measured: most bytes sent by one device
   std::size_t peak_bytes_per_device = 0;        // measured: the largest over devices
   std::size_t stored_bytes_per_device = 0;
-  std::vector<Verdict> checks;  // y (and dx, dW_in, dW_out, finite differences), planner agreement
+  std::vector<Verdict> checks;  // y (and dx, dW_in, dW_out, gradient rules), planner agreement
   std::string verify;           // "full" or "sketch": what was used
   // Wall time of each phase (root): generating inputs, the sharded run, verification.
   double seconds_inputs = 0, seconds_run = 0, seconds_verify = 0;
@@ -216,7 +202,7 @@ struct FfnResult {
 Verdict sketch_contraction(const std::string& name, const Tensor& c, const Tensor& a, const Tensor& b, std::size_t terms,
                            std::size_t group, DType t, std::uint64_t seed, std::size_t one_in);
 
-// Plans, runs on every device and checks against ffn_reference (root only; elsewhere the result
+// Plans, runs on every device and checks against the unsharded layer (ffn_check.hpp; root only; elsewhere the result
 // carries the plan alone). The Session form records the run's ledger and checks in its report.
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config);
 FfnResult run_ffn(Session& session, const FfnConfig& config);

@@ -1,5 +1,5 @@
-// Running the FFN plan: inputs, the unsharded reference, finite differences, the SPMD program,
-// the checks, and the text and JSON pieces of a report.
+// Running the FFN plan: inputs, the SPMD program, the checks (the full one through
+// ffn_check.hpp), and the text and JSON pieces of a report.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -26,8 +26,7 @@
 #include "core/layout.hpp"
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/ffn.hpp"
-#include "harness/models/ffn_bounds.hpp"
-#include "harness/models/ffn_spread.hpp"
+#include "harness/models/ffn_check.hpp"
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/session.hpp"
@@ -45,9 +44,6 @@ double max_abs_of(const xt::xarray<T>& t) {
   return m;
 }
 
-Tensor forward_y(const Tensor& x, const Tensor& w_in, const Tensor& w_out) {
-  return contract(Einsum::parse("bsh,hm->bsm"), gelu(contract(Einsum::parse("bsm,mh->bsh"), x, w_in)), w_out);
-}
 
 
 }  // namespace
@@ -103,92 +99,9 @@ template FfnInputsOf<bfloat16> ffn_inputs_as<bfloat16>(const FfnDims&, std::uint
 
 FfnInputs ffn_inputs(const FfnDims& d, std::uint64_t seed) { return ffn_inputs_as<double>(d, seed, true); }
 
-double ffn_loss(const Tensor& x, const Tensor& w_in, const Tensor& w_out, const Tensor& r) {
-  return xt::sum(forward_y(x, w_in, w_out) * r)();
-}
-
-template <class T>
-FfnReferenceOf<T> ffn_reference(const FfnInputsOf<T>& in, bool backward) {
-  FfnReferenceOf<T> ref;
-  ref.h = contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in);
-  ref.g = gelu_as(ref.h);
-  ref.y = contract(Einsum::parse("bsh,hm->bsm"), ref.g, in.w_out);
-  if (!backward) return ref;
-  ref.dg = contract(Einsum::parse("bsm,hm->bsh"), in.r, in.w_out);
-  ref.dw_out = contract(Einsum::parse("bsh,bsm->hm"), ref.g, in.r);
-  ref.dh = multiply_as(ref.dg, gelu_grad_as(ref.h));
-  ref.dx = contract(Einsum::parse("bsh,mh->bsm"), ref.dh, in.w_in);
-  ref.dw_in = contract(Einsum::parse("bsm,bsh->mh"), in.x, ref.dh);
-  return ref;
-}
-template FfnReferenceOf<double> ffn_reference<double>(const FfnInputsOf<double>&, bool);
-template FfnReferenceOf<float> ffn_reference<float>(const FfnInputsOf<float>&, bool);
-template FfnReferenceOf<bfloat16> ffn_reference<bfloat16>(const FfnInputsOf<bfloat16>&, bool);
-
 std::string parse_verify_mode(const std::string& text) {
   if (text == "full" || text == "sketch" || text == "auto") return text;
   throw Error(ErrorKind::parse, "--verify '" + text + "' is not one of full|sketch|auto");
-}
-
-// Central differences D = (L(t + e) - L(t - e)) / 2e against the analytic gradient.
-// Error of D = truncation + rounding:
-//  - truncation <= e^2/6 * |d3L/dt3|. L depends on x and W_in through gelu(h), h = x W_in, so
-//    d3L/dx[b,s,m]^3 = sum_h dg[b,s,h] gelu'''(h[b,s,h]) W_in[m,h]^3, at most H * max|dg| * max|W_in|^3
-//    since |gelu'''(z)| = |z phi(z) (z^2 - 4)| < 0.8 < 1; for W_in[m,h] the sum runs over B*S with
-//    x^3 in place of W_in^3. L is linear in W_out: no truncation error there.
-//  - rounding: each evaluation of L is a sum over B*S*M of y*R, each y a sum over H, so it is off by
-//    at most delta = B*S*M * max|R| * reduction_tolerance(H, max|g W_out|) + reduction_tolerance(B*S*M,
-//    max|y R|) (reduction_tolerance bounds two orderings, so it bounds one sum too, generously);
-//    the difference of two evaluations divided by 2e is off by at most delta / e.
-// e is chosen to balance the two bounds, e = (3 delta / K3)^(1/3), and the tolerance is their sum.
-std::vector<Verdict> finite_difference_checks(const FfnInputs& in, const FfnReference& ref,
-                                              std::size_t max_per_tensor) {
-  const double bsm = static_cast<double>(in.x.size());
-  const std::size_t h_len = in.w_in.shape()[1], bs = in.x.shape()[0] * in.x.shape()[1];
-  const double delta =
-      bsm * max_abs_of(in.r) * reduction_tolerance(h_len, max_abs_of(ref.g) * max_abs_of(in.w_out)) +
-      reduction_tolerance(in.x.size(), max_abs_of(ref.y) * max_abs_of(in.r)) + DBL_EPSILON * std::fabs(xt::sum(ref.y * in.r)());
-  const double dg = max_abs_of(ref.dg);
-  struct Param {
-    const char* name;
-    const Tensor* analytic;
-    double k3;
-    int which;
-  };
-  const Param params[] = {
-      {"dx vs central differences", &ref.dx, h_len * dg * std::pow(max_abs_of(in.w_in), 3), 0},
-      {"dW_in vs central differences", &ref.dw_in, bs * dg * std::pow(max_abs_of(in.x), 3), 1},
-      {"dW_out vs central differences", &ref.dw_out, 0.0, 2},
-  };
-  std::vector<Verdict> out;
-  for (const auto& p : params) {
-    const double e = p.k3 > 0 ? std::cbrt(3 * delta / p.k3) : 1.0;
-    const double tol = e * e / 6 * p.k3 + delta / e;
-    Tensor x = in.x, w_in = in.w_in, w_out = in.w_out;
-    Tensor& t = p.which == 0 ? x : p.which == 1 ? w_in : w_out;
-    const std::size_t n = t.size(), count = std::min(n, max_per_tensor);
-    Tensor numeric = xt::zeros<double>(t.shape()), analytic = xt::zeros<double>(t.shape());
-    Verdict v;
-    v.name = p.name;
-    v.tolerance = tol;
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = k * n / count;
-      const double keep = t.data()[i];
-      t.data()[i] = keep + e;
-      const double up = ffn_loss(x, w_in, w_out, in.r);
-      t.data()[i] = keep - e;
-      const double down = ffn_loss(x, w_in, w_out, in.r);
-      t.data()[i] = keep;
-      numeric.data()[i] = (up - down) / (2 * e);
-      analytic.data()[i] = p.analytic->data()[i];
-    }
-    v = compare(p.name, analytic, numeric, tol);
-    v.floor = kFiniteDifferenceFloor;  // a check of the derivation, held to the rules' floor
-    v.detail += (v.detail.empty() ? "" : "; ") + std::to_string(count) + " of " + std::to_string(n) +
-                " elements, step " + shortest(e);
-    out.push_back(v);
-  }
-  return out;
 }
 
 namespace {
@@ -354,7 +267,7 @@ MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& k
 // honest c is within rho (|op(A)| |op(B)|)_ij + q |c_ij| of the exact product (gemm_rounding in
 // verify.hpp: the products in T's compute arithmetic, the partial sums added and rounded in T);
 // sketch_product applies that to |v| row by row. `exact`: the stage's sums are exact on the 1/8 grid
-// (ffn_bounds.hpp) in T, so rho = q = 0; `compute_exact`: in T's compute arithmetic, so only the
+// (ffn_check.hpp) in T, so rho = q = 0; `compute_exact`: in T's compute arithmetic, so only the
 // roundings to T remain (gemm_rounding of 0 terms). kRows rows of c are also recomputed exactly
 // and compared element by element with the same rho and q (check_rows, sketch.hpp); `one_in` is
 // the fraction of rows (1/devices) whose miss probability the rows line prints.
@@ -398,26 +311,20 @@ Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt:
   return v;
 }
 
-// Full verification: the unsharded layer on one device (all cores) in T, every element compared.
+// Full verification: the unsharded layer as a program, checked as every program is
+// (ffn_check.hpp: checked_reference's values and bounds, every element compared).
 template <class T>
 void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, std::map<std::string, xt::xarray<T>>& got) {
-  const FfnConfig& c = plan.config;
+  std::map<std::string, Tensor> inputs = {
+      {"x", converted<double>(in.x)}, {"W_in", converted<double>(in.w_in)}, {"W_out", converted<double>(in.w_out)}};
+  if (plan.config.backward) inputs["dy"] = converted<double>(in.r);
+  std::map<std::string, Tensor> whole;
+  for (const char* name : {"y", "dx", "dW_in", "dW_out"})
+    if (got.count(name)) whole[name] = converted<double>(got.at(name));
   use_all_blas_threads();
-  const FfnReferenceOf<T> ref = ffn_reference(in, c.backward);
-  const FfnGroups groups = ffn_reduction_groups(plan);
-  FfnBounds tol = ffn_bounds(in, ref, groups);  // one float64 GEMM per stage
-  tighten_by_order_spread(tol, in, ref, groups, c.backward);  // two more unsharded layers in T (ffn_spread.hpp)
+  std::vector<Verdict> checks = ffn_full_checks(plan, inputs, whole);
   use_one_blas_thread();
-  auto check = [&](const std::string& name, const xt::xarray<T>& want, const Tensor& t, const std::string& label) {
-    Verdict v = compare(label, converted<double>(got.at(name)), converted<double>(want), t);
-    v.name = label;
-    r.checks.push_back(v);
-  };
-  check("y", ref.y, tol.y, "y vs unsharded");
-  if (!c.backward) return;
-  check("dx", ref.dx, tol.dx, "dx vs unsharded analytic");
-  check("dW_in", ref.dw_in, tol.dw_in, "dW_in vs unsharded analytic");
-  check("dW_out", ref.dw_out, tol.dw_out, "dW_out vs unsharded analytic");
+  for (auto& v : checks) r.checks.push_back(std::move(v));
 }
 
 
@@ -429,7 +336,7 @@ void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
   const FfnDims& d = c.dims;
   const std::size_t bs = d.b * d.s;
   const FfnGroups n = ffn_reduction_groups(plan);
-  // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_bounds.hpp).
+  // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_check.hpp).
   const DType t = dtype_of<T>();
   const double h_sum = d.m * max_abs_of(in.x) * max_abs_of(in.w_in);
   const double dg_sum = c.backward ? d.m * max_abs_of(in.r) * max_abs_of(in.w_out) : 0.0;
@@ -525,12 +432,10 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
     v.detail = disagreement;
     r.checks.push_back(v);
   }
-  // Each central difference runs the whole layer twice (float64, the inputs' exact values): keep
-  // it to small layers.
-  if (c.backward && c.finite_differences && plan.unsharded_flops() <= 2e6) {
-    const FfnInputs in64 = ffn_inputs(d, c.seed);
-    for (const auto& v : finite_difference_checks(in64, ffn_reference(in64, true))) r.checks.push_back(v);
-  }
+  // The gradient rules, by central differences on the program (float64, inputs of their own):
+  // keep them to small layers.
+  if (c.backward && c.finite_differences && plan.unsharded_flops() <= 2e6)
+    for (const auto& v : ffn_rule_checks(d, c.seed)) r.checks.push_back(v);
   // The run's collectives are the plan's, in order, with the predicted bytes.
   Verdict agree;
   agree.name = "collectives as planned";
