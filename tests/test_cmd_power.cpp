@@ -20,8 +20,15 @@ TEST_SUITE("cmd power") {
     CHECK(j["escaped"] == 0);
     CHECK(j["errors"] == 0);
     CHECK(j["score_percent"].get<double>() == 100.0);
-    // 4 lessons x 2 types + 1 case, each clean + 8 faults.
-    CHECK(j["runs"].size() == 9 * 9);
+    // 4 lessons and 1 case, each in 2 types, each clean + 8 faults.
+    CHECK(j["runs"].size() == 10 * 9);
+    int case_runs = 0;
+    for (const auto& run : j["runs"])
+      if (run["target"] == "gspmd_ffn_backward") {
+        ++case_runs;
+        CHECK((run["dtype"] == "float32" || run["dtype"] == "float64"));
+      }
+    CHECK(case_runs == 2 * 9);
     int caught = 0;
     for (const auto& run : j["runs"]) {
       if (run["inject"] == "none") CHECK(run["result"] == "PASS");

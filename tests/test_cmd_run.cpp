@@ -61,6 +61,25 @@ TEST_CASE("shardlab run: a byte budget too small fails naming the measured and a
         std::string::npos);
 }
 
+TEST_CASE("shardlab run --dtype: the case in another element type; the byte budget holds as many elements") {
+  // float32 sends 2560 bytes per device (640 elements): float64 sends 5120, bfloat16 1280.
+  const auto f64 = run_binary("shardlab run --json --dtype float64 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2560"));
+  CHECK(f64.status == 0);
+  const auto j = nlohmann::json::parse(f64.out);
+  CHECK(j["dtype"] == "float64");
+  const auto bf16 = run_binary("shardlab run --dtype bfloat16 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2560"));
+  CHECK(bf16.status == 0);
+  CHECK(bf16.out.find("element type: bfloat16") != std::string::npos);
+  // 2559 bytes hold 639 float32 elements: 1278 bytes of bfloat16, under the 1280 sent.
+  const auto tight = run_binary("shardlab run --dtype bfloat16 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2559"));
+  CHECK(tight.status == 1);
+  CHECK(shardlab::testing::flat(tight.out).find("the run sent 1280 bytes per device (the busiest), more than the 1278 allowed") !=
+        std::string::npos);
+  const auto bad = run_binary("shardlab run --dtype float16 " + kCase);
+  CHECK(bad.status == 2);
+  CHECK(count_lines(bad.err) == 1);
+}
+
 TEST_CASE("shardlab run: bad files exit 2 with one sentence naming the file and line") {
   const std::string typo = variant("op = \"gelu\"", "op = \"gelo\"");
   const auto r = run_binary("shardlab run " + typo);

@@ -141,7 +141,8 @@ int power(const PowerOptions& o) {
     for (const auto& d : dtypes)
       add(binaries.at(l), quoted((bin_dir() / binaries.at(l)).string()) + " --dtype " + d, d, parse_dtype(d));
   for (const auto& c : o.cases)
-    add(std::filesystem::path(c).stem().string(), self + " run " + quoted(c), "own", DType::float32);
+    for (const auto& d : dtypes)
+      add(std::filesystem::path(c).stem().string(), self + " run " + quoted(c) + " --dtype " + d, d, parse_dtype(d));
 
   {
     if (!o.json) progress::enable("shardlab power", true);
@@ -244,8 +245,8 @@ Command add_power_command(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  c->add_option("cases", o->cases, "case files to run as well (each in its own element type)");
-  c->add_option("--dtype", o->dtypes, "element types for the lessons (repeat; default: all three)")
+  c->add_option("cases", o->cases, "case files to run as well (in each --dtype, shardlab run --dtype)");
+  c->add_option("--dtype", o->dtypes, "element types for the lessons and cases (repeat; default: all three)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);

@@ -71,6 +71,14 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
   return o;
 }
 
+CaseFile with_dtype(CaseFile c, const std::string& dtype) {
+  const std::uint64_t was = element_bytes(parse_dtype(c.dtype)), now = element_bytes(parse_dtype(dtype));
+  for (auto* limit : {&c.expect.max_bytes_per_device, &c.expect.max_peak_memory_per_device})
+    if (*limit) **limit = **limit / was * now;
+  c.dtype = dtype;
+  return c;
+}
+
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   Propagation prop;
   GradientProgram g;

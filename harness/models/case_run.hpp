@@ -45,6 +45,10 @@ double parse_memory_limit(double gib);
 CaseRun check_plan(const CaseFile& c, const ProgramPlan& plan);
 // The common flags of a run of this case: its mesh, dtype and seed over `base`'s backend and output.
 CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
+// The case in element type `dtype` (Error(parse) for a name that is none): [expect]'s byte and
+// memory limits hold as many elements as before, each of the new size (floor(limit / old size)
+// elements of new size bytes).
+CaseFile with_dtype(CaseFile c, const std::string& dtype);
 
 // One check for people: "PASS", "FAIL <why>", or for an output the verdict line with its error
 // and tolerance.
