@@ -25,6 +25,7 @@
 #include "harness/models/ffn.hpp"
 #include "harness/models/memory_scaling.hpp"
 #include "harness/check/pictures.hpp"
+#include "harness/check/program_check.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
 
@@ -90,8 +91,8 @@ int main(int argc, char** argv) {
 
     // The alternative multiplies g and W_out as its element type holds them (g is not on the grid
     // of eighths that keeps the layer's own sums exact), each device over H/|Y| terms, then adds |Y|
-    // partial sums: per element |y - y_ref| <= product (|g| |W_out|) + result |y_ref| (verify.hpp's
-    // gemm_rounding). Borrowing the layer's y tolerance failed a correct run at article size.
+    // partial sums: checked by the one checker as a one-op program (contraction_expected,
+    // program_check.hpp). Borrowing the layer's y tolerance failed a correct run at article size.
     const Einsum down_eq = Einsum::parse("bsh,hm->bsm");
     const Tensor g_t = rounded(g, session.dtype()), w_t = rounded(in.w_out, session.dtype());
     const std::size_t ny = static_cast<std::size_t>(mesh.axis_size(Y));
@@ -107,13 +108,8 @@ int main(int argc, char** argv) {
       if (!y_ar.replicas_agree) v.pass = false, v.detail = y_ar.disagreement + "; " + v.detail;
       checks.push_back(v);
     } else {
-      const Tensor y_ref = contract(down_eq, g_t, w_t);
-      const GemmRounding gr = gemm_rounding(session.dtype(), (d.h + ny - 1) / ny, ny);  // the busiest device's terms
-      // In float64 the reference's own GEMM rounds as much as the run's: the bound counts both sides.
-      const double sides = session.dtype() == DType::float64 ? 2.0 : 1.0;
-      const Tensor y_tol = sides * gr.product * contract(down_eq, Tensor(xt::abs(g_t)), Tensor(xt::abs(w_t))) +
-                           gr.result / (1 - unit_roundoff(session.dtype())) * xt::abs(y_ref);
-      checks.push_back(verify_output(mesh, gathered, alt_run, "y_ar", y_ref, y_tol));
+      const ExpectedTensor y_ref = contraction_expected(down_eq, g_t, w_t, session.dtype(), static_cast<int>(ny));
+      checks.push_back(verify_output(mesh, gathered, alt_run, "y_ar", y_ref.value, y_ref.bound));
       checks.back().name = "y via AllReduce vs unsharded";
     }
     const auto& all = r.collectives;

@@ -68,6 +68,21 @@ TEST_SUITE("cmd_matmul") {
     for (const auto& p : {a_in, b_in, c_out}) std::remove(p.c_str());
   }
 
+  TEST_CASE("shardlab matmul, float32, real inputs: the program checker's bound reaches the floor; 1e-3 fails") {
+    // The scalar bound this replaced (reduction_tolerance) had power 0.008 x RMS here: WEAK.
+    const std::string a_in = temp("ra.npy"), b_in = temp("rb.npy");
+    save_npy(a_in, random_uniform({64, 512}, 21, -1, 1));
+    save_npy(b_in, random_uniform({512, 64}, 22, -1, 1));
+    const std::string run = "shardlab matmul --a-spec _,Y --b-spec Y,_ --a-in " + a_in + " --b-in " + b_in + " --json";
+    auto r = run_binary(run);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["checks"][0]["name"] == "C against the unsharded einsum (the program checker)");
+    CHECK(j["checks"][0]["power"].get<double>() <= 1e-4);
+    CHECK(run_binary(run + " --inject perturb:1e-3").status == 1);
+    for (const auto& p : {a_in, b_in}) std::remove(p.c_str());
+  }
+
   TEST_CASE("shardlab matmul --json: Case 1B's collectives and bytes, float32 in and out") {
     const std::string a_in = temp("a32.npy"), b_in = temp("b32.npy"), c_out = temp("c32.npy");
     save_npy(a_in, random_integers({4, 16}, 3, -4, 4), NpyType::float32);

@@ -8,6 +8,10 @@
 #include <cmath>
 #include <string>
 
+#include <xtensor/xview.hpp>
+
+#include "core/einsum.hpp"
+
 #include "harness/check/case_file.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/verify.hpp"
@@ -98,5 +102,36 @@ outputs = ["s"]
           if (v.name.find("against the unsharded program") != std::string::npos) CHECK(v.pass);
         }
       }
+  }
+  TEST_CASE("contraction_expected: exact integer sums get bound 0; float32 reals a bound at the floor that 4 partial sums meet and 1e-3 breaks") {
+    const Einsum eq = Einsum::parse("ik,kj->ij");
+    const Tensor ai = random_integers({8, 16}, 1, -4, 4), bi = random_integers({16, 8}, 2, -4, 4);
+    const ExpectedTensor exact = contraction_expected(eq, ai, bi, DType::float32, 4);
+    CHECK(xt::amax(exact.bound)() == 0);
+    CHECK(exact.value == reference_einsum(eq, ai, bi));
+    // bfloat16 holds integers up to 256: 16 terms of up to 16 reach it, so the bound is not 0.
+    const Tensor a64 = random_integers({8, 64}, 1, -4, 4), b64 = random_integers({64, 8}, 2, -4, 4);
+    CHECK(xt::amax(contraction_expected(eq, a64, b64, DType::bfloat16, 4).bound)() > 0);
+
+    const Tensor a = rounded(random_uniform({16, 256}, 3, -1, 1), DType::float32);
+    const Tensor b = rounded(random_uniform({256, 16}, 4, -1, 1), DType::float32);
+    const ExpectedTensor e = contraction_expected(eq, a, b, DType::float32, 4);
+    // As 4 devices sum: each a quarter of k in float32, the parts added from the last.
+    const Tensor sharded = sum_rounded(4, true, DType::float32, [&](std::size_t q) {
+      const std::size_t lo = 64 * q, hi = 64 * (q + 1);
+      const Tensor aq = xt::view(a, xt::all(), xt::range(lo, hi)), bq = xt::view(b, xt::range(lo, hi), xt::all());
+      return rounded(reference_einsum(eq, aq, bq), DType::float32);
+    });
+    CHECK(xt::amax(xt::abs(sharded - e.value))() > 0);  // another order: not the same bits
+    const Verdict v = compare("C", sharded, e.value, e.bound);
+    CAPTURE(v.line());
+    CHECK(v.pass);
+    CHECK(v.power <= power_floor(DType::float32));
+    Tensor off = sharded;
+    std::size_t big = 0;
+    for (std::size_t i = 0; i < off.size(); ++i)
+      if (std::fabs(off.data()[i]) > std::fabs(off.data()[big])) big = i;
+    off.data()[big] *= 1 + 1e-3;
+    CHECK_FALSE(compare("C", off, e.value, e.bound).pass);
   }
 }

@@ -283,4 +283,32 @@ ProgramReference checked_reference(const TensorProgram& p, const std::map<std::s
   return r;
 }
 
+ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Tensor& b, DType dtype, int devices) {
+  const DimSizes sizes = eq.sizes(shape_of(a), shape_of(b));
+  double terms = 1;
+  for (char c : eq.contracted()) terms *= double(sizes.at(c));
+  auto integers = [](const Tensor& t) { return std::all_of(t.begin(), t.end(), [](double v) { return v == std::floor(v); }); };
+  const double largest = a.size() && b.size() ? double(xt::amax(xt::abs(a))()) * double(xt::amax(xt::abs(b))()) : 0.0;
+  if (integers(a) && integers(b) && terms * largest <= 1.0 / unit_roundoff(dtype)) {
+    Tensor value = contract(eq, a, b, DType::float64);  // integers below 2^53: exact
+    Tensor bound = xt::zeros<double>(shape_of(value));
+    return {std::move(value), std::move(bound)};
+  }
+  TensorProgram p;
+  p.name = "contraction";
+  p.sizes = sizes;
+  p.inputs = {{"A", eq.a}, {"B", eq.b}};
+  ProgramOp op;
+  op.out = "C";
+  op.name = "einsum";
+  op.kind = OpKind::einsum;
+  op.in = {"A", "B"};
+  op.eq = eq.text();
+  p.ops = {op};
+  p.outputs = {"C"};
+  p = make_program(std::move(p));
+  ProgramReference r = checked_reference(p, {{"A", a}, {"B", b}}, dtype, devices, {devices});
+  return {std::move(r.values.at("C")), std::move(r.bounds.at("C"))};
+}
+
 }  // namespace shardlab

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/einsum.hpp"
 #include "core/tensor.hpp"
 #include "harness/plan/program.hpp"
 
@@ -85,5 +86,15 @@ constexpr double kOrderSpreadFactor = 4.0;
 ProgramReference checked_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
                                    int devices, const std::vector<int>& groups = {},
                                    const std::vector<bool>& on_partials = {});
+
+// C = einsum(eq; a, b) on whole tensors, for a run in `dtype` whose partial sums of C are added
+// over a group of `devices`: the one checker's value and per-element bound, as for a one-op
+// program (inputs A and B, output C; checked_reference). Where every product and partial sum is an
+// integer the type holds exactly (integer operands, terms * max|a| * max|b| <= 1/u), any order of
+// the sums gives the same bits: the value is exact and the bound 0.
+struct ExpectedTensor {
+  Tensor value, bound;
+};
+ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Tensor& b, DType dtype, int devices);
 
 }  // namespace shardlab

@@ -16,6 +16,7 @@
 #include "harness/cost/cost.hpp"
 #include "harness/check/npy.hpp"
 #include "harness/check/pictures.hpp"
+#include "harness/check/program_check.hpp"
 #include "harness/check/write_file.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/planner.hpp"
@@ -325,19 +326,19 @@ int run_contraction(const ContractionOptions& o) {
     std::vector<Tensor> blocks;
     for (auto& d : run.outputs) blocks.push_back(d.at(result));
     const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, result);
-    const Tensor want = broadcast ? reference_einsum(eq, in.a, in.b) : contract(eq, in.a, in.b);
-    // Integer inputs (no --a-in/--b-in) whose sums stay exact in the type: tolerance 0.
-    const double term = xt::amax(xt::abs(in.a))() * xt::amax(xt::abs(in.b))();
-    const bool integers = in.source.rfind("random integers", 0) == 0;
-    const double tol = integers ? integer_sum_tolerance(summed, term, session.dtype(), mesh.devices())
-                                : reduction_tolerance(summed, term, session.dtype(), mesh.devices());
-    Verdict v = compare(result, got.tensor, want, tol);
+    // The one checker's value and bound (program_check.hpp): exact, tolerance 0, while integer
+    // sums are; else checked_reference's per-element bound. An exact value is checked against the
+    // broadcast-and-sum einsum as well, independent of BLAS, when its table of products fits.
+    const ExpectedTensor expected = contraction_expected(eq, in.a, in.b, session.dtype(), mesh.devices());
+    const bool exact = xt::amax(expected.bound)() == 0;
+    const Tensor& want = exact && broadcast ? reference_einsum(eq, in.a, in.b) : expected.value;
+    Verdict v = compare(result, got.tensor, want, expected.bound);
     if (!got.replicas_agree) {
       v.pass = false;
       v.detail = got.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
     }
-    v.name = result + " against the unsharded einsum (" + (broadcast ? "broadcast and sum" : "BLAS on one device") +
-             ")";
+    v.name = result + " against the unsharded einsum (" +
+             (exact && broadcast ? "broadcast and sum" : exact ? "BLAS on one device" : "the program checker") + ")";
     rep.checks.push_back(v);
     Verdict agrees;
     agrees.name = "ledger matches the plan";

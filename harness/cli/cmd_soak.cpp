@@ -226,8 +226,7 @@ int soak(const SoakOptions& o) {
       tt.seconds += elapsed() - case_start;
       continue;
     }
-    std::vector<Verdict> checks = {verify_output(mesh, c.plan.out_spec, run, "C", c.want,
-                                                 integer_sum_tolerance(c.k, 16, dtype, mesh.devices()))};
+    std::vector<Verdict> checks = {verify_matmul(mesh, c.plan.out_spec, run, "C", c, dtype)};
     // bfloat16: C against its replay, bit for bit, as Session::finish does (this bare Runtime has
     // no Session; run_case applies it to the program cases).
     cover_by_replays(checks, rt.replays());

@@ -34,6 +34,12 @@ struct MatmulCase {
 // do not divide the shape. `element_bytes`: of the element type the plan counts (Session's).
 MatmulCase matmul_case(const Mesh& mesh, const std::string& shape, const std::string& a_spec_xy,
                        const std::string& b_spec_xy, std::uint64_t seed, std::size_t element_bytes);
+// The run's output `name` (C, or the partial sums it is made of, laid out by `spec`) against A B
+// by the one checker (contraction_expected, harness/check/program_check.hpp): exact while the
+// integer sums are (always in float32 and float64; k <= 16 in bfloat16), else checked_reference's
+// bound for a run in t whose partial sums are added over the whole mesh.
+Verdict verify_matmul(const Mesh& mesh, const Spec& spec, const RunResult& run, const std::string& name,
+                      const MatmulCase& c, DType t);
 // "_,Y" on this mesh: "X" and "Y" renamed to the mesh's first and second axis.
 Spec case_spec(const Mesh& mesh, const std::string& spec_xy);
 // The plan article 001's rules give another case of the same shapes (to compare costs).

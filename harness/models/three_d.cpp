@@ -9,6 +9,7 @@
 
 #include "collectives/collectives.hpp"
 #include "core/einsum.hpp"
+#include "harness/check/program_check.hpp"
 #include "core/error.hpp"
 #include "core/ops.hpp"
 #include "harness/models/training.hpp"
@@ -101,7 +102,7 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
   // The forward pass as the devices sum it: each stage's output the sum over T of the column
   // blocks' partial products, each rounded to the wire type and added in it (first block first, or
   // last first), the result in the wire type as the next stage receives it. What that moves y by,
-  // 4 times, with y's own last rounding, tightens the worst case.
+  // kOrderSpreadFactor (program_check.hpp) times, with y's own last rounding, tightens the worst case.
   {
     const std::size_t T = static_cast<std::size_t>(c.tensor);
     double most = 0;
@@ -115,7 +116,7 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
       }
       most = std::max(most, double(xt::amax(xt::abs(in_p - ref.y))()));
     }
-    if (std::isfinite(most)) ref.y_tol = xt::minimum(ref.y_tol, 4 * most + 2 * u * xt::abs(ref.y));
+    if (std::isfinite(most)) ref.y_tol = xt::minimum(ref.y_tol, kOrderSpreadFactor * most + 2 * u * xt::abs(ref.y));
   }
   ref.w1 = in.w1;
   ref.w2 = in.w2;
@@ -166,11 +167,11 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
     dz = matmul(dpre, transposed(in.w1[p]));
     dz_size = matmul(dpre_size, transposed(xt::abs(in.w1[p])));
   }
-  // A gradient's tolerance: min(worst case, 4 x what the orders moved it + its own last rounding);
-  // everything the forward pass and the stage boundaries round is in the worst case only, so the
+  // A gradient's tolerance: min(worst case, kOrderSpreadFactor x what the orders moved it + its own
+  // last rounding); everything the forward pass and the stage boundaries round is in the worst case only, so the
   // measured part is kept at least 8 u |g| (two more roundings on each side).
   auto tighten = [&](Tensor& gtol, const Tensor& g, double s) {
-    if (std::isfinite(s)) gtol = xt::minimum(gtol, 4 * s + 8 * u * xt::abs(g));
+    if (std::isfinite(s)) gtol = xt::minimum(gtol, kOrderSpreadFactor * s + 8 * u * xt::abs(g));
   };
   for (int p = 0; p < c.pipe; ++p) {
     tighten(ref.g1_tol[p], ref.g1[p], moved1[p]);

@@ -11,6 +11,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/ops.hpp"
+#include "harness/check/program_check.hpp"
 #include "harness/models/training.hpp"
 
 namespace shardlab {
@@ -196,9 +197,9 @@ ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wir
     // two orders that happened not to show it: Adam's step there keeps the worst-case bound.
     const Tensor own = 2.0 * m.steps * (xt::abs(ref.weights[k]) + m.adam.lr) * u;
     ref.tolerance[k] = xt::where(ref.doubt[k] >= 1.0 / 32, ref.tolerance[k],
-                                 xt::minimum(ref.tolerance[k], 4 * moved_w[k] + own));
+                                 xt::minimum(ref.tolerance[k], kOrderSpreadFactor * moved_w[k] + own));
     ref.gradient_tolerance[k] =
-        xt::minimum(ref.gradient_tolerance[k], 4 * moved_g[k] + 2 * u * xt::abs(ref.gradient[k]));
+        xt::minimum(ref.gradient_tolerance[k], kOrderSpreadFactor * moved_g[k] + 2 * u * xt::abs(ref.gradient[k]));
   }
   return ref;
 }
