@@ -40,6 +40,9 @@ Command add_bench_command(CLI::App& app) {
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_option("--trace", o->trace, "also write every timed call's timeline here (Chrome Trace JSON)");
+  c->add_option("--machine", o->machine,
+                "a machine.dat (shardlab sweep --what machine): also each row's time in its cost model, the "
+                "ratio, and the median and worst error from 1M up");
   c->add_flag("--perturb-expected", o->perturb_expected,
               "testing: every expected value off by one; #wrong must count every element of every timed call and "
               "the exit be 1");

@@ -31,6 +31,8 @@
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
 #include "harness/check/trace.hpp"
+#include "harness/cost/calibrate.hpp"
+#include "harness/cost/machine.hpp"
 #include "harness/check/write_file.hpp"
 
 namespace shardlab {
@@ -668,12 +670,16 @@ std::string bench_csv(const BenchResult& result) {
 
 int bench_collectives(const BenchOptions& options) {
   if (!options.csv.empty()) check_writable(options.csv, "--csv");  // every rank: all refuse alike
-  refuse_shared_paths({{"--csv", options.csv}, {"--trace", options.trace}}, {});
+  refuse_shared_paths({{"--csv", options.csv}, {"--trace", options.trace}}, {{"--machine", options.machine}});
+  // A bad machine file: exit 2 on every rank before anything runs.
+  const Hardware model = hardware_preset("this-machine", presets_with_machine(options.machine));
   const BenchResult result = run_collectives_bench(options);
   const bool root = process_is_root();
   int status = 0;
   if (root) {
-    std::cout << bench_table(result) << std::flush;
+    std::cout << bench_table(result);
+    if (!options.machine.empty()) std::cout << model_table(result, model, options.machine);
+    std::cout << std::flush;
     if (!options.csv.empty()) {
       try {  // whole or not at all: a full disk leaves the old file (or none), never a partial one
         write_file_whole(options.csv, "--csv", [&](std::ostream& f) { f << bench_csv(result); });

@@ -32,6 +32,7 @@ struct BenchOptions {
   bool perturb_expected = false;  // testing: every expected value off by one; #wrong must show it
   std::string dtype = "float32";  // element type moved: float32, float64 or bfloat16
   std::string trace;              // also write the timeline here (harness/check/trace.hpp)
+  std::string machine;            // a machine.dat: also the cost model's time per row (calibrate.hpp)
 };
 
 struct BenchRow {

@@ -10,7 +10,8 @@
 # to the other hosts' proxies cross the bridge too (-iface shl0).
 #
 # cluster_up H RATE  makes the namespaces and writes $CLUSTER_DIR/hosts; RATE is a tc rate
-#                    (200mbit) for each host's outgoing link, or none
+#                    (200mbit) for each host's outgoing link, or none; tc's tbf keeps at most
+#                    $CLUSTER_TBF_LATENCY (100ms) of it queued
 # cluster_mpiexec H CMD...   mpiexec -n H, one rank per host, UCX over TCP on shl0
 # cluster_down       kills what runs in this run's namespaces and deletes them (the EXIT trap)
 # cluster_reap_stale deletes namespaces left by runs whose pid is dead (a kill -9, a power cut)
@@ -86,7 +87,7 @@ cluster_up() {
     ip -n "$ns" addr add "$CLUSTER_NET.$((h + 1))/24" dev shl0 || return 1
     ip -n "$ns" link set shl0 up && ip -n "$ns" link set lo up || return 1
     if [ "$rate" != none ]; then  # each host's upload; burst of 64 KiB, at most 100 ms queued
-      ip netns exec "$ns" tc qdisc add dev shl0 root tbf rate "$rate" burst 64kb latency 100ms || return 1
+      ip netns exec "$ns" tc qdisc add dev shl0 root tbf rate "$rate" burst 64kb latency ${CLUSTER_TBF_LATENCY:-100ms} || return 1
     fi
     echo "$ns" >>"$CLUSTER_DIR/hosts"
   done

@@ -9,7 +9,8 @@
 #     device, #wrong); a link taken down mid-collective (exit 3 within --collective-timeout, the
 #     silent device named, nothing left); Ctrl-C and kill -9 of a run (nothing left, the next run
 #     works). Exit 0 only if all of it holds. The link rate fitted by sweep --what machine is
-#     printed beside tc's, not checked (see there).
+#     printed beside tc's, and the fitted model beside every collective and size (bench
+#     collectives --machine), not checked (see there).
 # tests/cluster/cluster_test.sh --smoke [BIN_DIR]  make test: 2 hosts, lesson 02, the launcher's
 #     refusals, Ctrl-C and kill -9 clean-up (about 10 s); skipped, with the reason, where network
 #     namespaces cannot be made (not root, no ip).
@@ -228,6 +229,20 @@ if [ $rc = 0 ] && [ -n "$fit" ]; then
     "$fit" "$RATE" "$want" "$err"
 else
   fail "sweep --what machine: exit $rc, no link fitted"
+fi
+# The fitted model against every collective and size it was not fitted to (calibrate.hpp):
+# reported, not checked, as above. Measured at 200mbit on 2 hosts: all_gather, reduce_scatter and
+# all_to_all move at tc's payload rate (0.0239 GB/s), but ours all_reduce (reduce_scatter then
+# all_gather) takes 1.4-1.5x their sum there (not on one host, not unshaped), and the fit from 8 B
+# up misses the rate by 20-30%; so the model's error at >= 1M is 17-45% today, not the 15% aimed at.
+if [ -f "$CLUSTER_DIR/machine.dat" ]; then
+  echo "== 2 hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine $CLUSTER_DIR/machine.dat" \
+    "--min 64K --max 16M --iters 3 --warmup 1"
+  CLUSTER_TIMEOUT=300 cluster_mpiexec 2 "$BIN/shardlab" bench collectives --backend mpi --collective-timeout 60 \
+    --machine "$CLUSTER_DIR/machine.dat" --min 64K --max 16M --iters 3 --warmup 1 >"$CLUSTER_DIR/model.out" 2>&1
+  rc=$?
+  sed -n '/# the cost model of/,$p' "$CLUSTER_DIR/model.out" | sed 's/^/   /'
+  [ $rc = 0 ] || fail "bench collectives --machine: exit $rc"
 fi
 cluster_down
 

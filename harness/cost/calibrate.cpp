@@ -1,0 +1,86 @@
+#include "harness/cost/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/text.hpp"
+#include "harness/check/table.hpp"
+
+namespace shardlab {
+
+namespace {
+
+std::string fixed(double v, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// 65536 -> "64K", 1048576 -> "1M" (nccl-tests' sizes are powers of two).
+std::string size_text(std::size_t bytes) {
+  const char* units[] = {"", "K", "M", "G"};
+  int u = 0;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, ++u;
+  return std::to_string(bytes) + units[u];
+}
+
+}  // namespace
+
+double ModelRow::error() const { return measured > 0 ? std::fabs(model - measured) / measured : INFINITY; }
+
+std::vector<ModelRow> model_rows(const BenchResult& r, const Hardware& hw) {
+  std::vector<ModelRow> out;
+  for (const auto& row : r.rows) {
+    if (row.ours_seconds <= 0) continue;
+    const Algorithm algo = row.op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+    out.push_back({row.op, row.bytes, row.ours_seconds, collective_seconds(row.op, algo, r.group_size, double(row.bytes), hw)});
+  }
+  return out;
+}
+
+ModelSummary model_summary(const std::vector<ModelRow>& rows, std::size_t from_bytes) {
+  ModelSummary s;
+  std::vector<double> errors;
+  for (const auto& row : rows) {
+    if (row.bytes < from_bytes) continue;
+    errors.push_back(row.error());
+    if (errors.size() == 1 || row.error() > s.worst_error) {
+      s.worst_error = row.error();
+      s.worst = row.op + " " + size_text(row.bytes);
+    }
+  }
+  s.rows = errors.size();
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  const std::size_t n = errors.size();
+  s.median_error = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  return s;
+}
+
+std::string model_table(const BenchResult& r, const Hardware& hw, const std::string& machine_path) {
+  std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + fixed(hw.alpha * 1e6, "%.3g") + " us, link " +
+                    fixed(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
+                    fixed(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
+                    std::to_string(r.group_size) + " devices\n";
+  const std::vector<ModelRow> rows = model_rows(r, hw);
+  Table t({"collective", "size", "ours us", "model us", "ours/model", "|error|"});
+  std::string last;
+  for (const auto& row : rows) {
+    if (!last.empty() && row.op != last) t.add({});
+    last = row.op;
+    t.add({row.op, size_text(row.bytes), fixed(row.measured * 1e6, "%.1f"), fixed(row.model * 1e6, "%.1f"),
+           fixed(row.measured / row.model, "%.2f"), fixed(100 * row.error(), "%.0f%%")});
+  }
+  out += t.text("");
+  const std::size_t from = std::size_t(1) << 20;
+  const ModelSummary s = model_summary(rows, from);
+  if (s.rows == 0)
+    out += "# model vs measured at >= 1M: no rows (give --max 1M or more)\n";
+  else
+    out += "# model vs measured at >= 1M: median |error| " + fixed(100 * s.median_error, "%.0f") + "%, worst " +
+           fixed(100 * s.worst_error, "%.0f") + "% (" + s.worst + ") over " + std::to_string(s.rows) + " rows\n";
+  return out;
+}
+
+}  // namespace shardlab
