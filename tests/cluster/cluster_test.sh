@@ -232,8 +232,8 @@ else
 fi
 # The fitted model against every collective and size it was not fitted to (calibrate.hpp):
 # reported, not checked, as above. Measured at 200mbit on 2 hosts: all_gather, reduce_scatter and
-# all_to_all move at tc's payload rate (0.0239 GB/s), but ours all_reduce (reduce_scatter then
-# all_gather) takes 1.4-1.5x their sum there (not on one host, not unshaped), and the fit from 8 B
+# all_to_all move at tc's payload rate (0.0239 GB/s), but an all_reduce often takes 1.4-1.5x the
+# sum of its two halves there, at times 1.0x (not on one host, not unshaped), and the fit from 8 B
 # up misses the rate by 20-30%; so the model's error at >= 1M is 17-45% today, not the 15% aimed at.
 if [ -f "$CLUSTER_DIR/machine.dat" ]; then
   echo "== 2 hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine $CLUSTER_DIR/machine.dat" \
