@@ -1,7 +1,7 @@
 // GELU, the erf form: gelu(x) = x/2 (1 + erf(x / sqrt 2)), and its derivative, elementwise.
-// Typed forms compute in the element type's arithmetic (double for float64, float for float32 and
-// bfloat16) and round each result to the type once, so a sharded run and the reference that share
-// an input get the same bits.
+// Typed forms compute gelu and gelu' in float64 and round each result to the type once (the
+// product in the type's arithmetic, which for two values of the type rounds alike), so a sharded
+// run and the reference that share an input get the same bits.
 #pragma once
 #include "core/tensor.hpp"
 

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     auto& checks = session.report().checks;
     out << "   Are the backward's rules right? On one device, in float64, nudge a few entries t of each\n"
            "   input by a step e and compare (L(t+e) - L(t-e)) / 2e with the gradient the rules give;\n"
-           "   halving the step shows how much of the difference is truncation. Once for the layer"
+           "   doubling the step shows how much of the difference is truncation. Once for the layer"
         << (large ? ".\n   The rules do not depend on the size, so they are checked on the default B=8,S=4,M=16,H=64:\n"
                   : ":\n");
     for (auto v : ffn_rule_checks(rule_dims, config.seed)) {

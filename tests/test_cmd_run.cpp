@@ -73,11 +73,17 @@ TEST_CASE("shardlab run --dtype: the case in another element type; the byte budg
   // 2559 bytes hold 639 float32 elements: 1278 bytes of bfloat16, under the 1280 sent.
   const auto tight = run_binary("shardlab run --dtype bfloat16 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2559"));
   CHECK(tight.status == 1);
-  CHECK(shardlab::testing::flat(tight.out).find("the run sent 1280 bytes per device (the busiest), more than the 1278 allowed") !=
-        std::string::npos);
+  CHECK(shardlab::testing::flat(tight.out).find("the run sent 1280 bytes per device (the busiest), more than the 1278 allowed "
+                                                 "(the file's limit for float32, scaled to bfloat16)") != std::string::npos);
+  // Its own type changes nothing: the limit stays the file's 2559 bytes, nothing scaled.
+  const auto own = run_binary("shardlab run --dtype float32 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2559"));
+  CHECK(own.status == 1);
+  CHECK(shardlab::testing::flat(own.out).find("more than the 2559 allowed") != std::string::npos);
+  CHECK(own.out.find("scaled") == std::string::npos);
   const auto bad = run_binary("shardlab run --dtype float16 " + kCase);
   CHECK(bad.status == 2);
   CHECK(count_lines(bad.err) == 1);
+  CHECK(bad.err.find("--dtype") != std::string::npos);
 }
 
 TEST_CASE("shardlab run: bad files exit 2 with one sentence naming the file and line") {

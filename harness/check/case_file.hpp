@@ -52,6 +52,7 @@ struct CaseExpect {
   std::optional<std::uint64_t> max_bytes_per_device;
   std::optional<std::uint64_t> max_peak_memory_per_device;
   int collectives_line = 0, bytes_line = 0, memory_line = 0;
+  std::string scaled;  // shardlab run --dtype: " (the file's limit for float32, scaled to bfloat16)"
 };
 
 struct CaseFile {

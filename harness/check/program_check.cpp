@@ -72,8 +72,8 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
       const Tensor& b = values.at(op.in[1]);
       const std::string over = eq.contracted();
       if (order.chunks <= 1 || over.empty()) return contract(eq, a, b, dtype);
-      // Each block contracts only its slice of the summed letter on both sides: the same sum as
-      // zeroing the rest (which adds exact zeros), at 1/chunks of the work.
+      // Each block contracts only its slice of the summed letter on both sides (at 1/chunks of the
+      // work): another valid order of the same terms, each block rounded as a device's part is.
       const char letter = longest(p, over);
       const std::size_t ax = eq.a.find(letter), bx = eq.b.find(letter), n = shape_of(a)[ax];
       const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(order.chunks));

@@ -1,5 +1,7 @@
 // Verification: a sharded result against the unsharded one computed in the same program.
-// Data movement must match bit for bit (tolerance 0); reductions get reduction_tolerance().
+// Data movement must match bit for bit (tolerance 0); sums not exact in the type get per-element
+// bounds from the program checker (program_check.hpp) or, where a model keeps its own reference,
+// from its own derivation; reduction_tolerance() is Higham's worst case for a plain sum.
 #pragma once
 #include <string>
 #include <vector>

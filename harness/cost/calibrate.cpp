@@ -32,7 +32,7 @@ double ModelRow::error() const { return measured > 0 ? std::fabs(model - measure
 std::vector<ModelRow> model_rows(const BenchResult& r, const Hardware& hw) {
   std::vector<ModelRow> out;
   for (const auto& row : r.rows) {
-    if (row.ours_seconds <= 0) continue;
+    if (row.ours_seconds <= 0 || r.group_size < 2) continue;  // one device moves nothing: no model
     const Algorithm algo = row.op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
     out.push_back({row.op, row.bytes, row.ours_seconds, collective_seconds(row.op, algo, r.group_size, double(row.bytes), hw)});
   }
@@ -62,7 +62,8 @@ std::string model_table(const BenchResult& r, const Hardware& hw, const std::str
   std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + fixed(hw.alpha * 1e6, "%.3g") + " us, link " +
                     fixed(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
                     fixed(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
-                    std::to_string(r.group_size) + " devices\n";
+                    std::to_string(r.group_size) + (r.group_size == 1 ? " device" : " devices") + "\n";
+  if (r.group_size < 2) return out + "# a group of one device sends nothing: the model has nothing to predict\n";
   const std::vector<ModelRow> rows = model_rows(r, hw);
   Table t({"collective", "size", "ours us", "model us", "ours/model", "|error|"});
   std::string last;
@@ -79,7 +80,7 @@ std::string model_table(const BenchResult& r, const Hardware& hw, const std::str
     out += "# model vs measured at >= 1M: no rows (give --max 1M or more)\n";
   else
     out += "# model vs measured at >= 1M: median |error| " + fixed(100 * s.median_error, "%.0f") + "%, worst " +
-           fixed(100 * s.worst_error, "%.0f") + "% (" + s.worst + ") over " + std::to_string(s.rows) + " rows\n";
+           fixed(100 * s.worst_error, "%.0f") + "% (" + s.worst + ") over " + std::to_string(s.rows) + (s.rows == 1 ? " row\n" : " rows\n");
   return out;
 }
 

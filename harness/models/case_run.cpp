@@ -52,12 +52,12 @@ void expect_checks(const CaseFile& c, CaseRun& r) {
     r.checks.push_back(check("expect.max_bytes_per_device", r.bytes_per_device <= *e.max_bytes_per_device,
                              line_of(c, e.bytes_line) + ": the run sent " + std::to_string(r.bytes_per_device) +
                                  " bytes per device (the busiest), more than the " +
-                                 std::to_string(*e.max_bytes_per_device) + " allowed"));
+                                 std::to_string(*e.max_bytes_per_device) + " allowed" + e.scaled));
   if (e.max_peak_memory_per_device)
     r.checks.push_back(check("expect.max_peak_memory_per_device", r.peak_bytes <= *e.max_peak_memory_per_device,
                              line_of(c, e.memory_line) + ": a device held " + std::to_string(r.peak_bytes) +
                                  " bytes at its peak, more than the " + std::to_string(*e.max_peak_memory_per_device) +
-                                 " allowed"));
+                                 " allowed" + e.scaled));
 }
 
 }  // namespace
@@ -72,9 +72,17 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
 }
 
 CaseFile with_dtype(CaseFile c, const std::string& dtype) {
-  const std::uint64_t was = element_bytes(parse_dtype(c.dtype)), now = element_bytes(parse_dtype(dtype));
+  DType to;
+  try {
+    to = parse_dtype(dtype);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::parse, std::string("--dtype: ") + e.what());
+  }
+  if (dtype == c.dtype) return c;
+  const std::uint64_t was = element_bytes(parse_dtype(c.dtype)), now = element_bytes(to);
   for (auto* limit : {&c.expect.max_bytes_per_device, &c.expect.max_peak_memory_per_device})
     if (*limit) **limit = **limit / was * now;
+  c.expect.scaled = " (the file's limit for " + c.dtype + ", scaled to " + dtype + ")";
   c.dtype = dtype;
   return c;
 }

@@ -321,9 +321,15 @@ void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, st
   std::map<std::string, Tensor> whole;
   for (const char* name : {"y", "dx", "dW_in", "dW_out"})
     if (got.count(name)) whole[name] = converted<double>(got.at(name));
-  use_all_blas_threads();
-  std::vector<Verdict> checks = ffn_full_checks(plan, inputs, whole);
-  use_one_blas_thread();
+  struct AllCores {  // back to one BLAS thread per device however the check ends
+    AllCores() { use_all_blas_threads(); }
+    ~AllCores() { use_one_blas_thread(); }
+  };
+  std::vector<Verdict> checks;
+  {
+    const AllCores cores;
+    checks = ffn_full_checks(plan, inputs, whole);
+  }
   for (auto& v : checks) r.checks.push_back(std::move(v));
 }
 
