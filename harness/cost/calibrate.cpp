@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "core/text.hpp"
 #include "harness/check/table.hpp"
@@ -10,12 +9,6 @@
 namespace shardlab {
 
 namespace {
-
-std::string fixed(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 // 65536 -> "64K", 1048576 -> "1M" (nccl-tests' sizes are powers of two).
 std::string size_text(std::size_t bytes) {
@@ -59,9 +52,9 @@ ModelSummary model_summary(const std::vector<ModelRow>& rows, std::size_t from_b
 }
 
 std::string model_table(const BenchResult& r, const Hardware& hw, const std::string& machine_path) {
-  std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + fixed(hw.alpha * 1e6, "%.3g") + " us, link " +
-                    fixed(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
-                    fixed(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
+  std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + format_number(hw.alpha * 1e6, "%.3g") + " us, link " +
+                    format_number(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
+                    format_number(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
                     std::to_string(r.group_size) + (r.group_size == 1 ? " device" : " devices") + "\n";
   if (r.group_size < 2) return out + "# a group of one device sends nothing: the model has nothing to predict\n";
   const std::vector<ModelRow> rows = model_rows(r, hw);
@@ -70,8 +63,8 @@ std::string model_table(const BenchResult& r, const Hardware& hw, const std::str
   for (const auto& row : rows) {
     if (!last.empty() && row.op != last) t.add({});
     last = row.op;
-    t.add({row.op, size_text(row.bytes), fixed(row.measured * 1e6, "%.1f"), fixed(row.model * 1e6, "%.1f"),
-           fixed(row.measured / row.model, "%.2f"), fixed(100 * row.error(), "%.0f%%")});
+    t.add({row.op, size_text(row.bytes), format_number(row.measured * 1e6, "%.1f"), format_number(row.model * 1e6, "%.1f"),
+           format_number(row.measured / row.model, "%.2f"), format_number(100 * row.error(), "%.0f%%")});
   }
   out += t.text("");
   const std::size_t from = std::size_t(1) << 20;
@@ -79,8 +72,8 @@ std::string model_table(const BenchResult& r, const Hardware& hw, const std::str
   if (s.rows == 0)
     out += "# model vs measured at >= 1M: no rows (give --max 1M or more)\n";
   else
-    out += "# model vs measured at >= 1M: median |error| " + fixed(100 * s.median_error, "%.0f") + "%, worst " +
-           fixed(100 * s.worst_error, "%.0f") + "% (" + s.worst + ") over " + std::to_string(s.rows) + (s.rows == 1 ? " row\n" : " rows\n");
+    out += "# model vs measured at >= 1M: median |error| " + format_number(100 * s.median_error, "%.0f") + "%, worst " +
+           format_number(100 * s.worst_error, "%.0f") + "% (" + s.worst + ") over " + std::to_string(s.rows) + (s.rows == 1 ? " row\n" : " rows\n");
   return out;
 }
 
