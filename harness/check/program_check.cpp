@@ -19,19 +19,6 @@ namespace {
 
 Tensor abs_of(const Tensor& t) { return xt::abs(t); }
 
-// t with every element whose index along `axis` lies outside [lo, hi) set to 0.
-Tensor outside_zeroed(const Tensor& t, std::size_t axis, std::size_t lo, std::size_t hi) {
-  Tensor out = t;
-  const Shape s = shape_of(t);
-  std::size_t inner = 1;
-  for (std::size_t k = axis + 1; k < s.size(); ++k) inner *= s[k];
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::size_t at = (i / inner) % s[axis];
-    if (at < lo || at >= hi) out.data()[i] = 0;
-  }
-  return out;
-}
-
 // t's elements whose index along `axis` lies in [lo, hi).
 Tensor slice_of(const Tensor& t, std::size_t axis, std::size_t lo, std::size_t hi) {
   xt::xstrided_slice_vector sv(t.dimension(), xt::all());
@@ -39,16 +26,12 @@ Tensor slice_of(const Tensor& t, std::size_t axis, std::size_t lo, std::size_t h
   return xt::strided_view(t, sv);
 }
 
-// A sum over the dim `letter` of x (dims `dims`) in order.chunks blocks: sum_of(block) gives one
-// block's sum (the terms outside it zeroed, which adds exact zeros); the blocks are added as
-// partial sums are (sum_rounded, core/tensor.hpp).
-template <class SumOf>
-Tensor chunked(const Tensor& x, const std::string& dims, char letter, SumOrder order, DType t, const SumOf& sum_of) {
-  const std::size_t axis = dims.find(letter), n = shape_of(x)[axis];
+// A sum over one dim of length n in order.chunks blocks: block(lo, hi) gives the sum over [lo, hi)
+// of it; the blocks are added as partial sums are (sum_rounded, core/tensor.hpp).
+template <class Block>
+Tensor chunked(std::size_t n, SumOrder order, DType t, const Block& block) {
   const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, order.chunks)));
-  return sum_rounded(chunks, order.reverse, t, [&](std::size_t k) {
-    return sum_of(outside_zeroed(x, axis, n * k / chunks, n * (k + 1) / chunks));
-  });
+  return sum_rounded(chunks, order.reverse, t, [&](std::size_t k) { return block(n * k / chunks, n * (k + 1) / chunks); });
 }
 
 // The longest of the letters summed over: the one to cut into blocks (a letter of size 1 would
@@ -75,10 +58,8 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
       // Each block contracts only its slice of the summed letter on both sides (at 1/chunks of the
       // work): another valid order of the same terms, each block rounded as a device's part is.
       const char letter = longest(p, over);
-      const std::size_t ax = eq.a.find(letter), bx = eq.b.find(letter), n = shape_of(a)[ax];
-      const std::size_t chunks = std::min<std::size_t>(n, static_cast<std::size_t>(order.chunks));
-      return sum_rounded(chunks, order.reverse, dtype, [&](std::size_t k) {
-        const std::size_t lo = n * k / chunks, hi = n * (k + 1) / chunks;
+      const std::size_t ax = eq.a.find(letter), bx = eq.b.find(letter);
+      return chunked(shape_of(a)[ax], order, dtype, [&](std::size_t lo, std::size_t hi) {
         return contract(eq, slice_of(a, ax, lo, hi), slice_of(b, bx, lo, hi), dtype);
       });
     }
@@ -105,8 +86,10 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
     case OpKind::reduce: {
       const std::string& in_dims = p.dims.at(op.in[0]);
       if (op.name == "max" || order.chunks <= 1) return rounded(reduce_op(op.name, a, in_dims, op.over), dtype);
-      const Tensor s = chunked(a, in_dims, longest(p, op.over), order, dtype,
-                               [&](const Tensor& part) { return reduce_op("sum", part, in_dims, op.over); });
+      const std::size_t axis = in_dims.find(longest(p, op.over));
+      const Tensor s = chunked(shape_of(a)[axis], order, dtype, [&](std::size_t lo, std::size_t hi) {
+        return reduce_op("sum", slice_of(a, axis, lo, hi), in_dims, op.over);
+      });
       if (op.name == "sum") return s;
       double n = 1;
       for (char c : op.over) n *= double(p.sizes.at(c));
@@ -292,7 +275,7 @@ ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Ten
   if (integers(a) && integers(b) && terms * largest <= 1.0 / unit_roundoff(dtype)) {
     Tensor value = contract(eq, a, b, DType::float64);  // integers below 2^53: exact
     Tensor bound = xt::zeros<double>(shape_of(value));
-    return {std::move(value), std::move(bound)};
+    return {std::move(value), std::move(bound), true};
   }
   TensorProgram p;
   p.name = "contraction";
@@ -308,7 +291,9 @@ ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Ten
   p.outputs = {"C"};
   p = make_program(std::move(p));
   ProgramReference r = checked_reference(p, {{"A", a}, {"B", b}}, dtype, devices, {devices});
-  return {std::move(r.values.at("C")), std::move(r.bounds.at("C"))};
+  Tensor& bound = r.bounds.at("C");
+  const bool exact = bound.size() == 0 || xt::amax(bound)() == 0;
+  return {std::move(r.values.at("C")), std::move(bound), exact};
 }
 
 }  // namespace shardlab

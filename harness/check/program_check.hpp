@@ -94,6 +94,7 @@ ProgramReference checked_reference(const TensorProgram& p, const std::map<std::s
 // the sums gives the same bits: the value is exact and the bound 0.
 struct ExpectedTensor {
   Tensor value, bound;
+  bool exact = false;  // every element of bound is 0
 };
 ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Tensor& b, DType dtype, int devices);
 

@@ -330,7 +330,7 @@ int run_contraction(const ContractionOptions& o) {
     // sums are; else checked_reference's per-element bound. An exact value is checked against the
     // broadcast-and-sum einsum as well, independent of BLAS, when its table of products fits.
     const ExpectedTensor expected = contraction_expected(eq, in.a, in.b, session.dtype(), mesh.devices());
-    const bool exact = expected.bound.size() == 0 || xt::amax(expected.bound)() == 0;
+    const bool exact = expected.exact;
     const Tensor& want = exact && broadcast ? reference_einsum(eq, in.a, in.b) : expected.value;
     Verdict v = exact ? compare(result, got.tensor, want, 0.0) : compare(result, got.tensor, want, expected.bound);
     if (!got.replicas_agree) {

@@ -25,7 +25,7 @@ struct MatmulCase {
   std::string x, y;                 // the mesh's axis names
   std::size_t m = 0, k = 0, n = 0;  // A is m x k, B is k x n
   Tensor a, b;                      // small integers: every sum is exact
-  Tensor want;                      // A B on one device (the reference)
+  Tensor want;                      // A B by broadcast and sum (reference_einsum: no BLAS)
   Spec a_spec, b_spec;
   Plan plan;                        // what the planner derives from the two specs
 };
