@@ -119,6 +119,18 @@ MpiProcess::MpiProcess() {
     MPI_Comm_free(&local);
   }
   crowded_ = local_size > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Hosts emulated on one machine (make cluster: network namespaces) each hold one rank, so hydra
+  // says 1, yet they share this machine's cores. Spinning there cost 10-25 ms a ring step at 4
+  // hosts on 2 cores (a rank that is not running does not drain its socket, and the link idles);
+  // SHARDLAB_CROWDED=1 makes them yield as crowded ranks do (=0: spin however many share).
+  if (const char* c = std::getenv("SHARDLAB_CROWDED")) {
+    if (std::string(c) != "0" && std::string(c) != "1") {
+      if (rank_ == 0) std::fprintf(stderr, "error: SHARDLAB_CROWDED is '%s'; set it to 1 (ranks share cores) or 0\n", c);
+      MPI_Finalize();
+      std::_Exit(2);
+    }
+    crowded_ = c[0] == '1';
+  }
   MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
   gone_.assign(size_, false);
   std::atexit([] { MpiProcess::get().leave(); });

@@ -40,6 +40,12 @@ int launched_processes() {
   return 0;
 }
 
+int processes_on_these_cores() {
+  if (const char* c = std::getenv("SHARDLAB_CROWDED"); c && std::string(c) == "1") return launched_processes();
+  if (const char* v = std::getenv("MPI_LOCALNRANKS")) return std::atoi(v);
+  return launched_processes();
+}
+
 Runtime::Runtime(Backend backend, bool native, DType dtype)
     : backend_(backend), native_(native), dtype_(dtype), replay_(dtype == DType::bfloat16) {
   use_one_blas_thread();

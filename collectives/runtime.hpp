@@ -104,5 +104,9 @@ class Runtime {
 bool process_is_root();
 // The process count the launcher (mpiexec) started, from its environment; 0 when not launched.
 int launched_processes();
+// Of those, the ones that share this machine's cores: hydra's MPI_LOCALNRANKS (one rank per host
+// on a real cluster), or all of them when SHARDLAB_CROWDED=1 says the hosts share cores (hosts
+// emulated on one machine, tests/cluster/cluster_lib.sh).
+int processes_on_these_cores();
 
 }  // namespace shardlab

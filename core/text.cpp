@@ -125,4 +125,11 @@ std::string excerpt(const std::string& text, std::size_t max) {
   return out;
 }
 
+std::string size_text(std::size_t bytes) {
+  const char* units[] = {"", "K", "M", "G"};
+  int u = 0;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, ++u;
+  return std::to_string(bytes) + units[u];
+}
+
 }  // namespace shardlab

@@ -13,6 +13,8 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep);
 std::string format_number(double v, const char* printf_format);
 // A double as a stream prints it by default (6 significant digits): shortest(0.25) == "0.25".
 std::string shortest(double v);
+// 65536 -> "64K", 1048576 -> "1M", 1000 -> "1000": whole powers of 1024 only, as nccl-tests sizes.
+std::string size_text(std::size_t bytes);
 // The size in bytes of an input file that is safe to read whole: it must exist and be a regular
 // file (a FIFO would block forever, /dev/zero never ends, a directory has no bytes) of at most
 // max_bytes. Otherwise Error(io), one sentence naming <what> and the path.

@@ -146,6 +146,33 @@ TEST_CASE("fit: alpha and the link rate come back from times the model made") {
   CHECK(g.bytes_per_s == doctest::Approx(2e9).epsilon(0.15));
   CHECK(g.max_rel_err > 0.03);
   CHECK(g.max_rel_err < 0.15);
+  CHECK(f.rate_from_bytes == 65536);  // the largest size, 4M, down to 1/64 of it
+  CHECK(f.rate_points == 4);
   CHECK_THROWS_AS(fit_link("all_reduce", Algorithm::ring, 2, {1024}, {1e-5}, 1e10), Error);
   CHECK_THROWS_AS(fit_link("all_reduce", Algorithm::ring, 2, {1024, 4096}, {2e-5, 1e-5}, 1e10), Error);
+}
+
+TEST_CASE("fit: the rate comes from the large sizes, whatever the small ones do") {
+  // A link shaped by tc sends small messages in its burst, faster than its rate: here every size
+  // below 512K takes a third of the model's time. One line through all sizes (the fit before)
+  // came out with a rate 26% high on such a link; the rate must come back exactly.
+  Hardware truth = toy();
+  truth.alpha = 20e-6;
+  truth.bytes_per_s = 0.0239e9;
+  truth.reduce_bytes_per_s = 15e9;
+  std::vector<double> sizes, times;
+  for (double n = 8; n <= 32 * 1048576.0; n *= 4) {
+    sizes.push_back(n);
+    const double model = collective_seconds("all_reduce", Algorithm::ring, 2, n, truth);
+    times.push_back(n < 512 * 1024 ? model / 3 : model);
+  }
+  const LinkFit f = fit_link("all_reduce", Algorithm::ring, 2, sizes, times, truth.reduce_bytes_per_s);
+  CHECK(f.bytes_per_s == doctest::Approx(0.0239e9).epsilon(1e-9));
+  CHECK(f.rate_from_bytes == 512 * 1024);
+  CHECK(f.max_rel_err_rate < 0.01);  // only alpha, taken from the small sizes, moves them
+  CHECK(f.max_rel_err > 0.5);  // the small sizes are not what the model says, and the fit says so
+  CHECK(f.alpha >= 0);
+  // alpha: the median over the small sizes of their time beyond their bytes, per step; with no
+  // bytes to speak of (8 B) a third of 2 alpha is left, so alpha comes back below the truth here.
+  CHECK(f.alpha < truth.alpha);
 }

@@ -40,17 +40,24 @@ struct SweepOptions {
 
 const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "busbw", "machine"};
 
+// How well the fit holds: "rate from 512K up, within 2% over 4 sizes; all 12 sizes within 61%".
+std::string fit_text(const LinkFit& f) {
+  return "rate from " + size_text(std::size_t(f.rate_from_bytes)) + " up, within " +
+         format_number(100 * f.max_rel_err_rate, "%.0f") + "% over " + std::to_string(f.rate_points) +
+         " sizes; all " + std::to_string(f.points) + " sizes within " + format_number(100 * f.max_rel_err, "%.0f") + "%";
+}
+
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
 std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, const Hardware& hw) {
   if (!f) return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
   char line[512];
   std::snprintf(line, sizeof line,
-                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.2f GB/s (within %.0f%% over %zu "
-                "sizes); the this-machine preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 "
-                "build/bin/shardlab sweep --what machine --backend mpi)",
+                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.4g GB/s (%s); the this-machine "
+                "preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 build/bin/shardlab sweep --what machine "
+                "--backend mpi)",
                 backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f->alpha * 1e6,
-                f->bytes_per_s / 1e9, 100 * f->max_rel_err, f->points, hw.alpha * 1e6, hw.bytes_per_s / 1e9);
+                f->bytes_per_s / 1e9, fit_text(*f).c_str(), hw.alpha * 1e6, hw.bytes_per_s / 1e9);
   return line;
 }
 
@@ -75,8 +82,9 @@ int run_sweep(const SweepOptions& o) {
   if (backend == Backend::mpi && processes == 0)
     throw Error(ErrorKind::world_size, "--backend mpi measures processes started by mpiexec; run mpiexec -n 2 "
                                        "build/bin/shardlab sweep --what " + o.what + " --backend mpi");
-  if (backend == Backend::mpi && wants("machine") && processes > cores)
-    throw Error(ErrorKind::world_size, "--what machine under " + std::to_string(processes) + " processes on " +
+  const int sharing = processes_on_these_cores();
+  if (backend == Backend::mpi && wants("machine") && sharing > cores)
+    throw Error(ErrorKind::world_size, "--what machine under " + std::to_string(sharing) + " processes on " +
                                            std::to_string(cores) + " cores would fit waiting, not the link; run it with mpiexec -n " +
                                            std::to_string(std::min(cores, 2)));
   // Everything that can fail on bad input runs before anything is written.
@@ -134,9 +142,9 @@ int run_sweep(const SweepOptions& o) {
         root.tables.push_back(machine_table(rates, &link, source));
         char line[256];
         std::snprintf(line, sizeof line,
-                      "sweep: this machine: alpha %.2f us, link %.2f GB/s (fit within %.0f%% over %zu sizes), "
-                      "reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s",
-                      link.alpha * 1e6, link.bytes_per_s / 1e9, 100 * link.max_rel_err, link.points,
+                      "sweep: this machine: alpha %.2f us, link %.4g GB/s (%s), reduction %.1f GB/s, float64 "
+                      "GEMM %.1f GFLOP/s",
+                      link.alpha * 1e6, link.bytes_per_s / 1e9, fit_text(link).c_str(),
                       rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
         root.lines.push_back(line);
       } else if (wants("machine")) {

@@ -8,18 +8,6 @@
 
 namespace shardlab {
 
-namespace {
-
-// 65536 -> "64K", 1048576 -> "1M" (nccl-tests' sizes are powers of two).
-std::string size_text(std::size_t bytes) {
-  const char* units[] = {"", "K", "M", "G"};
-  int u = 0;
-  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, ++u;
-  return std::to_string(bytes) + units[u];
-}
-
-}  // namespace
-
 double ModelRow::error() const { return measured > 0 ? std::fabs(model - measured) / measured : INFINITY; }
 
 std::vector<ModelRow> model_rows(const BenchResult& r, const Hardware& hw) {

@@ -43,7 +43,9 @@ const std::vector<Hardware>& hardware_presets() {
        "by up to 81-82%: small messages cost more than one alpha, MPICH changes protocol at 8 KiB, and busbw "
        "falls as buffers leave the cache. Runs differ more than three runs suggest: 25 minutes later the same "
        "command here fitted 0.94 us and 6.76 GB/s, and on 2026-11-22 (maybe on another VM) 0.96 us and 7.47 "
-       "GB/s. Measure yours and pass it with --machine (harness/cost/machine.hpp)",
+       "GB/s. That fit was one line through every size; the sweep now fits the rate from 512 KiB up and alpha "
+       "from the smaller sizes (fit_link), which gave 10.4-10.9 us and 7.8-9.5 GB/s in three runs on "
+       "2026-11-27. Measure yours and pass it with --machine (harness/cost/machine.hpp)",
        1.98e-6, 4.46e9, 26.2e9, 51.7e9, 8, Topology::switched, 0, 0},
   };
   return presets;
@@ -131,43 +133,82 @@ double ring_faster_above_bytes(const std::string& op, int p, const Hardware& hw)
   return std::max(0.0, (ring_a - dbl_a) / (dbl_b - ring_b));
 }
 
+namespace {
+// Weighted least squares (weights 1/t^2) of y = steps a + link b over points [from, to) of the
+// sorted sizes; false when the two terms cannot be told apart there.
+struct Point {
+  double n, t, steps, link, y;
+};
+bool line_fit(const std::vector<Point>& p, std::size_t from, double& a, double& b) {
+  double suu = 0, suv = 0, svv = 0, sut = 0, svt = 0;
+  for (std::size_t i = from; i < p.size(); ++i) {
+    const double w = 1 / (p[i].t * p[i].t);
+    suu += w * p[i].steps * p[i].steps;
+    suv += w * p[i].steps * p[i].link;
+    svv += w * p[i].link * p[i].link;
+    sut += w * p[i].steps * p[i].y;
+    svt += w * p[i].link * p[i].y;
+  }
+  const double det = suu * svv - suv * suv;
+  if (!(det > 0)) return false;
+  a = (sut * svv - svt * suv) / det;
+  b = (suu * svt - suv * sut) / det;
+  return true;
+}
+}  // namespace
+
 LinkFit fit_link(const std::string& op, Algorithm algorithm, int p, const std::vector<double>& n_bytes,
                  const std::vector<double>& seconds, double reduce_bytes_per_s) {
   if (n_bytes.size() != seconds.size())
     throw Error(ErrorKind::unsupported, "fit_link: " + std::to_string(n_bytes.size()) + " sizes but " +
                                             std::to_string(seconds.size()) + " times");
-  // t - reduce/g = steps a + link b: weighted least squares in (a, b), weights 1/t^2.
-  double suu = 0, suv = 0, svv = 0, sut = 0, svt = 0;
-  std::vector<double> distinct;
+  // Two regimes, fitted apart. The link rate is the slope of the large messages: from the largest
+  // size down to 1/64 of it. Alpha is what the smaller ones take beyond their bytes at that rate
+  // (the median per step). One line through every size let a 8-byte message weigh as much as a
+  // 32 MiB one: on a link shaped by tc, whose burst sends small messages faster than the rate, the
+  // fitted rate came out 26% above tc's.
+  std::vector<Point> pts;
   for (std::size_t i = 0; i < n_bytes.size(); ++i) {
     if (!(seconds[i] > 0)) continue;
     const CollectiveTerms t = collective_terms(op, algorithm, p, n_bytes[i]);
-    const double w = 1 / (seconds[i] * seconds[i]), y = seconds[i] - t.reduce_bytes / reduce_bytes_per_s;
-    suu += w * t.steps * t.steps;
-    suv += w * t.steps * t.link_bytes;
-    svv += w * t.link_bytes * t.link_bytes;
-    sut += w * t.steps * y;
-    svt += w * t.link_bytes * y;
-    if (std::find(distinct.begin(), distinct.end(), n_bytes[i]) == distinct.end()) distinct.push_back(n_bytes[i]);
+    pts.push_back({n_bytes[i], seconds[i], t.steps, t.link_bytes, seconds[i] - t.reduce_bytes / reduce_bytes_per_s});
   }
-  const double det = suu * svv - suv * suv;
-  if (distinct.size() < 2 || !(det > 0))
+  std::sort(pts.begin(), pts.end(), [](const Point& x, const Point& y) { return x.n < y.n; });
+  std::vector<double> distinct;
+  for (const auto& q : pts)
+    if (distinct.empty() || distinct.back() != q.n) distinct.push_back(q.n);
+  if (distinct.size() < 2)
     throw Error(ErrorKind::unsupported, "fitting alpha and the link rate needs timings at two or more sizes");
-  const double a = (sut * svv - svt * suv) / det, b = (suu * svt - suv * sut) / det;
+  // The large sizes: at least the two largest, and every size down to 1/64 of the largest.
+  const double lowest = std::min(distinct.back() / 64, distinct[distinct.size() - 2]);
+  std::size_t from = 0;
+  while (pts[from].n < lowest) ++from;
+  double a = 0, b = 0;
+  if (!line_fit(pts, from, a, b))
+    throw Error(ErrorKind::unsupported, "fitting alpha and the link rate needs timings at two or more sizes");
   if (!(b > 0))
     throw Error(ErrorKind::unsupported, "the timings do not fit alpha-beta: time does not grow with message size");
   LinkFit f;
-  f.alpha = std::max(a, 0.0);
   f.bytes_per_s = 1 / b;
+  f.rate_from_bytes = pts[from].n;
+  f.rate_points = pts.size() - from;
+  std::vector<double> per_step;
+  for (std::size_t i = 0; i < from; ++i) per_step.push_back((pts[i].y - pts[i].link * b) / pts[i].steps);
+  if (per_step.empty()) {
+    f.alpha = std::max(a, 0.0);
+  } else {
+    std::nth_element(per_step.begin(), per_step.begin() + per_step.size() / 2, per_step.end());
+    f.alpha = std::max(per_step[per_step.size() / 2], 0.0);
+  }
   Hardware hw;
   hw.alpha = f.alpha;
   hw.bytes_per_s = f.bytes_per_s;
   hw.reduce_bytes_per_s = reduce_bytes_per_s;
-  for (std::size_t i = 0; i < n_bytes.size(); ++i) {
-    if (!(seconds[i] > 0)) continue;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
     ++f.points;
-    const double model = collective_seconds(op, algorithm, p, n_bytes[i], hw);
-    f.max_rel_err = std::max(f.max_rel_err, std::abs(model - seconds[i]) / seconds[i]);
+    const double err = std::abs(collective_seconds(op, algorithm, p, pts[i].n, hw) - pts[i].t) / pts[i].t;
+    f.max_rel_err = std::max(f.max_rel_err, err);
+    if (i >= from) f.max_rel_err_rate = std::max(f.max_rel_err_rate, err);
   }
   return f;
 }

@@ -74,12 +74,16 @@ double collective_steps(const std::string& op, Algorithm algorithm, int p);
 double ring_faster_above_bytes(const std::string& op, int p, const Hardware& hw);
 
 // Alpha and link rate fitted to measured times of one collective (sizes n_i, seconds t_i), the
-// reduction rate given: least squares on relative error, so small and large messages count
-// alike. Error(unsupported) when fewer than two sizes, or when the fit gives no positive rate.
+// reduction rate given. The rate: least squares on relative error over the large sizes (the
+// largest down to 1/64 of it, at least two sizes); alpha: the median, over the smaller sizes, of
+// their time beyond their bytes at that rate, per step (with no smaller sizes, the large sizes'
+// intercept). Error(unsupported) when fewer than two sizes, or when the fit gives no positive rate.
 struct LinkFit {
   double alpha = 0, bytes_per_s = 0;
-  double max_rel_err = 0;  // largest |model - measured| / measured over the points
-  std::size_t points = 0;
+  double max_rel_err = 0;       // largest |model - measured| / measured over all the points
+  double max_rel_err_rate = 0;  // the same over the points the rate was fitted to
+  double rate_from_bytes = 0;   // the smallest size the rate was fitted to
+  std::size_t points = 0, rate_points = 0;
 };
 LinkFit fit_link(const std::string& op, Algorithm algorithm, int p, const std::vector<double>& n_bytes,
                  const std::vector<double>& seconds, double reduce_bytes_per_s);

@@ -529,10 +529,12 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
                  integer(r.reduce_bytes) + " B (the ring's reduction loop), bytes of `in` per second",
              "BLAS: " + blas_description(),
              "measured: " + machine_identity(),
-             link ? "alpha, link: " + link_source + "; fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce"
+             link ? "alpha, link: " + link_source + "; fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce:" +
+                        " the link from the sizes of " + size_text(std::size_t(link->rate_from_bytes)) +
+                        " up (least squares on relative error), alpha the median over the smaller sizes"
                   : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
   if (link)
-    t.notes.push_back("  for n devices all-reducing S bytes (least squares on relative error); fit_err_pct = the "
+    t.notes.push_back("  for n devices all-reducing S bytes; fit_err_pct = the "
                       "largest |model - measured| / measured");
   t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),

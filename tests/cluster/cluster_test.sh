@@ -8,9 +8,9 @@
 #     each against the same command under mpiexec -n H on one host (verdict, collectives, bytes per
 #     device, #wrong); a link taken down mid-collective (exit 3 within --collective-timeout, the
 #     silent device named, nothing left); Ctrl-C and kill -9 of a run (nothing left, the next run
-#     works). Exit 0 only if all of it holds. The link rate fitted by sweep --what machine is
-#     printed beside tc's, and the fitted model beside every collective and size (bench
-#     collectives --machine), not checked (see there).
+#     works); the link rate that sweep --what machine fits on 2 hosts, within 10% of tc's, and its
+#     model beside every collective and size (bench collectives --machine), within 15% from 1 MiB
+#     up on 2 hosts (4 hosts: printed; they share 2 cores). Exit 0 only if all of it holds.
 # tests/cluster/cluster_test.sh --smoke [BIN_DIR]  make test: 2 hosts, lesson 02, the launcher's
 #     refusals, Ctrl-C and kill -9 clean-up (about 10 s); skipped, with the reason, where network
 #     namespaces cannot be made (not root, no ip).
@@ -210,39 +210,47 @@ grep -q "collective timeout (--collective-timeout 3 s): device 0 .*device 1" "$C
   fail "no sentence naming device 1, the one not heard from"
 [ -z "$left" ] || fail "processes left in the hosts: $left"
 
-# Calibration: the link rate that sweep --what machine fits must be tc's (2 hosts, one core each).
+# Calibration: the link rate that sweep --what machine fits on 2 hosts must be tc's within 10%,
+# and the model it makes must predict every collective from 1 MiB up on 2 hosts within
+# $CLUSTER_MODEL_ERR % (15). On 4 hosts (which it was not fitted on) the table is printed, not
+# checked: 4 ranks and their TCP traffic on this machine's 2 cores kept 1.9 cores busy (mostly in
+# the kernel), and the same all_to_all of 16 MiB measured 0.018-0.021 GB/s busbw in three runs
+# (tc's 0.0239, no packet dropped): the hosts are short of CPU, not of link.
 cluster_up 2 "$RATE"
 echo "===== 2 hosts, $RATE each: $BIN/shardlab sweep --what machine --backend mpi --out $CLUSTER_DIR"
 CLUSTER_TIMEOUT=600 cluster_mpiexec 2 "$BIN/shardlab" sweep --what machine --backend mpi --out "$CLUSTER_DIR" \
   >"$CLUSTER_DIR/sweep.out" 2>&1
 rc=$?
 sed 's/^/   /' "$CLUSTER_DIR/sweep.out" | grep -v 'wrote'
-fit=$(grep -oE 'link [0-9.]+ GB/s' "$CLUSTER_DIR/sweep.out" | head -1 | grep -oE '[0-9.]+')
+fit=$(grep -v '^#' "$CLUSTER_DIR/machine.dat" 2>/dev/null | awk 'NF == 8 {print $6}')
 # tc counts whole frames; MPI moves the TCP payload: 1448 of every 1514 bytes at MTU 1500.
 want=$(echo "$(rate_bits "$RATE") / 8 / 1000000000 * 1448 / 1514" | bc -l)
-# Reported, not checked: with 4-5 builds sharing this machine's 2 cores, the same 32 MiB
-# all_reduce at 200mbit measured 0.023 and 0.015 GB/s busbw on two runs, and small messages stall
-# for up to 40 ms in the emulated TCP stack, so the fit moves by more than the 10% it should meet.
 if [ $rc = 0 ] && [ -n "$fit" ]; then
   err=$(echo "($fit - $want) / $want * 100" | bc -l)
-  printf '   fitted link %s GB/s; tc rate %s carries %.4f GB/s of TCP payload: %+.0f%% (reported, not checked)\n' \
+  printf '   fitted link %s GB/s; tc rate %s carries %.4f GB/s of TCP payload: %+.1f%% (at most 10%%)\n' \
     "$fit" "$RATE" "$want" "$err"
+  [ "$(echo "${err#-} <= 10" | bc -l)" = 1 ] || fail "the fitted link is more than 10% from tc's rate"
 else
   fail "sweep --what machine: exit $rc, no link fitted"
 fi
-# The fitted model against every collective and size it was not fitted to (calibrate.hpp):
-# reported, not checked, as above. Measured at 200mbit on 2 hosts: all_gather, reduce_scatter and
-# all_to_all move at tc's payload rate (0.0239 GB/s), but an all_reduce often takes 1.4-1.5x the
-# sum of its two halves there, at times 1.0x (not on one host, not unshaped), and the fit from 8 B
-# up misses the rate by 20-30%; so the model's error at >= 1M is 17-45% today, not the 15% aimed at.
 if [ -f "$CLUSTER_DIR/machine.dat" ]; then
-  echo "== 2 hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine $CLUSTER_DIR/machine.dat" \
-    "--min 64K --max 16M --iters 3 --warmup 1"
-  CLUSTER_TIMEOUT=300 cluster_mpiexec 2 "$BIN/shardlab" bench collectives --backend mpi --collective-timeout 60 \
-    --machine "$CLUSTER_DIR/machine.dat" --min 64K --max 16M --iters 3 --warmup 1 >"$CLUSTER_DIR/model.out" 2>&1
-  rc=$?
-  sed -n '/# the cost model of/,$p' "$CLUSTER_DIR/model.out" | sed 's/^/   /'
-  [ $rc = 0 ] || fail "bench collectives --machine: exit $rc"
+  for hosts in 2 4; do
+    cluster_up "$hosts" "$RATE"
+    echo "== $hosts hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine" \
+      "$CLUSTER_DIR/machine.dat --min 64K --max 16M --iters 5 --warmup 1"
+    CLUSTER_TIMEOUT=300 cluster_mpiexec "$hosts" "$BIN/shardlab" bench collectives --backend mpi --collective-timeout 60 \
+      --machine "$CLUSTER_DIR/machine.dat" --min 64K --max 16M --iters 5 --warmup 1 >"$CLUSTER_DIR/model.out" 2>&1
+    rc=$?
+    sed -n '/# the cost model of/,$p' "$CLUSTER_DIR/model.out" | sed 's/^/   /'
+    worst=$(grep -oE '^# model vs measured at >= 1M: median \|error\| [0-9]+%, worst [0-9]+%' "$CLUSTER_DIR/model.out" |
+      grep -oE '[0-9]+%$' | tr -d %)
+    [ $rc = 0 ] || fail "bench collectives --machine on $hosts hosts: exit $rc"
+    if [ "$hosts" -gt "$(nproc)" ]; then
+      echo "   (reported, not checked: $hosts hosts share $(nproc) cores; see tests/cluster/cluster_test.sh)"
+    elif [ -z "$worst" ] || [ "$worst" -gt "${CLUSTER_MODEL_ERR:-15}" ]; then
+      fail "on $hosts hosts the model misses a collective of 1 MiB or more by ${worst:-?}% (at most ${CLUSTER_MODEL_ERR:-15}%)"
+    fi
+  done
 fi
 cluster_down
 
