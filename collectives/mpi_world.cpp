@@ -133,7 +133,7 @@ MpiProcess::MpiProcess() {
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
   gone_.assign(size_, false);
-  std::atexit([] { MpiProcess::get().leave(); });
+  on_exit([](int status, void*) { MpiProcess::get().leave(status); }, nullptr);
   if (launched_) abort_on_signals();
   stop_point("start", rank_);
 }
@@ -260,7 +260,14 @@ bool MpiProcess::left_early(int r) {
   return true;
 }
 
-void MpiProcess::leave() {
+namespace {
+const std::string kFinalizing = "MPI_Finalize (the exit handshake)";
+constexpr double kFinalizeSeconds = 10;  // a finalize after every goodbye takes well under 1 s
+std::atomic<int> exit_status{0};  // what the program exits with, once leave() has begun
+}  // namespace
+
+void MpiProcess::leave(int status) {
+  exit_status.store(status, std::memory_order_relaxed);
   if (left_) return;
   left_ = true;
   stop_point("finalize", rank_);
@@ -303,9 +310,12 @@ void MpiProcess::leave() {
     }
   }
   // MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye (SIGSTOP)
-  // would hold this one here forever. The watchdog covers it like any other blocking call.
-  static const std::string finalizing = "MPI_Finalize (the exit handshake)";
-  const BlockingCall guard(finalizing);
+  // would hold this one here forever. The watchdog covers it like any other blocking call, but
+  // sooner: every rank has said goodbye, so nothing is left to decide, and over UCX's TCP transport
+  // MPICH 4.0.2's finalize sometimes never returns (one rank spins in uct_tcp_iface_progress,
+  // waiting to disconnect from a rank that has stopped progressing). Past kFinalizeSeconds the
+  // watchdog says so and exits with the program's own status (finalize_hang below).
+  const BlockingCall guard(kFinalizing);
   hand_signals_to(-1);  // no MPI_Abort once finalizing: a signal now exits at once
   MPI_Finalize();
 }
@@ -315,9 +325,23 @@ using Clock = std::chrono::steady_clock;
 std::atomic<std::int64_t> blocked_since{0};  // steady_clock ticks when a BlockingCall began; 0: none
 std::atomic<const std::string*> blocked_in{nullptr};
 
+// MPI_Finalize stuck after every rank's goodbye: the run is over and its status agreed, so the
+// process exits with it, saying why on stderr.
+[[noreturn]] void finalize_hang(double waited) {
+  const int status = exit_status.load(std::memory_order_relaxed);
+  std::fprintf(stderr,
+               "note: device %d: MPI_Finalize did not return in %.0f s after every device had finished (MPICH's "
+               "UCX disconnect over TCP); exiting with the run's status, %d\n",
+               MpiProcess::get().rank(), waited, status);
+  std::fflush(stderr);
+  std::_Exit(status);
+}
+
 void watch_blocking_calls() {
   for (;;) {
-    const double limit = collective_timeout();
+    const double limit = blocked_in.load(std::memory_order_acquire) == &kFinalizing
+                             ? std::min(collective_timeout(), kFinalizeSeconds)
+                             : collective_timeout();
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, limit / 10)));
     const std::int64_t since = blocked_since.load(std::memory_order_acquire);
     if (since == 0) continue;
@@ -325,6 +349,7 @@ void watch_blocking_calls() {
         std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
     const std::string* what = blocked_in.load(std::memory_order_acquire);
     if (waited < limit || blocked_since.load(std::memory_order_acquire) != since || !what) continue;
+    if (what == &kFinalizing) finalize_hang(waited);
     mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(limit) + "): device " +
                        std::to_string(MpiProcess::get().rank()) + " waited " + seconds_text(waited) + " inside " +
                        *what + ", not all of whom have arrived",

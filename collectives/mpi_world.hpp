@@ -78,8 +78,9 @@ class MpiProcess {
 
   int agree(int status);  // largest status over ranks; a rank that already left counts as 2
   // At exit: a last handshake with rank 0 (which answers whoever still waits to agree or to start
-  // a run with "rank 0 left"), so no message is left unmatched, then MPI_Finalize.
-  void leave();
+  // a run with "rank 0 left"), so no message is left unmatched, then MPI_Finalize. `status`: what
+  // the program exits with (on_exit), kept if MPI_Finalize hangs after the handshake.
+  void leave(int status = 0);
   // Rank 0, before a run: true when rank r has left (or is not where rank 0 is); consumes its note.
   bool left_early(int r);
 

@@ -539,7 +539,7 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
   t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),
                             num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.4g") : "-",
-                            link ? num(link->bytes_per_s / 1e9, "%.3f") : "-", link ? integer(link->points) : "-",
+                            link ? num(link->bytes_per_s / 1e9, "%.4g") : "-", link ? integer(link->points) : "-",
                             link ? num(100 * link->max_rel_err, "%.1f") : "-"}}});
   return t;
 }

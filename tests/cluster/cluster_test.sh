@@ -64,8 +64,9 @@ same_as_one_host() {
   shift 2
   echo "== $label: $* --backend mpi --json"
   one=$(timeout -k 5 120 mpiexec -n "$hosts" "$@" --backend mpi --json | grep -E "$MPI_SAME")
-  many=$(CLUSTER_TIMEOUT=120 cluster_mpiexec "$hosts" "$@" --backend mpi --json | grep -E "$MPI_SAME")
-  rc=${PIPESTATUS[0]}
+  CLUSTER_TIMEOUT=120 cluster_mpiexec "$hosts" "$@" --backend mpi --json >"$CLUSTER_DIR/many.json"
+  rc=$?  # mpiexec's own (a pipe's last command would hide it)
+  many=$(grep -E "$MPI_SAME" "$CLUSTER_DIR/many.json")
   local total ops
   total=$(grep -E '^  "bytes_per_device"' <<<"$many" | grep -oE '[0-9]+')
   ops=$(grep -c '"op"' <<<"$many")
