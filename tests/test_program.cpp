@@ -120,3 +120,14 @@ TEST_CASE("program: malformed programs are refused naming the op, the tensor and
   twice.outputs = {"x"};
   CHECK(refusal(twice).find("names a dim twice") != std::string::npos);
 }
+
+TEST_CASE("make_op: an op written in code takes its kind from its name, as a case file's would") {
+  const ProgramOp g = make_op("g", "gelu", {"h"});
+  CHECK(g.kind == OpKind::unary);
+  CHECK(g.in == std::vector<std::string>{"h"});
+  const ProgramOp c = make_op("C", "einsum", {"A", "B"}, "ij,jk->ik");
+  CHECK(c.kind == OpKind::einsum);
+  CHECK(c.eq == "ij,jk->ik");
+  CHECK(make_op("s", "sum", {"x"}).kind == OpKind::reduce);
+  CHECK_THROWS_AS(make_op("y", "no_such_op", {"x"}), Error);
+}

@@ -281,13 +281,7 @@ ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Ten
   p.name = "contraction";
   p.sizes = sizes;
   p.inputs = {{"A", eq.a}, {"B", eq.b}};
-  ProgramOp op;
-  op.out = "C";
-  op.name = "einsum";
-  op.kind = OpKind::einsum;
-  op.in = {"A", "B"};
-  op.eq = eq.text();
-  p.ops = {op};
+  p.ops = {make_op("C", "einsum", {"A", "B"}, eq.text())};
   p.outputs = {"C"};
   p = make_program(std::move(p));
   ProgramReference r = checked_reference(p, {{"A", a}, {"B", b}}, dtype, devices, {devices});

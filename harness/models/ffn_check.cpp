@@ -35,19 +35,8 @@ TensorProgram ffn_tensor_program(const FfnDims& d) {
   p.name = "ffn";
   p.sizes = {{'b', d.b}, {'s', d.s}, {'m', d.m}, {'h', d.h}};
   p.inputs = {{"x", "bsm"}, {"W_in", "mh"}, {"W_out", "hm"}};
-  auto op = [](const std::string& out, const std::string& name, OpKind kind, std::vector<std::string> in,
-               const std::string& eq) {
-    ProgramOp o;
-    o.out = out;
-    o.name = name;
-    o.kind = kind;
-    o.in = std::move(in);
-    o.eq = eq;
-    return o;
-  };
-  p.ops = {op("h", "einsum", OpKind::einsum, {"x", "W_in"}, "bsm,mh->bsh"),
-           op("g", "gelu", OpKind::unary, {"h"}, ""),
-           op("y", "einsum", OpKind::einsum, {"g", "W_out"}, "bsh,hm->bsm")};
+  p.ops = {make_op("h", "einsum", {"x", "W_in"}, "bsm,mh->bsh"), make_op("g", "gelu", {"h"}),
+           make_op("y", "einsum", {"g", "W_out"}, "bsh,hm->bsm")};
   p.outputs = {"y"};
   return make_program(std::move(p));
 }

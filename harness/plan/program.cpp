@@ -47,6 +47,16 @@ bool op_kind_of(const std::string& name, OpKind& kind) {
   return false;
 }
 
+ProgramOp make_op(const std::string& out, const std::string& name, std::vector<std::string> in, const std::string& eq) {
+  ProgramOp o;
+  if (!op_kind_of(name, o.kind)) throw Error(ErrorKind::unsupported, "make_op: no op is named " + name);
+  o.out = out;
+  o.name = name;
+  o.in = std::move(in);
+  o.eq = eq;
+  return o;
+}
+
 std::string op_names() {
   std::vector<std::string> names;
   for (const auto& kv : kOps) names.push_back(kv.first);

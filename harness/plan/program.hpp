@@ -79,6 +79,10 @@ struct TensorProgram {
 bool op_kind_of(const std::string& name, OpKind& kind);
 // "relu, gelu, ..." for messages.
 std::string op_names();
+// An op written in code, as a case file's line would give it: out = name(in...), its kind from
+// op_kind_of; `eq` for an einsum. Error(unsupported) for a name that is no op.
+ProgramOp make_op(const std::string& out, const std::string& name, std::vector<std::string> in,
+                  const std::string& eq = "");
 
 // Derives every tensor's dims and checks the program; Error(parse) with a sentence naming the op
 // ("op 2 (g = gelu)"), the tensor and the dim for anything wrong.
