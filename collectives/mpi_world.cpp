@@ -315,6 +315,7 @@ void MpiProcess::leave(int status) {
   // MPICH 4.0.2's finalize sometimes never returns (one rank spins in uct_tcp_iface_progress,
   // waiting to disconnect from a rank that has stopped progressing). Past kFinalizeSeconds the
   // watchdog says so and exits with the program's own status (finalize_hang below).
+  std::fflush(nullptr);  // the run's output is out before a finalize that may end in _Exit
   const BlockingCall guard(kFinalizing);
   hand_signals_to(-1);  // no MPI_Abort once finalizing: a signal now exits at once
   MPI_Finalize();
