@@ -255,8 +255,11 @@ bool MpiProcess::left_early(int r) {
   if (!flag) return false;
   int s = recv_int(r, kTagAgree, harness_);
   const int gone = -1;
-  MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);  // goodbye, or "rank 0 does not agree"
   if (s < 0) gone_[r] = true;
+  // At exit rank 0 answers goodbyes once every rank has said one (leave), so that a rank in
+  // MPI_Finalize knows every other has finished.
+  if (s < 0 && leaving_) return true;
+  MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);  // goodbye, or "rank 0 does not agree"
   return true;
 }
 
@@ -280,6 +283,8 @@ void MpiProcess::leave(int status) {
     MPI_Send(&gone, 1, MPI_INT, 0, kTagAgree, harness_);
     recv_int(0, kTagAgreeReply, harness_);  // rank 0's goodbye (or its "left" answer to an agree)
   } else {
+    leaving_ = true;
+    std::vector<bool> answered = gone_;  // goodbyes answered before this (left_early during a run)
     for (int r = 1; r < size_; ++r) {
       const Deadline deadline;
       while (!gone_[r]) {
@@ -308,14 +313,17 @@ void MpiProcess::leave(int status) {
         }
       }
     }
+    for (int r = 1; r < size_; ++r)  // every rank has said goodbye: now answer them
+      if (!answered[r]) MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);
   }
   // MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye (SIGSTOP)
-  // would hold this one here forever. The watchdog covers it like any other blocking call, but
-  // sooner: every rank has said goodbye, so nothing is left to decide, and over UCX's TCP transport
-  // MPICH 4.0.2's finalize sometimes never returns (one rank spins in uct_tcp_iface_progress,
-  // waiting to disconnect from a rank that has stopped progressing). Past kFinalizeSeconds the
-  // watchdog says so and exits with the program's own status (finalize_hang below).
-  std::fflush(nullptr);  // the run's output is out before a finalize that may end in _Exit
+  // would hold this one here forever, and over UCX's TCP transport MPICH 4.0.2's finalize
+  // sometimes never returns (one rank spins in uct_tcp_iface_progress, waiting to disconnect from
+  // a rank that has stopped progressing). Every rank has said goodbye by now, so nothing is left
+  // to decide: past kFinalizeSeconds the watchdog says so and ends the job with the program's own
+  // status (finalize_hang below).
+  stop_point("goodbye", rank_);
+  std::fflush(nullptr);  // the run's output is out before a finalize that may end in an abort
   const BlockingCall guard(kFinalizing);
   hand_signals_to(-1);  // no MPI_Abort once finalizing: a signal now exits at once
   MPI_Finalize();
@@ -328,20 +336,25 @@ std::atomic<const std::string*> blocked_in{nullptr};
 
 // MPI_Finalize stuck after every rank's goodbye: the run is over and its status agreed, so the
 // process exits with it, saying why on stderr.
+// The other ranks exit with it by themselves (mpiexec then exits with it); rank 0, a second later,
+// ends whatever is left with MPI_Abort (a rank stopped after its goodbye: mpiexec then exits
+// non-zero, 5 here). MPICH's own abort line is kept off stderr, as in mpi_fault_exit.
 [[noreturn]] void finalize_hang(double waited) {
-  const int status = exit_status.load(std::memory_order_relaxed);
-  std::fprintf(stderr,
-               "note: device %d: MPI_Finalize did not return in %.0f s after every device had finished (MPICH's "
-               "UCX disconnect over TCP); exiting with the run's status, %d\n",
-               MpiProcess::get().rank(), waited, status);
-  std::fflush(stderr);
-  std::_Exit(status);
+  const int status = exit_status.load(std::memory_order_relaxed), rank = MpiProcess::get().rank();
+  std::fprintf(stderr, "note: device %d: MPI_Finalize hung %.0f s after every goodbye; ending with status %d\n",
+               rank, waited, status);
+  std::fflush(nullptr);
+  if (rank != 0) std::_Exit(status);
+  const int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) ::dup2(null, 2);
+  MPI_Abort(MPI_COMM_WORLD, status);
+  ::_exit(status);
 }
 
 void watch_blocking_calls() {
   for (;;) {
     const double limit = blocked_in.load(std::memory_order_acquire) == &kFinalizing
-                             ? std::min(collective_timeout(), kFinalizeSeconds)
+                             ? std::min(collective_timeout(), kFinalizeSeconds) + (MpiProcess::get().rank() == 0 ? 1 : 0)
                              : collective_timeout();
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, limit / 10)));
     const std::int64_t since = blocked_since.load(std::memory_order_acquire);

@@ -4,6 +4,7 @@
 //   collective its first collective step (mid-run)
 //   verify     after a run, while rank 0 checks the result
 //   finalize   at exit, before the goodbye and MPI_Finalize
+//   goodbye    at exit, after the goodbye, before MPI_Finalize (every rank has finished)
 // tests/mpi/stop_test.sh runs each; without the variable nothing happens.
 #pragma once
 

@@ -53,10 +53,11 @@ std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, con
   if (!f) return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
   char line[512];
   std::snprintf(line, sizeof line,
-                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.4g GB/s (%s); the this-machine "
-                "preset has %.2f us, %.2f GB/s (remeasure: mpiexec -n 2 build/bin/shardlab sweep --what machine "
-                "--backend mpi)",
-                backend == Backend::sim ? " (sim backend: threads sharing memory, not a link)" : "", f->alpha * 1e6,
+                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.4g GB/s\n"
+                "sweep: the fit: %s\n"
+                "sweep: the this-machine preset has %.2f us, %.2f GB/s; remeasure it with\n"
+                "  mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi",
+                backend == Backend::sim ? " (sim: threads sharing memory, not a link)" : "", f->alpha * 1e6,
                 f->bytes_per_s / 1e9, fit_text(*f).c_str(), hw.alpha * 1e6, hw.bytes_per_s / 1e9);
   return line;
 }
@@ -140,12 +141,12 @@ int run_sweep(const SweepOptions& o) {
                                    std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of 20 calls each (2 when "
                                    "processes outnumber cores)";
         root.tables.push_back(machine_table(rates, &link, source));
-        char line[256];
+        char line[512];
         std::snprintf(line, sizeof line,
-                      "sweep: this machine: alpha %.2f us, link %.4g GB/s (%s), reduction %.1f GB/s, float64 "
-                      "GEMM %.1f GFLOP/s",
-                      link.alpha * 1e6, link.bytes_per_s / 1e9, fit_text(link).c_str(),
-                      rates.reduce_bytes_per_s / 1e9, rates.gemm_flops_per_s / 1e9);
+                      "sweep: this machine: alpha %.2f us, link %.4g GB/s, reduction %.1f GB/s, float64 GEMM "
+                      "%.1f GFLOP/s\nsweep: the fit: %s",
+                      link.alpha * 1e6, link.bytes_per_s / 1e9, rates.reduce_bytes_per_s / 1e9,
+                      rates.gemm_flops_per_s / 1e9, fit_text(link).c_str());
         root.lines.push_back(line);
       } else if (wants("machine")) {
         root.tables.push_back(machine_table(rates));

@@ -289,8 +289,8 @@ int cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 // Devices that share this host's cores: the local ranks under mpiexec, the threads under sim.
 int local_devices(const Runtime& rt, const Mesh& mesh) {
   if (rt.backend() == Backend::sim) return mesh.devices();
-  if (const char* v = std::getenv("MPI_LOCALNRANKS")) return std::max(1, std::atoi(v));
-  return mpi::world_size();
+  const int sharing = processes_on_these_cores();  // emulated hosts: SHARDLAB_CROWDED=1 counts them all
+  return sharing > 0 ? sharing : mpi::world_size();
 }
 
 }  // namespace

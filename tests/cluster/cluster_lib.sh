@@ -21,6 +21,8 @@ CLUSTER_NET=10.231.7
 CLUSTER_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER_DIR=$(mktemp -d /tmp/shardlab_cluster.XXXXXX)
 CLUSTER_HOSTS=0
+# This machine's cores, as the binaries count them (nproc would honour OMP_NUM_THREADS).
+CLUSTER_CORES=$(getconf _NPROCESSORS_ONLN)
 
 # Why namespaces cannot be made here, in one sentence, or nothing when they can.
 cluster_cannot() {
@@ -103,7 +105,7 @@ cluster_up() {
 #     which hydra cannot know (one rank per host), so their waits must yield (collectives/mpi_world.cpp).
 cluster_env() {
   local n=$1
-  echo "UCX_TLS=tcp,self UCX_NET_DEVICES=shl0 UCX_RNDV_THRESH=inf$([ "$n" -gt "$(nproc)" ] && echo " SHARDLAB_CROWDED=1")"
+  echo "UCX_TLS=tcp,self UCX_NET_DEVICES=shl0 UCX_RNDV_THRESH=inf$([ "$n" -gt "$CLUSTER_CORES" ] && echo " SHARDLAB_CROWDED=1")"
 }
 
 # mpiexec -n N on the hosts, one rank per host, at most $CLUSTER_TIMEOUT s (300). --foreground:

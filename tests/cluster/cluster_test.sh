@@ -21,7 +21,11 @@ MODE=full
 [ "${1:-}" = --hold ] && { MODE=hold; shift; }  # internal: hosts up, one long run (the kill tests)
 BIN=${1:-build/bin}
 RATE=${CLUSTER_RATE:-200mbit}
+MODEL_ERR=${CLUSTER_MODEL_ERR:-15}
 source tests/cluster/cluster_lib.sh
+[[ $MODEL_ERR =~ ^[0-9]+$ ]] || { echo "cluster: CLUSTER_MODEL_ERR is '$MODEL_ERR'; give a whole percentage" >&2; exit 2; }
+[[ ${RATE,,} =~ ^[0-9]+(kbit|mbit|gbit)$ ]] ||
+  { echo "cluster: CLUSTER_RATE is '$RATE'; give a tc rate such as 200mbit (the calibration needs one)" >&2; exit 2; }
 
 why=$(cluster_cannot)
 if [ -n "$why" ]; then
@@ -38,6 +42,22 @@ export OPENBLAS_NUM_THREADS=1
 MPI_SAME='"(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_bytes_per_device)"'
 failures=0
 fail() { echo "   FAIL: $*"; failures=$((failures + 1)); }
+# OUT ERR HOSTS CMD...: cluster_mpiexec with stdout to OUT and stderr to ERR (they may be the same
+# file). MPICH 4.0.2's finalize sometimes hangs over UCX's TCP after a run has finished (README):
+# the ranks say "MPI_Finalize hung" and the job ends non-zero. Such a run is repeated once, saying so.
+finalize_hangs=0
+cluster_run() {
+  local out=$1 err=$2 rc try
+  shift 2
+  for try in 1 2; do
+    if [ "$out" = "$err" ]; then cluster_mpiexec "$@" >"$out" 2>&1; else cluster_mpiexec "$@" >"$out" 2>"$err"; fi
+    rc=$?
+    if [ $rc = 0 ] || [ $try = 2 ] || ! grep -q "MPI_Finalize hung" "$err"; then break; fi
+    echo "   (exit $rc: MPI_Finalize hung after the run, MPICH 4.0.2's fault over UCX's TCP; run again)"
+    finalize_hangs=$((finalize_hangs + 1))
+  done
+  return $rc
+}
 
 if [ $MODE = hold ]; then  # hosts up, then one run long enough to be interrupted
   cluster_up 2 "$RATE" || exit 1
@@ -64,7 +84,7 @@ same_as_one_host() {
   shift 2
   echo "== $label: $* --backend mpi --json"
   one=$(timeout -k 5 120 mpiexec -n "$hosts" "$@" --backend mpi --json | grep -E "$MPI_SAME")
-  CLUSTER_TIMEOUT=120 cluster_mpiexec "$hosts" "$@" --backend mpi --json >"$CLUSTER_DIR/many.json"
+  CLUSTER_TIMEOUT=120 cluster_run "$CLUSTER_DIR/many.json" "$CLUSTER_DIR/many.err" "$hosts" "$@" --backend mpi --json
   rc=$?  # mpiexec's own (a pipe's last command would hide it)
   many=$(grep -E "$MPI_SAME" "$CLUSTER_DIR/many.json")
   local total ops
@@ -84,8 +104,8 @@ bench_same() {
   echo "== $label: $BIN/shardlab bench collectives --backend mpi --min 1K --max $max --iters 5 --warmup 1"
   timeout -k 5 120 mpiexec -n "$hosts" "$BIN/shardlab" bench collectives --backend mpi --min 1K --max "$max" \
     --iters 5 --warmup 1 --csv "$CLUSTER_DIR/one.csv" >/dev/null
-  CLUSTER_TIMEOUT=300 cluster_mpiexec "$hosts" "$BIN/shardlab" bench collectives --backend mpi --min 1K \
-    --max "$max" --iters 5 --warmup 1 --csv "$CLUSTER_DIR/many.csv" >"$CLUSTER_DIR/many.out"
+  CLUSTER_TIMEOUT=300 cluster_run "$CLUSTER_DIR/many.out" "$CLUSTER_DIR/many.err" "$hosts" "$BIN/shardlab" \
+    bench collectives --backend mpi --min 1K --max "$max" --iters 5 --warmup 1 --csv "$CLUSTER_DIR/many.csv"
   rc=$?
   local one many
   one=$(grep -v '^#' "$CLUSTER_DIR/one.csv" | cut -d, -f1-3,7,11)
@@ -182,8 +202,8 @@ for hosts in 2 4; do
     if [ $rate != none ] && [ $hosts = 2 ]; then  # each rank waits 0.7 s on a step in flight
       echo "== $label: $BIN/shardlab bench collectives --backend mpi --ops all_reduce --min 32M --max 32M" \
         "--iters 2 --warmup 0  (16 MiB ring steps: slow, not deadlocked)"
-      CLUSTER_TIMEOUT=120 cluster_mpiexec 2 "$BIN/shardlab" bench collectives --backend mpi --ops all_reduce \
-        --min 32M --max 32M --iters 2 --warmup 0 >"$CLUSTER_DIR/slow.out" 2>"$CLUSTER_DIR/slow.err"
+      CLUSTER_TIMEOUT=120 cluster_run "$CLUSTER_DIR/slow.out" "$CLUSTER_DIR/slow.err" 2 "$BIN/shardlab" \
+        bench collectives --backend mpi --ops all_reduce --min 32M --max 32M --iters 2 --warmup 0
       rc=$?
       grep -E '^all_reduce' "$CLUSTER_DIR/slow.out" | sed 's/^/   /'
       [ $rc = 0 ] && echo "   exit 0" || { fail "exit $rc"; cat "$CLUSTER_DIR/slow.err"; }
@@ -212,11 +232,11 @@ grep -q "collective timeout (--collective-timeout 3 s): device 0 .*device 1" "$C
 [ -z "$left" ] || fail "processes left in the hosts: $left"
 
 # Calibration: the link rate that sweep --what machine fits on 2 hosts must be tc's within 10%,
-# and the model it makes must predict every collective from 1 MiB up on 2 hosts within
-# $CLUSTER_MODEL_ERR % (15). On 4 hosts (which it was not fitted on) the table is printed, not
-# checked: 4 ranks and their TCP traffic on this machine's 2 cores kept 1.9 cores busy (mostly in
-# the kernel), and the same all_to_all of 16 MiB measured 0.018-0.021 GB/s busbw in three runs
-# (tc's 0.0239, no packet dropped): the hosts are short of CPU, not of link.
+# and the model it makes must predict every collective from 1 MiB up within $CLUSTER_MODEL_ERR %
+# (15), on 2 hosts and on 4 (which it was not fitted on). Where the hosts outnumber the cores (4 on
+# this 2-core machine) the table is printed, not checked: 4 ranks and their TCP traffic on 2 cores
+# kept 1.9 cores busy (mostly in the kernel), and the same all_to_all of 16 MiB measured
+# 0.018-0.021 GB/s busbw in three runs (tc's 0.0239, no packet dropped): short of CPU, not of link.
 cluster_up 2 "$RATE"
 echo "===== 2 hosts, $RATE each: $BIN/shardlab sweep --what machine --backend mpi --out $CLUSTER_DIR"
 CLUSTER_TIMEOUT=600 cluster_mpiexec 2 "$BIN/shardlab" sweep --what machine --backend mpi --out "$CLUSTER_DIR" \
@@ -239,17 +259,18 @@ if [ -f "$CLUSTER_DIR/machine.dat" ]; then
     cluster_up "$hosts" "$RATE"
     echo "== $hosts hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine" \
       "$CLUSTER_DIR/machine.dat --min 64K --max 16M --iters 5 --warmup 1"
-    CLUSTER_TIMEOUT=300 cluster_mpiexec "$hosts" "$BIN/shardlab" bench collectives --backend mpi --collective-timeout 60 \
-      --machine "$CLUSTER_DIR/machine.dat" --min 64K --max 16M --iters 5 --warmup 1 >"$CLUSTER_DIR/model.out" 2>&1
+    CLUSTER_TIMEOUT=300 cluster_run "$CLUSTER_DIR/model.out" "$CLUSTER_DIR/model.out" "$hosts" "$BIN/shardlab" \
+      bench collectives --backend mpi --collective-timeout 60 --machine "$CLUSTER_DIR/machine.dat" --min 64K \
+      --max 16M --iters 5 --warmup 1
     rc=$?
     sed -n '/# the cost model of/,$p' "$CLUSTER_DIR/model.out" | sed 's/^/   /'
     worst=$(grep -oE '^# model vs measured at >= 1M: median \|error\| [0-9]+%, worst [0-9]+%' "$CLUSTER_DIR/model.out" |
       grep -oE '[0-9]+%$' | tr -d %)
     [ $rc = 0 ] || fail "bench collectives --machine on $hosts hosts: exit $rc"
-    if [ "$hosts" -gt "$(nproc)" ]; then
-      echo "   (reported, not checked: $hosts hosts share $(nproc) cores; see tests/cluster/cluster_test.sh)"
-    elif [ -z "$worst" ] || [ "$worst" -gt "${CLUSTER_MODEL_ERR:-15}" ]; then
-      fail "on $hosts hosts the model misses a collective of 1 MiB or more by ${worst:-?}% (at most ${CLUSTER_MODEL_ERR:-15}%)"
+    if [ "$hosts" -gt "$CLUSTER_CORES" ]; then
+      echo "   (reported, not checked: $hosts hosts share $CLUSTER_CORES cores; see tests/cluster/cluster_test.sh)"
+    elif [ -z "$worst" ] || [ "$worst" -gt "$MODEL_ERR" ]; then
+      fail "on $hosts hosts the model misses a collective of 1 MiB or more by ${worst:-?}% (at most $MODEL_ERR%)"
     fi
   done
 fi
@@ -258,6 +279,7 @@ cluster_down
 killed_run INT
 killed_run KILL
 
+[ $finalize_hangs = 0 ] || echo "== MPI_Finalize hung after $finalize_hangs runs (each repeated once)"
 if [ $failures = 0 ]; then
   echo "PASS make cluster: 2 and 4 hosts match one host, link-down fault, clean-up" \
     "($(($(date +%s) - start)) s)"
