@@ -188,7 +188,8 @@ for hosts in 2 4; do
     if [ $rate = none ]; then
       echo "== $label: SHARDLAB_BIN=$BIN $BIN/mpi_tests"
       t0=$(date +%s)
-      CLUSTER_TIMEOUT=900 cluster_mpiexec "$hosts" env SHARDLAB_BIN="$BIN" "$BIN/mpi_tests" >"$CLUSTER_DIR/suite.out" 2>&1
+      CLUSTER_TIMEOUT=900 cluster_run "$CLUSTER_DIR/suite.out" "$CLUSTER_DIR/suite.out" "$hosts" \
+        env SHARDLAB_BIN="$BIN" "$BIN/mpi_tests"
       rc=$?
       grep -E '^mpi_tests on|test cases:' "$CLUSTER_DIR/suite.out" | sed 's/^/   /'
       echo "   exit $rc after $(($(date +%s) - t0)) s"
