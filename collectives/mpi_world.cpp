@@ -61,6 +61,15 @@ int recv_int(int source, int tag, MPI_Comm comm) {
   wait_yielding(&r, "MPI_Irecv", "for device " + std::to_string(source) + " to agree on the exit status");
   return value;
 }
+
+// Ends the job: every rank, mpiexec with `status` where hydra passes it on. MPI_Abort prints a
+// line of its own ("Abort(3) on node 0 ..."): one sentence is the rule, so stderr goes first.
+[[noreturn]] void abort_job(int status) {
+  const int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) ::dup2(null, 2);
+  MPI_Abort(MPI_COMM_WORLD, status);
+  ::_exit(status);
+}
 }  // namespace
 
 void mpi_fault_exit(const std::string& sentence, int linger_ms) {
@@ -68,11 +77,7 @@ void mpi_fault_exit(const std::string& sentence, int linger_ms) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (linger_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
-  // MPI_Abort prints a line of its own ("Abort(3) on node 0 ..."): one sentence is the rule.
-  const int null = ::open("/dev/null", O_WRONLY);
-  if (null >= 0) ::dup2(null, 2);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  ::_exit(3);
+  abort_job(3);
 }
 
 void mpi_harness_timeout(int rank, double waited, const std::string& what) {
@@ -256,9 +261,9 @@ bool MpiProcess::left_early(int r) {
   int s = recv_int(r, kTagAgree, harness_);
   const int gone = -1;
   if (s < 0) gone_[r] = true;
-  // At exit rank 0 answers goodbyes once every rank has said one (leave), so that a rank in
-  // MPI_Finalize knows every other has finished.
-  if (s < 0 && leaving_) return true;
+  // Once leaving, rank 0 answers goodbyes only when every rank has said one (leave), so that a
+  // rank in MPI_Finalize knows every other has finished.
+  if (s < 0 && left_) return true;
   MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);  // goodbye, or "rank 0 does not agree"
   return true;
 }
@@ -283,7 +288,6 @@ void MpiProcess::leave(int status) {
     MPI_Send(&gone, 1, MPI_INT, 0, kTagAgree, harness_);
     recv_int(0, kTagAgreeReply, harness_);  // rank 0's goodbye (or its "left" answer to an agree)
   } else {
-    leaving_ = true;
     std::vector<bool> answered = gone_;  // goodbyes answered before this (left_early during a run)
     for (int r = 1; r < size_; ++r) {
       const Deadline deadline;
@@ -334,21 +338,16 @@ using Clock = std::chrono::steady_clock;
 std::atomic<std::int64_t> blocked_since{0};  // steady_clock ticks when a BlockingCall began; 0: none
 std::atomic<const std::string*> blocked_in{nullptr};
 
-// MPI_Finalize stuck after every rank's goodbye: the run is over and its status agreed, so the
-// process exits with it, saying why on stderr.
-// The other ranks exit with it by themselves (mpiexec then exits with it); rank 0, a second later,
-// ends whatever is left with MPI_Abort (a rank stopped after its goodbye: mpiexec then exits
-// non-zero, 5 here). MPICH's own abort line is kept off stderr, as in mpi_fault_exit.
+// MPI_Finalize stuck after every rank's goodbye: the run is over and its status settled. Each rank
+// says so on stderr; the others exit with that status, and rank 0, a second later, ends whatever is
+// left (a rank stopped after its goodbye) with it. mpiexec's exit is then hydra's: 255 or 5 here.
 [[noreturn]] void finalize_hang(double waited) {
   const int status = exit_status.load(std::memory_order_relaxed), rank = MpiProcess::get().rank();
   std::fprintf(stderr, "note: device %d: MPI_Finalize hung %.0f s after every goodbye; ending with status %d\n",
                rank, waited, status);
   std::fflush(nullptr);
   if (rank != 0) std::_Exit(status);
-  const int null = ::open("/dev/null", O_WRONLY);
-  if (null >= 0) ::dup2(null, 2);
-  MPI_Abort(MPI_COMM_WORLD, status);
-  ::_exit(status);
+  abort_job(status);
 }
 
 void watch_blocking_calls() {

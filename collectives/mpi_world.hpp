@@ -93,7 +93,7 @@ class MpiProcess {
   void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
   MpiProcess();
   int rank_ = 0, size_ = 1;
-  bool launched_ = false, left_ = false, crowded_ = false, leaving_ = false;
+  bool launched_ = false, left_ = false, crowded_ = false;
   MPI_Comm harness_ = MPI_COMM_NULL;
   std::string comms_key_;
   std::vector<MPI_Comm> comms_;
