@@ -234,6 +234,11 @@ test: deps
 	@+$(call timed,test-mpi)
 	@+$(call timed,test-plots)
 
+# MPICH's hwloc reads every PCI device's config space in MPI_Init: a fifth of an empty MPI program's
+# start here, 20-30 ms of each of the suites' few hundred mpiexec launches. On one machine nothing
+# uses what it finds; tests/run_binary.hpp's clean_env() carries the setting into nested runs.
+test-unit test-cases test-mpi tsan-suite asan-suite: export HWLOC_COMPONENTS := -linuxio
+
 # The doctest suite runs one process per test file, two at a time (tests/run_suite.sh): the suite
 # spends much of its time waiting on the lessons and shardlab it starts, so a second file fills the
 # other core. A failing file's log is printed whole; each file's log is in $(BUILD)/suite/.

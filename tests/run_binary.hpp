@@ -42,6 +42,19 @@ inline Ran run_binary(const std::string& command, const std::string& prefix = ""
   return r;
 }
 
+// The prefix of a nested mpiexec run: a clean environment, so the child does not join this job's
+// process manager (env -i drops its PMI variables), with four settings carried over when set, each
+// only a matter of start-up time: OPENBLAS_CORETYPE, SHARDLAB_CHOSE_CORETYPE and GLIBC_TUNABLES are
+// the choice core/blas.cpp re-executes a program to make, so each rank need not make it again; and
+// HWLOC_COMPONENTS=-linuxio (the Makefile's test targets set it) stops MPICH's hwloc reading every
+// PCI device's config space in MPI_Init, about 20-30 ms of each launch here.
+inline std::string clean_env() {
+  std::string env = "env -i PATH=\"$PATH\" HOME=\"$HOME\" ";
+  for (const char* name : {"OPENBLAS_CORETYPE", "SHARDLAB_CHOSE_CORETYPE", "GLIBC_TUNABLES", "HWLOC_COMPONENTS"})
+    if (const char* v = std::getenv(name)) env += std::string(name) + "='" + v + "' ";
+  return env;
+}
+
 // Every run of spaces and newlines as one space: text as read, whatever the 100-column wrapping of a
 // lesson's lines (core/wrap.hpp) did to it.
 inline std::string flat(const std::string& s) {

@@ -13,7 +13,7 @@ using shardlab::testing::run_binary;
 
 namespace {
 std::string mpiexec(int n) {
-  return "env -i PATH=\"$PATH\" HOME=\"$HOME\" OPENBLAS_NUM_THREADS=1 mpiexec -n " + std::to_string(n) + " ";
+  return shardlab::testing::clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n " + std::to_string(n) + " ";
 }
 nlohmann::json backend_free(const std::string& out) {
   auto j = nlohmann::json::parse(out);
