@@ -110,16 +110,17 @@ const char* const kLessons[] = {"01_mesh_and_layout", "03_dot_product_and_matmul
 
 TEST_SUITE("hostile input") {
   TEST_CASE("meshes: every malformed --mesh is one sentence and exit 2, on lessons and shardlab") {
-    // Sizes too large, zero or repeated: every binary gets each (a program could count devices
-    // itself before its mesh is parsed).
-    const std::vector<std::string> sizes = {"X=0", "X=-1", "X=2,X=2", "X=99999999999", "X=4096,Y=2", "0x4", "64x65x2"};
+    // Empty values (the command line refuses them before any parser; `shardlab ffn` would read an
+    // empty mesh as its default) and sizes too large, zero or repeated: every binary gets each.
+    const std::vector<std::string> sizes = {"''",         "' '", "X=0",    "X=-1",   "X=2,X=2",
+                                            "X=99999999999", "X=4096,Y=2", "0x4", "64x65x2"};
     // Malformed text: every binary reaches the same parser, which tests/test_mesh.cpp shows refuses
     // each, so here they take turns: each binary gets every third, each text goes to 3-4 binaries
     // (every binary on all of them was 308 runs, 8 s).
-    const std::vector<std::string> texts = {"''",    "' '",     "X",        "X=",      "=2",       "_=2",
-                                            "X=2,Y=", "2x",     "x2",       "X=1e3",   "X=2\\;Y=4", "X=2,,Y=2",
-                                            "X=abc", "X=2.5",   "'X Y=2'",  "X=+2",    "X=0x10",   "1-2=2",
-                                            "X=2,Y=4,", "',X=2'", "X==2"};
+    const std::vector<std::string> texts = {"X",      "X=",     "=2",      "_=2",     "X=2,Y=",   "2x",
+                                            "x2",     "X=1e3",  "X=2\\;Y=4", "X=2,,Y=2", "X=abc",   "X=2.5",
+                                            "'X Y=2'", "X=+2",  "X=0x10",  "1-2=2",   "X=2,Y=4,", "',X=2'",
+                                            "X==2"};
     std::vector<std::string> binaries(std::begin(kLessons), std::end(kLessons));
     binaries.push_back("shardlab matmul --a-spec _,_ --b-spec _,_ --out " + scratch() + "/out/c.npy");
     binaries.push_back("shardlab ffn");

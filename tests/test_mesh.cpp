@@ -86,7 +86,8 @@ TEST_CASE("Mesh::parse errors are parse errors naming the bad part") {
 }
 
 // The malformed meshes of tests/test_hostile_input.cpp, unquoted: each binary there is given only
-// some of them (they all reach this parser), so each must be refused here, where it costs nothing.
+// some of the malformed texts (they all reach this parser), so each must be refused here, where it
+// costs nothing. (The empty ones every binary gets: its command line refuses them first.)
 TEST_CASE("Mesh::parse refuses every malformed mesh of the hostile-input suite") {
   for (const char* m : {"", " ", "X", "X=", "=2", "X=0", "X=-1", "X=2,X=2", "_=2", "X=2,Y=", "2x", "x2",
                         "X=99999999999", "X=1e3", "X=2;Y=4", "X=4096,Y=2", "X=2,,Y=2", "X=abc", "0x4", "64x65x2",

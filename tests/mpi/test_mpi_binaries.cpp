@@ -9,8 +9,10 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <unistd.h>
+#include <vector>
 
 #include "collectives/mpi.hpp"
 #include "tests/run_binary.hpp"
@@ -80,35 +82,37 @@ TEST_SUITE("mpi binaries") {
     CHECK(r.err.find("mpiexec -n 2 ") != std::string::npos);
   }
 
-  TEST_CASE("every lesson under mpiexec -n 2 in an element type, every type on lessons that reduce by max and 02") {
+  TEST_CASE("every lesson under mpiexec -n 2 in an element type by turns; lesson 12 on MPICH's collectives in every type") {
     if (!runs_here()) return;
     // Every lesson takes a 2-device mesh (none is fixed at 8 devices): a 1x2 mesh for the 2D ones,
     // and 09/10 make their line Y=2 from the process count. X=1,Y=2 rather than X=2,Y=1, which
     // lesson 08 does not survive (see test_lessons_dtype.cpp).
     // What depends on the element type under MPI is the transport's (collectives/mpi_transport.cpp):
-    // the datatype, and for bfloat16 a user op for sum and for max. So each lesson runs in one type,
-    // the three taking turns down the list, and the two whose softmax reduces by max (12, 13) in all
-    // three; lesson 02 below runs in all three with its bytes checked. Every lesson in every type is
-    // the sim suite's (test_lessons_dtype.cpp); here that was 42 launches, 12 s.
+    // on our ring, the MPI datatype each step moves and adds (every reducing lesson reaches it);
+    // on MPICH's own collectives (--collectives native), also the reduction ops, bfloat16's being
+    // user ops for sum and max. So each lesson runs on the ring in one type, the three taking turns
+    // down the list, and lesson 12 (its softmax all-reduces by max on 1x2, beside sums) runs on
+    // native collectives in all three; lesson 02 below runs in all three with its bytes checked.
+    // Every lesson in every type is the sim suite's (test_lessons_dtype.cpp); here that was 42
+    // launches, 12 s.
     const struct { const char* name; double bytes; } types[] = {{"float32", 4}, {"float64", 8}, {"bfloat16", 2}};
+    std::vector<std::string> commands;
     int turn = 0;
     for (const char* program : {"01_mesh_and_layout --mesh mesh_rows=1,mesh_cols=2", "03_dot_product_and_matmul --mesh X=1,Y=2",
                                 "04_inner_axes_match --mesh X=1,Y=2", "05_inner_axes_mismatch --mesh X=1,Y=2",
                                 "06_outer_axes --mesh X=1,Y=2", "07_full_sharding --mesh X=1,Y=2",
                                 "08_gspmd_ffn --mesh X=1,Y=2", "09_column_row_pairwise", "10_pairwise_backward",
                                 "11_propagation --mesh X=1,Y=2", "12_attention --mesh X=1,Y=2",
-                                "13_transformer_layer --mesh X=1,Y=2", "14_data_parallel --mesh X=2", "15_zero"}) {
-      const bool by_max = std::string(program).rfind("12_", 0) == 0 || std::string(program).rfind("13_", 0) == 0;
-      for (const auto& t : types) {
-        if (!by_max && &t != &types[turn % 3]) continue;
-        const std::string command = std::string(program) + " --backend mpi --dtype " + t.name + " --quiet";
-        CAPTURE(command);
-        auto r = run_binary(command, kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ");
-        CHECK(r.status == 0);
-        CHECK(r.out.rfind("PASS", 0) == 0);
-        CHECK(count_lines(r.out) == 1);  // the root alone prints the verdict
-      }
-      ++turn;
+                                "13_transformer_layer --mesh X=1,Y=2", "14_data_parallel --mesh X=2", "15_zero"})
+      commands.push_back(std::string(program) + " --dtype " + types[turn++ % 3].name);
+    for (const auto& t : types) commands.push_back(std::string("12_attention --mesh X=1,Y=2 --collectives native --dtype ") + t.name);
+    for (const auto& c : commands) {
+      const std::string command = c + " --backend mpi --quiet";
+      CAPTURE(command);
+      auto r = run_binary(command, kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ");
+      CHECK(r.status == 0);
+      CHECK(r.out.rfind("PASS", 0) == 0);
+      CHECK(count_lines(r.out) == 1);  // the root alone prints the verdict
     }
     // Lesson 02 on 1x2 in JSON: each device sums its [32, 128] block to 32 partial sums; the ring
     // AllReduce over 2 devices sends 2(n-1)/n of them, the ReduceScatter (n-1)/n.
