@@ -55,6 +55,12 @@ inline std::string clean_env() {
   return env;
 }
 
+// clean_env() and `mpiexec -n N` with one BLAS thread a rank: the launch prefix of run_binary for a
+// nested run on N processes.
+inline std::string clean_mpiexec(int n) {
+  return clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n " + std::to_string(n) + " ";
+}
+
 // Every run of spaces and newlines as one space: text as read, whatever the 100-column wrapping of a
 // lesson's lines (core/wrap.hpp) did to it.
 inline std::string flat(const std::string& s) {

@@ -139,24 +139,24 @@ TEST_SUITE("mpi backend") {
     // Every type: MPICH has no bfloat16, whose sum and max are user ops (collectives/mpi_transport.cpp);
     // the integers in [-9, 9] sum exactly in each type, so the blocks agree bit for bit.
     for (const DType type : {DType::float64, DType::float32, DType::bfloat16}) {
-    CAPTURE(dtype_name(type));
-    Runtime sim(Backend::sim, false, type), rt(Backend::mpi, true, type);
-    for (const Mesh& mesh : meshes()) {
-      CAPTURE(mesh.text());
-      const RunResult want = sim.run(mesh, every_collective);
-      const RunResult got = rt.run(mesh, every_collective);
-      if (!rt.is_root()) continue;
-      check_same_outputs(want, got);
-      REQUIRE(got.ledger.size() == want.ledger.size());
-      for (std::size_t i = 0; i < want.ledger.size(); ++i) {
-        const LedgerRow& g = got.ledger[i];
-        CAPTURE(i);
-        CHECK(g.op == want.ledger[i].op);
-        CHECK(g.algorithm == "native");
-        CHECK(g.modeled);
-        CHECK(g.bytes_sent == predicted_bytes_sent(g.op, g.group_size, g.input_bytes, element_bytes(type)));
+      CAPTURE(dtype_name(type));
+      Runtime sim(Backend::sim, false, type), rt(Backend::mpi, true, type);
+      for (const Mesh& mesh : meshes()) {
+        CAPTURE(mesh.text());
+        const RunResult want = sim.run(mesh, every_collective);
+        const RunResult got = rt.run(mesh, every_collective);
+        if (!rt.is_root()) continue;
+        check_same_outputs(want, got);
+        REQUIRE(got.ledger.size() == want.ledger.size());
+        for (std::size_t i = 0; i < want.ledger.size(); ++i) {
+          const LedgerRow& g = got.ledger[i];
+          CAPTURE(i);
+          CHECK(g.op == want.ledger[i].op);
+          CHECK(g.algorithm == "native");
+          CHECK(g.modeled);
+          CHECK(g.bytes_sent == predicted_bytes_sent(g.op, g.group_size, g.input_bytes, element_bytes(type)));
+        }
       }
-    }
     }
   }
 

@@ -109,7 +109,7 @@ TEST_SUITE("mpi binaries") {
     for (const auto& c : commands) {
       const std::string command = c + " --backend mpi --quiet";
       CAPTURE(command);
-      auto r = run_binary(command, kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ");
+      auto r = run_binary(command, shardlab::testing::clean_mpiexec(2));
       CHECK(r.status == 0);
       CHECK(r.out.rfind("PASS", 0) == 0);
       CHECK(count_lines(r.out) == 1);  // the root alone prints the verdict
@@ -141,7 +141,7 @@ TEST_SUITE("mpi binaries") {
     for (const char* program : {"03_dot_product_and_matmul --mesh X=1,Y=2", "09_column_row_pairwise", "shardlab ffn --mesh X=1,Y=2"}) {
       const std::string command = std::string(program) + " --backend mpi";
       CAPTURE(command);
-      auto r = run_binary(command, kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 2 ");
+      auto r = run_binary(command, shardlab::testing::clean_mpiexec(2));
       CHECK(r.status == 0);
       const std::size_t at = r.out.find("\nran on 2 MPI processes (mpiexec -n 2), one device each\nPASS ");
       CHECK(at != std::string::npos);
@@ -197,7 +197,7 @@ TEST_SUITE("mpi binaries") {
 TEST_SUITE("mpi binaries") {
   TEST_CASE("shardlab check on 4 processes: the cases on 4 devices pass on real processes, forward and backward (pad included); the 8-device ones are errors") {
     if (!runs_here()) return;
-    auto r = run_binary("shardlab check harness/cases --backend mpi", kClean + "OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ");
+    auto r = run_binary("shardlab check harness/cases --backend mpi", shardlab::testing::clean_mpiexec(4));
     CAPTURE(r.out);
     CHECK(r.status == 2);
     for (const char* s : {"PASS column_ffn: ", "PASS data_ffn: ", "PASS pairwise_ffn: ", "PASS row_column_ffn: ",

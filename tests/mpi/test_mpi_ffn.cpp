@@ -9,12 +9,10 @@
 #include "collectives/mpi.hpp"
 #include "tests/run_binary.hpp"
 
+using shardlab::testing::clean_mpiexec;
 using shardlab::testing::run_binary;
 
 namespace {
-std::string mpiexec(int n) {
-  return shardlab::testing::clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n " + std::to_string(n) + " ";
-}
 nlohmann::json backend_free(const std::string& out) {
   auto j = nlohmann::json::parse(out);
   nlohmann::json keep;
@@ -48,13 +46,13 @@ TEST_SUITE("mpi binaries") {
     for (const auto& [cmd, n, perturbed] : runs) {
       CAPTURE(cmd);
       auto sim = run_binary(std::string(cmd) + " --json");
-      auto mpi = run_binary(std::string(cmd) + " --json --backend mpi", mpiexec(n));
+      auto mpi = run_binary(std::string(cmd) + " --json --backend mpi", clean_mpiexec(n));
       REQUIRE(sim.status == 0);
       REQUIRE(mpi.status == 0);
       CHECK(backend_free(mpi.out) == backend_free(sim.out));
       CHECK(nlohmann::json::parse(mpi.out)["backend"] == "mpi");
       if (perturbed)
-        CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --inject perturb:1e-3", mpiexec(n)).status == 1);
+        CHECK(run_binary(std::string(cmd) + " --quiet --backend mpi --inject perturb:1e-3", clean_mpiexec(n)).status == 1);
     }
   }
 
@@ -64,7 +62,7 @@ TEST_SUITE("mpi binaries") {
       const std::string cmd = lesson;
       CAPTURE(cmd);
       auto sim = run_binary(cmd + " --json --mesh Y=8");
-      auto mpi = run_binary(cmd + " --json --backend mpi", mpiexec(8));
+      auto mpi = run_binary(cmd + " --json --backend mpi", clean_mpiexec(8));
       REQUIRE(sim.status == 0);
       REQUIRE(mpi.status == 0);
       CHECK(nlohmann::json::parse(mpi.out)["mesh"]["Y"] == 8);

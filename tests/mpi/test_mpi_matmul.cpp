@@ -19,7 +19,7 @@
 using shardlab::testing::run_binary;
 
 namespace {
-const std::string kMpi8 = shardlab::testing::clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n 8 ";
+const std::string kMpi8 = shardlab::testing::clean_mpiexec(8);
 
 // The fields that must not depend on the backend: verdict, and per collective op, axes, tensor,
 // group, messages and bytes.

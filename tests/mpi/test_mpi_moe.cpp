@@ -12,7 +12,7 @@
 using shardlab::testing::run_binary;
 
 namespace {
-const std::string kLaunch = shardlab::testing::clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ";
+const std::string kLaunch = shardlab::testing::clean_mpiexec(4);
 bool runs_here() { return shardlab::mpi::is_root() && shardlab::mpi::world_size() <= 2; }
 }  // namespace
 

@@ -13,7 +13,7 @@
 using shardlab::testing::run_binary;
 
 namespace {
-const std::string kMpi4 = shardlab::testing::clean_env() + "OPENBLAS_NUM_THREADS=1 mpiexec -n 4 ";
+const std::string kMpi4 = shardlab::testing::clean_mpiexec(4);
 
 nlohmann::json same_fields(const std::string& out) {
   auto j = nlohmann::json::parse(out);
