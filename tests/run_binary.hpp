@@ -73,14 +73,19 @@ inline std::string flat(const std::string& s) {
   return out;
 }
 
+// `s` as one shell word: in single quotes, each ' in it written '\''.
+inline std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // `command` as a user would paste it into a shell: through sh -c (quoted so that its own quotes
 // stay as typed), killed after `timeout_s` seconds; `redirect` follows (e.g. "</dev/null >/dev/null
 // 2>&1"). Returns the exit status, -1 when a signal ended it.
 inline int shell_status(const std::string& command, int timeout_s, const std::string& redirect) {
-  std::string quoted;
-  for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  const int raw =
-      std::system(("timeout -k 10 " + std::to_string(timeout_s) + " sh -c '" + quoted + "' " + redirect).c_str());
+  const std::string line = "timeout -k 10 " + std::to_string(timeout_s) + " sh -c " + shell_quoted(command) + " " + redirect;
+  const int raw = std::system(line.c_str());
   return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/bad_meshes.hpp"
 #include "tests/run_binary.hpp"
 
 using shardlab::testing::count_lines;
@@ -110,24 +111,20 @@ const char* const kLessons[] = {"01_mesh_and_layout", "03_dot_product_and_matmul
 
 TEST_SUITE("hostile input") {
   TEST_CASE("meshes: every malformed --mesh is one sentence and exit 2, on lessons and shardlab") {
-    // Empty values (the command line refuses them before any parser; `shardlab ffn` would read an
-    // empty mesh as its default) and sizes too large, zero or repeated: every binary gets each.
-    const std::vector<std::string> sizes = {"''",         "' '", "X=0",    "X=-1",   "X=2,X=2",
-                                            "X=99999999999", "X=4096,Y=2", "0x4", "64x65x2"};
-    // Malformed text: every binary reaches the same parser, which tests/test_mesh.cpp shows refuses
-    // each, so here they take turns: each binary gets every third, each text goes to 3-4 binaries
-    // (every binary on all of them was 308 runs, 8 s).
-    const std::vector<std::string> texts = {"X",      "X=",     "=2",      "_=2",     "X=2,Y=",   "2x",
-                                            "x2",     "X=1e3",  "X=2\\;Y=4", "X=2,,Y=2", "X=abc",   "X=2.5",
-                                            "'X Y=2'", "X=+2",  "X=0x10",  "1-2=2",   "X=2,Y=4,", "',X=2'",
-                                            "X==2"};
+    // The bad sizes (tests/bad_meshes.hpp) go to every binary; the malformed texts, which all reach
+    // one parser (tests/test_mesh.cpp shows it refuses each), take turns: each binary gets every
+    // third, each text goes to 3-4 binaries (every binary on all of them was 308 runs, 8 s).
+    using shardlab::testing::kBadMeshSizes;
+    using shardlab::testing::kBadMeshTexts;
+    using shardlab::testing::shell_quoted;
     std::vector<std::string> binaries(std::begin(kLessons), std::end(kLessons));
     binaries.push_back("shardlab matmul --a-spec _,_ --b-spec _,_ --out " + scratch() + "/out/c.npy");
     binaries.push_back("shardlab ffn");
     std::vector<std::string> commands;
     for (std::size_t b = 0; b < binaries.size(); ++b) {
-      for (const auto& m : sizes) commands.push_back(binaries[b] + " --mesh " + m);
-      for (std::size_t t = b % 3; t < texts.size(); t += 3) commands.push_back(binaries[b] + " --mesh " + texts[t]);
+      for (const auto& m : kBadMeshSizes) commands.push_back(binaries[b] + " --mesh " + shell_quoted(m));
+      for (std::size_t t = b % 3; t < kBadMeshTexts.size(); t += 3)
+        commands.push_back(binaries[b] + " --mesh " + shell_quoted(kBadMeshTexts[t]));
     }
     refuse_all(commands);
   }
