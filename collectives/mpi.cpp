@@ -1,333 +1,67 @@
-// The mpi backend: one run on one rank, from the world-size check to the results on rank 0.
-//   1. check_world: one process per device, or one sentence that says how to start it.
-//   2. enter: every rank reaches the run (rank 0 collects a note from each, then says go), so the
-//      MPI_Comm_create_group calls that make the group communicators cannot hang.
-//   3. the program on this rank's Device, over an MpiTransport; a failure aborts the other ranks'
-//      waits (MpiRun).
-//   4. collect: every rank sends rank 0 its outcome, outputs and ledger rows (harness traffic, not in
-//      the ledger); rank 0 watches for deadlocks meanwhile, then sends every rank the verdict, so a
-//      failure anywhere is the same Error everywhere.
+// Loads the mpi backend's module (collectives/mpi_module.hpp) on the first mpi:: call and hands
+// each call to it. The module sits beside the program's folder: <build>/bin/<program> loads
+// <build>/lib/libshardlab_mpi.so, so a sanitizer build loads its own.
 #include "collectives/mpi.hpp"
 
-#include "collectives/stop_point.hpp"
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
 
-#include <sched.h>
+#include <mutex>
 
-#include <cctype>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
-#include "collectives/mpi_transport.hpp"
-#include "collectives/mpi_world.hpp"
-#include "collectives/watchdog.hpp"
+#include "collectives/mpi_module.hpp"
 #include "core/error.hpp"
 
 namespace shardlab::mpi {
 
 namespace {
 
-// ---- byte packing for results and verdicts ----
-struct Writer {
-  std::vector<char> bytes;
-  void raw(const void* p, std::size_t n) { bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n); }
-  void u64(std::uint64_t v) { raw(&v, sizeof v); }
-  void text(const std::string& s) { u64(s.size()); raw(s.data(), s.size()); }
-};
-struct Reader {
-  const std::vector<char>& bytes;
-  std::size_t at = 0;
-  void raw(void* p, std::size_t n) {
-    if (at + n > bytes.size()) throw Error(ErrorKind::device, "a result message from another rank is truncated");
-    std::memcpy(p, bytes.data() + at, n);
-    at += n;
-  }
-  std::uint64_t u64() { std::uint64_t v; raw(&v, sizeof v); return v; }
-  std::string text() { std::string s(u64(), '\0'); raw(s.data(), s.size()); return s; }
-};
-
-enum Status : std::uint64_t { ok = 0, failed = 1, aborted = 2 };
-
-struct Outcome {
-  Status status = ok;
-  ErrorKind kind = ErrorKind::device;
-  std::string message;
-  Outputs outputs;
-  std::vector<LedgerRow> ledger;
-  std::vector<Span> spans;
-  std::vector<std::uint64_t> notes;  // result: notes sent to each rank; verdict: notes for the receiver
-};
-
-std::vector<char> pack(const Outcome& o) {
-  Writer w;
-  w.u64(o.status);
-  w.u64(static_cast<std::uint64_t>(o.kind));
-  w.text(o.message);
-  w.u64(o.outputs.size());
-  for (const auto& [name, t] : o.outputs) {
-    w.text(name);
-    w.u64(t.dimension());
-    for (auto d : t.shape()) w.u64(d);
-    w.raw(t.data(), t.size() * sizeof(double));
-  }
-  w.text(serialize(o.ledger));
-  w.u64(o.spans.size());
-  for (const auto& s : o.spans) {
-    w.text(s.name);
-    w.text(s.detail);
-    w.raw(&s.start_us, sizeof s.start_us);
-    w.raw(&s.dur_us, sizeof s.dur_us);
-  }
-  w.u64(o.notes.size());
-  for (auto n : o.notes) w.u64(n);
-  return std::move(w.bytes);
+std::string module_path() {
+  char exe[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, static_cast<std::size_t>(n)) : std::string(".");
+  dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));  // <build>/bin
+  return dir + "/../lib/libshardlab_mpi.so";
 }
 
-Outcome unpack(const std::vector<char>& bytes) {
-  Reader r{bytes};
-  Outcome o;
-  o.status = static_cast<Status>(r.u64());
-  o.kind = static_cast<ErrorKind>(r.u64());
-  o.message = r.text();
-  for (std::uint64_t i = 0, n = r.u64(); i < n; ++i) {
-    const std::string name = r.text();
-    Shape shape(r.u64());
-    for (auto& d : shape) d = r.u64();
-    Tensor t = xt::zeros<double>(shape);
-    r.raw(t.data(), t.size() * sizeof(double));
-    o.outputs.emplace(name, std::move(t));
-  }
-  o.ledger = deserialize(r.text());
-  o.spans.resize(r.u64());
-  for (auto& s : o.spans) {
-    s.name = r.text();
-    s.detail = r.text();
-    r.raw(&s.start_us, sizeof s.start_us);
-    r.raw(&s.dur_us, sizeof s.dur_us);
-  }
-  o.notes.resize(r.u64());
-  for (auto& n : o.notes) n = r.u64();
-  return o;
-}
-
-// Receives one message of any length from `source` (or any) with `tag`, yielding while waiting.
-// `idle` runs between polls (rank 0's deadlock watch). `what` says what is awaited, for the
-// sentence of a wait past the collective timeout.
-std::vector<char> receive(int source, int tag, MPI_Comm comm, const std::string& what, int* from = nullptr,
-                          const std::function<void()>& idle = nullptr) {
-  const Deadline deadline;
-  for (int spin = 0;; ++spin) {
-    int flag = 0;
-    MPI_Status st;
-    mpi_check(MPI_Iprobe(source, tag, comm, &flag, &st), "MPI_Iprobe");
-    if (flag) {
-      int n = 0;
-      MPI_Get_count(&st, MPI_BYTE, &n);
-      std::vector<char> buf(n);
-      mpi_check(MPI_Recv(buf.data(), n, MPI_BYTE, st.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-      if (from) *from = st.MPI_SOURCE;
-      return buf;
+const mpi_module::Table& module() {
+  static const mpi_module::Table* table = nullptr;
+  static std::once_flag once;
+  static std::string why;
+  std::call_once(once, [] {
+    const std::string path = module_path();
+    // Global: MPICH finds UCX's functions by name (collectives/mpi_world.cpp).
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      const char* e = ::dlerror();
+      why = "the mpi backend could not be loaded (" + std::string(e ? e : path) + "); run make to build it";
+      return;
     }
-    if (idle) idle();
-    if (spin % 64 == 63 && deadline.passed()) mpi_harness_timeout(MpiProcess::get().rank(), deadline.waited(), what);
-    MpiProcess::get().idle(spin);
-  }
-}
-
-void send(const std::vector<char>& bytes, int to, int tag, MPI_Comm comm) {
-  if (bytes.size() > static_cast<std::size_t>(INT32_MAX))
-    throw Error(ErrorKind::unsupported, "a device's outputs are larger than one MPI message can carry here");
-  mpi_check(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, tag, comm), "MPI_Send");
-}
-
-
-void throw_if_failed(const Outcome& v) {
-  if (v.status != ok) throw Error(v.kind, v.message);
-}
-
-// Every rank has reached this run; a rank that already left (its program ended early on rank 0
-// only, say) makes it fail on every rank instead of hanging in MPI_Comm_create_group. The go message is
-// empty, or the reason the run cannot start.
-void enter(MpiProcess& p, const MpiRun& run) {
-  if (p.size() == 1) return;
-  const int enter_tag = p.run_tag(run.epoch(), MpiProcess::enter), go_tag = p.run_tag(run.epoch(), MpiProcess::go);
-  if (p.rank() != 0) {
-    send({}, 0, enter_tag, p.harness());
-    const auto why = receive(0, go_tag, p.harness(), "for device 0 to start the next run");
-    if (!why.empty()) throw Error(ErrorKind::device, std::string(why.begin(), why.end()));
-    return;
-  }
-  std::string why;
-  for (int r = 1; r < p.size(); ++r) {
-    const Deadline deadline;
-    for (int spin = 0;; ++spin) {
-      int flag = 0;
-      mpi_check(MPI_Iprobe(r, enter_tag, p.harness(), &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
-      if (flag) {
-        receive(r, enter_tag, p.harness(), "");
-        break;
-      }
-      if (spin % 64 == 63 && deadline.passed())
-        mpi_harness_timeout(0, deadline.waited(), "for device " + std::to_string(r) + " to reach the next run");
-      if (p.left_early(r)) {
-        why = "device " + std::to_string(r) + " stopped before this run began";
-        break;
-      }
-      p.idle(spin);
+    auto entry = reinterpret_cast<decltype(&shardlab_mpi_module)>(::dlsym(handle, "shardlab_mpi_module"));
+    const mpi_module::Table* t = entry ? entry() : nullptr;
+    if (!t || t->version != mpi_module::kTableVersion) {
+      why = "the mpi backend's module " + path + " does not match this program; run make to rebuild both";
+      return;
     }
-  }
-  for (int r = 1; r < p.size(); ++r) send(std::vector<char>(why.begin(), why.end()), r, go_tag, p.harness());
-  if (!why.empty()) throw Error(ErrorKind::device, why);
-}
-
-std::string command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), out;
-  for (char c : raw) out += c == '\0' ? ' ' : c;
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out.empty() ? "<program>" : out;
+    table = t;
+  });
+  if (!table) throw Error(ErrorKind::fault, why);
+  return *table;
 }
 
 }  // namespace
 
-void start() { MpiProcess::get(); }
-void stop() {}
-bool is_root() { return MpiProcess::get().rank() == 0; }
-int world_size() { return MpiProcess::get().size(); }
-int agree(int status) { return MpiProcess::get().agree(status); }
-
-std::string library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string s(text, len), out;
-  for (char c : s.substr(0, s.find('\n')))  // "MPICH Version:\t4.0.2" -> "MPICH Version: 4.0.2"
-    if (!(std::isspace(static_cast<unsigned char>(c)) && (out.empty() || out.back() == ' '))) out += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
-void check_world(const Mesh& mesh) {
-  MpiProcess& p = MpiProcess::get();
-  if (p.size() == mesh.devices()) return;
-  const std::string n = std::to_string(mesh.devices());
-  const std::string fix = "; run: mpiexec -n " + n + " " + command_line();
-  if (!p.launched())
-    throw Error(ErrorKind::world_size, "mesh " + mesh.text() + " needs " + n +
-                                           " processes, but this one was not started by mpiexec" + fix);
-  throw Error(ErrorKind::world_size, "mesh " + mesh.text() + " needs " + n + " processes, mpiexec started " +
-                                         std::to_string(p.size()) + fix);
-}
-
+void start() { module().start(); }
+void stop() { module().stop(); }
+bool is_root() { return module().is_root(); }
+int rank() { return module().rank(); }
+int world_size() { return module().world_size(); }
+void check_world(const Mesh& mesh) { module().check_world(mesh); }
 RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace, const Fault& fault) {
-  MpiProcess& p = MpiProcess::get();
-  check_world(mesh);
-  MpiRun run(p, p.next_epoch());
-  enter(p, run);
-  MpiTransport transport(run, mesh, p.comms(mesh), p.rank());
-  Outcome mine;
-  {
-    Device dev(p.rank(), mesh, transport, native, dtype);
-    dev.set_fault(fault);
-    auto fail = [&](ErrorKind kind, const std::string& message) {
-      mine.status = failed;
-      mine.kind = kind;
-      mine.message = message;
-      run.abort_others();
-    };
-    if (trace) set_trace_spans(&dev.spans());
-    try {
-      mine.outputs = program(dev);
-      if (dev.struck()) mine.outputs[kFaultStruck] = xt::ones<double>({1});
-      transport.finish_sends();  // a send nobody takes shows as a stuck device, named
-    } catch (const MpiAborted&) {
-      mine.status = aborted;  // another rank failed first; its error is the one reported
-    } catch (const Error& e) {
-      fail(e.kind(), e.what());
-    } catch (const std::exception& e) {
-      fail(ErrorKind::device, "device " + std::to_string(p.rank()) + " failed: " + e.what());
-    } catch (...) {
-      fail(ErrorKind::device, "device " + std::to_string(p.rank()) + " failed with an unknown exception");
-    }
-    set_trace_spans(nullptr);
-    mine.ledger = dev.ledger().rows();
-    mine.spans = std::move(dev.spans());
-  }
-  run.finished();
-  mine.notes = run.notes_sent();
-
-  const int result_tag = p.run_tag(run.epoch(), MpiProcess::result);
-  const int verdict_tag = p.run_tag(run.epoch(), MpiProcess::verdict);
-  if (p.rank() != 0) {
-    send(pack(mine), 0, result_tag, p.harness());
-    const Outcome verdict = unpack(receive(0, verdict_tag, p.harness(), "for device 0's verdict on the run"));
-    run.drain_notes(verdict.notes.at(0));
-    if (verdict.status != ok) p.after_failure();
-    throw_if_failed(verdict);
-    stop_point("verify", p.rank());  // testing: stopped while rank 0 checks the result
-    return {};
-  }
-
-  std::vector<Outcome> all(p.size());
-  all[0] = std::move(mine);
-  std::string deadlock;
-  for (int left = p.size() - 1; left > 0; --left) {
-    int from = 0;
-    auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), "for the other devices' results", &from, [&] {
-      const std::string d = run.monitor();
-      if (!d.empty()) deadlock = d;
-    });
-    all[from] = unpack(bytes);
-  }
-  all[0].notes = run.notes_sent();  // with any abort sent while collecting
-  // The reported error: the lowest rank's own failure, else the deadlock rank 0 found.
-  Outcome verdict;
-  for (const auto& o : all)
-    if (o.status == failed) {
-      verdict = o;
-      break;
-    }
-  if (verdict.status == ok && !deadlock.empty()) {
-    verdict.status = failed;
-    verdict.kind = ErrorKind::mismatch;
-    verdict.message = deadlock;
-  }
-  if (verdict.status == ok) {
-    std::vector<LedgerRow> rows;
-    for (const auto& o : all) rows.insert(rows.end(), o.ledger.begin(), o.ledger.end());
-    const std::string unmatched = unmatched_messages(rows);
-    if (!unmatched.empty()) {
-      verdict.status = failed;
-      verdict.kind = ErrorKind::mismatch;
-      verdict.message = unmatched;
-    }
-  }
-  if (verdict.status == ok)
-    for (std::size_t r = 0; r < all.size(); ++r)
-      if (all[r].status != ok) {
-        verdict.status = failed;
-        verdict.message = "device " + std::to_string(r) + " was stopped without a reason";
-        break;
-      }
-  verdict.outputs.clear();
-  verdict.ledger.clear();
-  verdict.spans.clear();
-  for (int r = 0; r < p.size(); ++r) {
-    verdict.notes.assign(1, 0);
-    for (const auto& o : all) verdict.notes[0] += o.notes.at(r);
-    if (r == 0) run.drain_notes(verdict.notes[0]);
-    else send(pack(verdict), r, verdict_tag, p.harness());
-  }
-  if (verdict.status != ok) p.after_failure();
-  throw_if_failed(verdict);
-
-  RunResult result;
-  for (auto& o : all) {
-    result.outputs.push_back(std::move(o.outputs));
-    result.ledger.insert(result.ledger.end(), o.ledger.begin(), o.ledger.end());
-    if (trace) result.spans.push_back(std::move(o.spans));
-  }
-  return result;
+  return module().run(mesh, program, native, dtype, trace, fault);
 }
+int agree(int status) { return module().agree(status); }
+std::string library_version() { return module().library_version(); }
+std::unique_ptr<MpichCollectives> mpich_collectives(const Group& g) { return module().mpich_collectives(g); }
 
 }  // namespace shardlab::mpi

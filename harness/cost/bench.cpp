@@ -1,6 +1,5 @@
 #include "harness/cost/bench.hpp"
 
-#include <mpi.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -21,7 +20,6 @@
 
 #include "collectives/collectives.hpp"
 #include "collectives/mpi.hpp"
-#include "collectives/mpi_transport.hpp"
 #include "collectives/runtime.hpp"
 #include "core/blas.hpp"
 #include "core/error.hpp"
@@ -126,64 +124,6 @@ xt::xarray<T> call(const std::string& op, Device& dev, const xt::xarray<T>& in, 
   if (op == "reduce_scatter") return reduce_scatter(dev, in, axes, 0, "bench");
   return all_to_all(dev, in, axes, 0, 0, "bench");
 }
-
-// MPICH's own collectives, called directly on a communicator of the group (its rank = the
-// member's position in the group, so inputs and expected values are ours) with buffers the caller
-// preallocated: native_us is the MPI_* call alone. shardlab's --collectives native path
-// (collectives/ring.cpp) adds a signature exchange, an MPI_Ibarrier and staging copies per call;
-// none of that is timed here. A rank enters MPICH only after the untimed meeting (meet below), so a
-// failure elsewhere stops the run in that meeting instead of leaving ranks inside MPICH.
-class Mpich {
- public:
-  explicit Mpich(const Group& g) : n_(g.size()) {
-    check(MPI_Comm_split(MPI_COMM_WORLD, g.members[0], g.me, &comm_), "MPI_Comm_split");
-    std::string others;  // for the watchdog's sentence
-    for (int p = 0; p < g.size(); ++p)
-      if (p != g.me) others += (others.empty() ? "" : ", ") + std::to_string(g.members[p]);
-    others = " with device" + std::string(g.size() > 2 ? "s " : " ") + others;
-    for (const char* name : {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall"})
-      what_.push_back(std::string("MPICH's ") + name + others);
-  }
-  ~Mpich() {
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  Mpich(const Mpich&) = delete;
-  Mpich& operator=(const Mpich&) = delete;
-
-  // `in` holds the op's input (count/n elements of type t for all_gather, count otherwise); `out`
-  // its output (count/n elements for reduce_scatter, count otherwise).
-  void call(const std::string& op, DType t, const void* in, std::size_t count, void* out) const {
-    const std::size_t each = count / n_;
-    if (count > static_cast<std::size_t>(INT_MAX))
-      throw Error(ErrorKind::unsupported, op + " of " + std::to_string(count) +
-                                              " elements is more than one MPI call can carry here (int counts)");
-    const int c = static_cast<int>(count), e = static_cast<int>(each);
-    const MPI_Datatype ty = mpi_type(t);
-    // A member that stops inside MPICH would leave these blocking calls hanging: the watchdog
-    // aborts the job past the collective timeout (collectives/mpi_world.hpp).
-    if (op == "all_reduce") {
-      BlockingCall guard(what_[0]);
-      check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
-    } else if (op == "all_gather") {
-      BlockingCall guard(what_[1]);
-      check(MPI_Allgather(in, e, ty, out, e, ty, comm_), "MPI_Allgather");
-    } else if (op == "reduce_scatter") {
-      BlockingCall guard(what_[2]);
-      check(MPI_Reduce_scatter_block(in, out, e, ty, mpi_sum(t), comm_), "MPI_Reduce_scatter_block");
-    } else {
-      BlockingCall guard(what_[3]);
-      check(MPI_Alltoall(in, e, ty, out, e, ty, comm_), "MPI_Alltoall");
-    }
-  }
-
- private:
-  static void check(int rc, const char* what) {
-    if (rc != MPI_SUCCESS) throw Error(ErrorKind::device, std::string("shardlab bench collectives: ") + what + " failed");
-  }
-  int n_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  std::vector<std::string> what_;  // each call's name and the other devices, for the watchdog
-};
 
 // The group meets before every timed call: n-1 ring steps of an 8-byte control message (after
 // step s a member knows the s members before it have arrived). It waits like any exchange of the
@@ -352,8 +292,8 @@ template <class T>
 Outputs time_collectives(Device& dev, const Setup& u) {
   const Group g = dev.group(u.axes);
   const int n = g.size();
-  std::unique_ptr<Mpich> theirs;
-  if (u.native) theirs = std::make_unique<Mpich>(g);
+  std::unique_ptr<mpi::MpichCollectives> theirs;
+  if (u.native) theirs = mpi::mpich_collectives(g);
   // memcpy's two buffers, mapped and touched once: no page faults in its timed copies.
   Pages from(u.memcpy_max, 1), to(u.memcpy_max, 0);
   const std::size_t S = u.bytes.size(), O = u.ops.size();

@@ -4,8 +4,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <mpi.h>
-
 #include <iostream>
 #include <sstream>
 
@@ -37,8 +35,7 @@ DOCTEST_REGISTER_LISTENER("counts", 1, Counts);
 
 int main(int argc, char** argv) {
   shardlab::mpi::start();
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = shardlab::mpi::rank();
   const int size = shardlab::mpi::world_size();
   doctest::Context context(argc, argv);
   std::ostringstream quiet;
