@@ -357,9 +357,9 @@ soak: all
 # Several hosts on one machine (not in make test, which runs only its 2-host smoke test): network
 # namespaces on a bridge, links shaped by tc, one rank per host under mpiexec -f hosts; each result
 # against one host's, a link taken down mid-collective, the fitted link rate against tc's (10%) and
-# its cost model against every collective from 1 MiB up (15% on 2 hosts; 4 hosts, sharing 2 cores,
-# printed), Ctrl-C and kill -9 clean-up (tests/cluster/cluster_test.sh). Needs root; CLUSTER_RATE
-# (200mbit), CLUSTER_MODEL_ERR (15).
+# its cost model against every collective from 1 MiB up (15%, on 2 hosts and on 4), Ctrl-C and
+# kill -9 clean-up (tests/cluster/cluster_test.sh). Needs root; CLUSTER_RATE (100mbit),
+# CLUSTER_MODEL_ERR (15).
 cluster: all
 	@tests/cluster/cluster_test.sh $(BUILD)/bin
 

@@ -10,7 +10,7 @@
 # to the other hosts' proxies cross the bridge too (-iface shl0).
 #
 # cluster_up H RATE  makes the namespaces and writes $CLUSTER_DIR/hosts; RATE is a tc rate
-#                    (200mbit) for each host's outgoing link, or none; tc's tbf keeps at most
+#                    (100mbit) for each host's outgoing link, or none; tc's tbf keeps at most
 #                    $CLUSTER_TBF_LATENCY (100ms) of it queued
 # cluster_mpiexec H CMD...   mpiexec -n H, one rank per host, UCX over TCP on shl0
 # cluster_down       kills what runs in this run's namespaces and deletes them (the EXIT trap)

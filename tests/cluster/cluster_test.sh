@@ -4,13 +4,13 @@
 # `mpiexec -f hosts -launcher ssh -launcher-exec tests/cluster/netns_exec`.
 #
 # tests/cluster/cluster_test.sh [BIN_DIR]          make cluster: on 2 and 4 hosts, unshaped and at
-#     $CLUSTER_RATE (200mbit): the MPI suite (unshaped), lessons 02, 08, 14 and bench collectives,
+#     $CLUSTER_RATE (100mbit): the MPI suite (unshaped), lessons 02, 08, 14 and bench collectives,
 #     each against the same command under mpiexec -n H on one host (verdict, collectives, bytes per
 #     device, #wrong); a link taken down mid-collective (exit 3 within --collective-timeout, the
 #     silent device named, nothing left); Ctrl-C and kill -9 of a run (nothing left, the next run
 #     works); the link rate that sweep --what machine fits on 2 hosts, within 10% of tc's, and its
 #     model beside every collective and size (bench collectives --machine), within 15% from 1 MiB
-#     up on 2 hosts (4 hosts: printed; they share 2 cores). Exit 0 only if all of it holds.
+#     up on 2 hosts and on 4. Exit 0 only if all of it holds.
 # tests/cluster/cluster_test.sh --smoke [BIN_DIR]  make test: 2 hosts, lesson 02, the launcher's
 #     refusals, Ctrl-C and kill -9 clean-up (about 10 s); skipped, with the reason, where network
 #     namespaces cannot be made (not root, no ip).
@@ -20,12 +20,12 @@ MODE=full
 [ "${1:-}" = --smoke ] && { MODE=smoke; shift; }
 [ "${1:-}" = --hold ] && { MODE=hold; shift; }  # internal: hosts up, one long run (the kill tests)
 BIN=${1:-build/bin}
-RATE=${CLUSTER_RATE:-200mbit}
+RATE=${CLUSTER_RATE:-100mbit}
 MODEL_ERR=${CLUSTER_MODEL_ERR:-15}
 source tests/cluster/cluster_lib.sh
 [[ $MODEL_ERR =~ ^[0-9]+$ ]] || { echo "cluster: CLUSTER_MODEL_ERR is '$MODEL_ERR'; give a whole percentage" >&2; exit 2; }
 [[ ${RATE,,} =~ ^[0-9]+(kbit|mbit|gbit)$ ]] ||
-  { echo "cluster: CLUSTER_RATE is '$RATE'; give a tc rate such as 200mbit (the calibration needs one)" >&2; exit 2; }
+  { echo "cluster: CLUSTER_RATE is '$RATE'; give a tc rate such as 100mbit (the calibration needs one)" >&2; exit 2; }
 
 why=$(cluster_cannot)
 if [ -n "$why" ]; then
@@ -44,15 +44,17 @@ failures=0
 fail() { echo "   FAIL: $*"; failures=$((failures + 1)); }
 # OUT ERR HOSTS CMD...: cluster_mpiexec with stdout to OUT and stderr to ERR (they may be the same
 # file). MPICH 4.0.2's finalize sometimes hangs over UCX's TCP after a run has finished (README):
-# the ranks say "MPI_Finalize hung" and the job ends non-zero. Such a run is repeated once, saying so.
+# the ranks say "MPI_Finalize hung" and the job ends non-zero. Such a run is repeated, up to twice,
+# saying so: lesson 02 on 4 unshaped hosts hung in 1 of 12 runs (1 of 12 too before the mpi
+# backend became a module), and one make cluster met it twice in a row on that run.
 finalize_hangs=0
 cluster_run() {
   local out=$1 err=$2 rc try
   shift 2
-  for try in 1 2; do
+  for try in 1 2 3; do
     if [ "$out" = "$err" ]; then cluster_mpiexec "$@" >"$out" 2>&1; else cluster_mpiexec "$@" >"$out" 2>"$err"; fi
     rc=$?
-    if [ $rc = 0 ] || [ $try = 2 ] || ! grep -q "MPI_Finalize hung" "$err"; then break; fi
+    if [ $rc = 0 ] || [ $try = 3 ] || ! grep -q "MPI_Finalize hung" "$err"; then break; fi
     echo "   (exit $rc: MPI_Finalize hung after the run, MPICH 4.0.2's fault over UCX's TCP; run again)"
     finalize_hangs=$((finalize_hangs + 1))
   done
@@ -200,7 +202,7 @@ for hosts in 2 4; do
     same_as_one_host "$hosts" "$label" "$BIN/08_gspmd_ffn" --mesh $m08
     same_as_one_host "$hosts" "$label" "$BIN/14_data_parallel" --mesh X=$hosts
     bench_same "$hosts" "$label" $([ $rate = none ] && echo 16K || echo 1M)
-    if [ $rate != none ] && [ $hosts = 2 ]; then  # each rank waits 0.7 s on a step in flight
+    if [ $rate != none ] && [ $hosts = 2 ]; then  # each rank waits 1.4 s on a step in flight
       echo "== $label: $BIN/shardlab bench collectives --backend mpi --ops all_reduce --min 32M --max 32M" \
         "--iters 2 --warmup 0  (16 MiB ring steps: slow, not deadlocked)"
       CLUSTER_TIMEOUT=120 cluster_run "$CLUSTER_DIR/slow.out" "$CLUSTER_DIR/slow.err" 2 "$BIN/shardlab" \
@@ -212,7 +214,7 @@ for hosts in 2 4; do
   done
 done
 
-# A link taken down while the ranks are inside an all_reduce of 16 MiB (0.7 s each at 200mbit).
+# A link taken down while the ranks are inside an all_reduce of 16 MiB (1.4 s each at 100mbit).
 cluster_up 2 "$RATE"
 echo "===== 2 hosts, $RATE each: host 1's link taken down during a collective"
 cmd="$BIN/shardlab bench collectives --backend mpi --ops all_reduce --min 16M --max 16M --iters 1000 --collective-timeout 3"
@@ -234,10 +236,12 @@ grep -q "collective timeout (--collective-timeout 3 s): device 0 .*device 1" "$C
 
 # Calibration: the link rate that sweep --what machine fits on 2 hosts must be tc's within 10%,
 # and the model it makes must predict every collective from 1 MiB up within $CLUSTER_MODEL_ERR %
-# (15), on 2 hosts and on 4 (which it was not fitted on). Where the hosts outnumber the cores (4 on
-# this 2-core machine) the table is printed, not checked: 4 ranks and their TCP traffic on 2 cores
-# kept 1.9 cores busy (mostly in the kernel), and the same all_to_all of 16 MiB measured
-# 0.018-0.021 GB/s busbw in three runs (tc's 0.0239, no packet dropped): short of CPU, not of link.
+# (15), on 2 hosts and on 4 (which it was not fitted on). Why 100mbit: at 200mbit, 4 ranks and
+# their TCP traffic on this 2-core machine were short of CPU, not of link (all_to_all of 16 MiB:
+# 0.018-0.021 GB/s busbw in three runs against tc's 0.0239, no packet dropped), and the 4-host rows
+# missed the model by up to 23%. At 100mbit the link binds (busbw 0.011-0.012 against 0.01196; no
+# drops), but the ranks still spin in MPICH's progress on both cores, and a median of 5 calls moved
+# by up to 20% (all_to_all 4M; 10% and 5% in two more runs); of 9 calls, by 12% and 5%. So 9 calls.
 cluster_up 2 "$RATE"
 echo "===== 2 hosts, $RATE each: $BIN/shardlab sweep --what machine --backend mpi --out $CLUSTER_DIR"
 CLUSTER_TIMEOUT=600 cluster_mpiexec 2 "$BIN/shardlab" sweep --what machine --backend mpi --out "$CLUSTER_DIR" \
@@ -259,18 +263,16 @@ if [ -f "$CLUSTER_DIR/machine.dat" ]; then
   for hosts in 2 4; do
     cluster_up "$hosts" "$RATE"
     echo "== $hosts hosts, $RATE each: $BIN/shardlab bench collectives --backend mpi --machine" \
-      "$CLUSTER_DIR/machine.dat --min 64K --max 16M --iters 5 --warmup 1"
+      "$CLUSTER_DIR/machine.dat --min 64K --max 16M --iters 9 --warmup 1"
     CLUSTER_TIMEOUT=300 cluster_run "$CLUSTER_DIR/model.out" "$CLUSTER_DIR/model.out" "$hosts" "$BIN/shardlab" \
       bench collectives --backend mpi --collective-timeout 60 --machine "$CLUSTER_DIR/machine.dat" --min 64K \
-      --max 16M --iters 5 --warmup 1
+      --max 16M --iters 9 --warmup 1
     rc=$?
     sed -n '/# the cost model of/,$p' "$CLUSTER_DIR/model.out" | sed 's/^/   /'
     worst=$(grep -oE '^# model vs measured at >= 1M: median \|error\| [0-9]+%, worst [0-9]+%' "$CLUSTER_DIR/model.out" |
       grep -oE '[0-9]+%$' | tr -d %)
     [ $rc = 0 ] || fail "bench collectives --machine on $hosts hosts: exit $rc"
-    if [ "$hosts" -gt "$CLUSTER_CORES" ]; then
-      echo "   (reported, not checked: $hosts hosts share $CLUSTER_CORES cores; see tests/cluster/cluster_test.sh)"
-    elif [ -z "$worst" ] || [ "$worst" -gt "$MODEL_ERR" ]; then
+    if [ -z "$worst" ] || [ "$worst" -gt "$MODEL_ERR" ]; then
       fail "on $hosts hosts the model misses a collective of 1 MiB or more by ${worst:-?}% (at most $MODEL_ERR%)"
     fi
   done
@@ -280,7 +282,7 @@ cluster_down
 killed_run INT
 killed_run KILL
 
-[ $finalize_hangs = 0 ] || echo "== MPI_Finalize hung after $finalize_hangs runs (each repeated once)"
+[ $finalize_hangs = 0 ] || echo "== MPI_Finalize hung after $finalize_hangs runs (each repeated)"
 if [ $failures = 0 ]; then
   echo "PASS make cluster: 2 and 4 hosts match one host, link-down fault, clean-up" \
     "($(($(date +%s) - start)) s)"
