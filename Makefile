@@ -50,9 +50,12 @@ CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -pthread -I. $(MPI_CFLAGS) $(TOML_CF
 # -no-pie). Without the archive, the shared library as before.
 OPENBLAS_A := $(firstword $(wildcard /usr/lib/$(shell $(CXX) -print-multiarch)/openblas-pthread/libopenblas.a))
 OPENBLAS_LIBS := $(if $(OPENBLAS_A),$(OPENBLAS_A) -lgfortran,-lopenblas)
-# -rdynamic: programs export their symbols to the mpi backend's module (below).
-LDFLAGS ?=
-LDFLAGS += -no-pie -rdynamic
+# -rdynamic: programs export their symbols to the mpi backend's module (below), and link the whole
+# library, so that what only the module calls (stop points, the signal hand-over) is there to
+# export in every build (UNITY=0 links a program only the library objects it calls itself).
+# `override`: a LDFLAGS given on the command line adds to these instead of dropping them.
+override LDFLAGS += -no-pie -rdynamic
+WHOLE_LIB = -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
 LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -pthread -ldl
 
 # The mpi backend is a module of its own, the only code linked with MPICH (collectives/mpi.hpp):
@@ -217,7 +220,7 @@ $(BUILD)/unity/lessons.cpp: $(LESSON_BUILT_SRCS) tests/unity.sh Makefile
 $(BUILD)/bin/lessons: $(BUILD)/obj/unity/lessons.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
-	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@$(CXX) $(CXXFLAGS) $< $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(LESSONS): $(BUILD)/bin/lessons
 	@ln -sf lessons $@
@@ -228,24 +231,24 @@ $(LESSONS): $(BUILD)/bin/%: $(BUILD)/obj/lessons/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
 	@rm -f $@  # a link to a default build's lessons program: the linker would write through it
-	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@$(CXX) $(CXXFLAGS) $< $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 endif
 
 $(SHARDLAB): $(BUILD)/obj/harness/cli/shardlab_main.o $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
-	@$(CXX) $(CXXFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@$(CXX) $(CXXFLAGS) $< $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(TESTS): $(TEST_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
-	@$(CXX) $(CXXFLAGS) $(TEST_OBJS) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@$(CXX) $(CXXFLAGS) $(TEST_OBJS) $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/bin/mpi_tests: $(MPI_TEST_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK $@"
-	@$(CXX) $(CXXFLAGS) $(MPI_TEST_OBJS) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@$(CXX) $(CXXFLAGS) $(MPI_TEST_OBJS) $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -357,9 +360,9 @@ soak: all
 # Several hosts on one machine (not in make test, which runs only its 2-host smoke test): network
 # namespaces on a bridge, links shaped by tc, one rank per host under mpiexec -f hosts; each result
 # against one host's, a link taken down mid-collective, the fitted link rate against tc's (10%) and
-# its cost model against every collective from 1 MiB up (15%, on 2 hosts and on 4), Ctrl-C and
-# kill -9 clean-up (tests/cluster/cluster_test.sh). Needs root; CLUSTER_RATE (100mbit),
-# CLUSTER_MODEL_ERR (15).
+# its cost model against every collective from 1 MiB up (15% on 2 hosts; 4 hosts, sharing 2 cores,
+# printed), Ctrl-C and kill -9 clean-up (tests/cluster/cluster_test.sh). Needs root; CLUSTER_RATE
+# (100mbit), CLUSTER_MODEL_ERR (15).
 cluster: all
 	@tests/cluster/cluster_test.sh $(BUILD)/bin
 

@@ -19,8 +19,9 @@ namespace {
 std::string module_path() {
   char exe[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  std::string dir = n > 0 ? std::string(exe, static_cast<std::size_t>(n)) : std::string(".");
-  dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));  // <build>/bin
+  const std::string path = n > 0 ? std::string(exe, static_cast<std::size_t>(n)) : std::string();
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? std::string(".") : path.substr(0, slash);  // <build>/bin
   return dir + "/../lib/libshardlab_mpi.so";
 }
 

@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <exception>
 #include <iostream>
 #include <sstream>
 
@@ -34,7 +35,12 @@ DOCTEST_REGISTER_LISTENER("counts", 1, Counts);
 }  // namespace
 
 int main(int argc, char** argv) {
-  shardlab::mpi::start();
+  try {
+    shardlab::mpi::start();
+  } catch (const std::exception& e) {  // e.g. the mpi backend's module missing: one sentence, exit 3
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
+  }
   const int rank = shardlab::mpi::rank();
   const int size = shardlab::mpi::world_size();
   doctest::Context context(argc, argv);
