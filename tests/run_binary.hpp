@@ -19,13 +19,11 @@ inline std::string bin_dir() {
   return d ? d : "build/bin";
 }
 
-// `command` starts with the program name relative to bin_dir(), e.g. "02_reduction_allreduce --json".
-// `prefix` goes in front (e.g. "mpiexec -n 8 "). A run that hangs is killed after 5 minutes and
-// reports status 124 (timeout's), so a hang fails its test instead of stalling the suite.
-inline Ran run_binary(const std::string& command, const std::string& prefix = "") {
+// `line` through the shell: its stdout, its stderr (kept apart through a file) and exit status.
+inline Ran run_line(const std::string& line) {
   static int counter = 0;
   const std::string err_file = "/tmp/shardlab_test_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string full = "timeout -k 10 300 " + prefix + bin_dir() + "/" + command + " 2>" + err_file;
+  const std::string full = line + " 2>" + err_file;
   Ran r;
   FILE* p = ::popen(full.c_str(), "r");
   if (!p) return r;
@@ -40,6 +38,13 @@ inline Ran run_binary(const std::string& command, const std::string& prefix = ""
   }
   std::remove(err_file.c_str());
   return r;
+}
+
+// `command` starts with the program name relative to bin_dir(), e.g. "02_reduction_allreduce --json".
+// `prefix` goes in front (e.g. "mpiexec -n 8 "). A run that hangs is killed after 5 minutes and
+// reports status 124 (timeout's), so a hang fails its test instead of stalling the suite.
+inline Ran run_binary(const std::string& command, const std::string& prefix = "") {
+  return run_line("timeout -k 10 300 " + prefix + bin_dir() + "/" + command);
 }
 
 // The prefix of a nested mpiexec run: a clean environment, so the child does not join this job's
