@@ -42,6 +42,11 @@ int main(int argc, char** argv) {
   cli.option("--dims", dims_flag,
              "B=..,S=..,M=..,H=..: x is [B, S, M] (B*S tokens of M features),\n"
              "W_in is [M, H] and W_out is [H, M]; dims left out keep their defaults");
+  std::string verify_flag = "auto";
+  cli.option("--verify", verify_flag,
+             "how y is checked: full (every element against the unsharded layer, products in float64),\n"
+             "sketch (against g W_out by random projections and sampled rows, products in the element\n"
+             "type; float32 or float64) or auto (sketch above 5e10 unsharded FLOPs, e.g. --dims article)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   cli.uneven_option();               // issue 32: M or H that do not split over the line
   if (int status = cli.parse(argc, argv); status >= 0) return status;
@@ -49,6 +54,10 @@ int main(int argc, char** argv) {
   return guarded([&] {
     // A mesh or dims this lesson cannot cut: one sentence, before the MPI check and any output.
     refuse_bad_ffn_line(cli.common, "Y=4", dims_flag, "B=8,S=4,M=16,H=64", "lesson 09");
+    const std::string verify = parse_verify_mode(verify_flag);
+    if (verify == "sketch" && cli.common.dtype == "bfloat16")
+      throw Error(ErrorKind::parse, "--verify sketch checks float32 and float64 runs; lesson 09 multiplies bfloat16 "
+                                    "blocks in float64, so use --verify full (or auto) with --dtype bfloat16");
     Session session("09_column_row_pairwise", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
@@ -69,9 +78,22 @@ int main(int argc, char** argv) {
     const Spec w_cols = Spec::parse("_," + Y), w_rows = Spec::parse(Y + ",_");  // a weight cut by columns, by rows
 
     // x holds B*S tokens of M features; h = x W_in, g = gelu(h), y = g W_out.
-    const FfnInputs in = ffn_inputs(d, config.seed);
+    const FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
     const Einsum up = Einsum::parse("bsm,mh->bsh"), down = Einsum::parse("bsh,hm->bsm");
-    const Tensor h = contract(up, in.x, in.w_in), g_ref = gelu(h), y = contract(down, g_ref, in.w_out);
+    // --verify full: the programs multiply in float64 and y is compared element by element with
+    // the unsharded layer. sketch: they multiply in the element type (float32: sgemm, about 2x
+    // dgemm here, as the tool's layer does) and y is checked against g W_out by projections
+    // (harness/check/sketch.hpp), a pass over y instead of the layer's GEMMs again. auto: sketch
+    // above ffn_full_verify_flops (--dims article is 1.7e12): there the full check took the run
+    // to 114 s and 18.7 GB, the sketch 70 s and 13 GB (2026-11-28, 2 cores).
+    const bool sketch_y = verify == "sketch" || (verify == "auto" && session.dtype() != DType::bfloat16 &&
+                                                 pairwise.unsharded_flops() > ffn_full_verify_flops);
+    const DType compute = sketch_y ? session.dtype() : DType::float64;
+    session.report().strings["verify"] = sketch_y ? "sketch" : "full";  // for --json
+    // h is exact either way (integers times eighths with |h| <= M/2, so in float32 while M < 2^22;
+    // 2560 at article size), so every h check is bit for bit.
+    const Tensor h = contract(up, in.x, in.w_in, compute), g_ref = gelu(h);
+    const Tensor y = sketch_y ? Tensor() : contract(down, g_ref, in.w_out);
 
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": a line of " << n << (n == 1 ? " device.\n" : " devices.\n") << mesh.picture()
@@ -101,58 +123,88 @@ int main(int argc, char** argv) {
       s.global = Shape{d.b, d.s, size};
       return execute_steps(dev, {s}, block);
     };
+    // Each run is checked as soon as it ends (on the root), and its outputs dropped: at article
+    // size a gathered h is 0.7 GB per device.
+    const bool root = session.runtime().is_root();
+    auto& checks = session.report().checks;
+    const char* names[] = {"x W_in column-wise", "x W_in row-wise", "FFN row then column", "FFN pairwise"};
+    // x W_in is exact (integers times eighths): both h runs must match the unsharded h bit for bit.
+    // y sums H terms after GELU; the worst case for any order (reduction_tolerance) is far above
+    // what the runs round at large sizes (3.8 x y's RMS at --dims article), so each y check also
+    // gets a bound for what its run does. Programs that multiply in float64 (contract on float64
+    // arrays) round only on the wire, so: row then column gathers each element once:
+    // |y^ - y| <= u |y| (2u |y| allowed); pairwise all-reduces the devices' partial products p_d,
+    // each rounded to the type (u |p_d|), then added in the type in any order or tree
+    // (gamma_{n-1}(u) sum_d |fl(p_d)|, Higham eq. 4.4). Both add float64's worst case for the
+    // products and the reference, and never exceed tol_y.
+    Tensor tol_rc, tol_pw;
+    if (root && !sketch_y) {
+      const double max_term = xt::amax(xt::abs(g_ref))() * xt::amax(xt::abs(in.w_out))();
+      const double tol_y = reduction_tolerance(d.h, max_term, session.dtype(), mesh.devices());
+      const double u = unit_roundoff(session.dtype()), float64_sums = reduction_tolerance(d.h, max_term);
+      Tensor parts_abs = xt::zeros<double>(y.shape());  // sum_d |p_d|, the devices' partial products
+      for (int p = 0; p < n; ++p) {
+        const DimBlock b = dim_block(mesh, w_rows, Shape{d.h, d.m}, 0, p);
+        parts_abs += xt::abs(contract(down, Tensor(xt::view(g_ref, xt::all(), xt::all(), xt::range(b.start, b.stop))),
+                                      Tensor(xt::view(in.w_out, xt::range(b.start, b.stop), xt::all()))));
+      }
+      const double adds = sum_gamma(static_cast<std::size_t>(n > 1 ? n - 1 : 0), u);
+      tol_rc = xt::minimum(tol_y, 2 * u * xt::abs(y) + float64_sums);
+      tol_pw = xt::minimum(tol_y, (u + adds * (1 + u)) * parts_abs * (1 + 4 * u) + u * xt::abs(y) + float64_sums);
+    }
+    // Programs that multiply in float32 sum H float32 products a device (row then column, then a
+    // gather that adds nothing) or H/n and then n partial sums over the ring (pairwise): the
+    // sketch's bound for exactly that (sketch_contraction, harness/models/ffn.hpp), which reads g
+    // and W_out rounded to float32, as the devices' products do.
+    auto check = [&](int i, RunResult& run) {
+      if (!root) return;
+      if (i < 2) {
+        checks.push_back(verify_output(mesh, whole, run, "h", h, 0.0));
+        checks.back().name = std::string(names[i]) + " vs unsharded";
+      } else if (!sketch_y) {
+        checks.push_back(verify_output(mesh, whole, run, "y", y, i == 2 ? tol_rc : tol_pw));
+        checks.back().name = std::string(names[i]) + " vs unsharded";
+      } else {
+        std::vector<Tensor> blocks;
+        for (const auto& o : run.outputs) blocks.push_back(o.at("y"));
+        const Assembly got = assemble(mesh, whole, Shape{d.b, d.s, d.m}, blocks, "y");
+        const std::size_t parts = i == 2 ? 1 : static_cast<std::size_t>(n);
+        Verdict v = sketch_contraction(std::string(names[i]) + " vs g W_out (sketch)", got.tensor, g_ref, in.w_out,
+                                       (d.h + parts - 1) / parts, parts, compute, config.seed + 17 + i,
+                                       static_cast<std::size_t>(n));
+        if (!got.replicas_agree) v.pass = false, v.detail = got.disagreement + "; " + v.detail;
+        checks.push_back(v);
+      }
+      run.outputs.clear();  // the ledger stays for the tables below
+    };
     // Each program is what every device runs; the collective is the only line that talks.
     RunResult col = session.run([&](Device& dev) -> Outputs {
-      const Tensor mine = contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()));  // [B,S,H/n]
+      const Tensor mine = contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()), compute);  // [B,S,H/n]
       return {{"h", gather_last(dev, mine, d.h, "h")}};                                    // [B,S,H]
     });
+    check(0, col);
     RunResult row = session.run([&](Device& dev) -> Outputs {
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()),  // [B,S,M/n] x [M/n,H]
-                                   local_block(in.w_in, mesh, w_rows, dev.id()));
+                                   local_block(in.w_in, mesh, w_rows, dev.id()), compute);
       return {{"h", all_reduce(dev, part, T, "h")}};  // [B,S,H], summed
     });
+    check(1, row);
     RunResult rc = session.run([&](Device& dev) -> Outputs {  // row then column
-      const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, w_rows, dev.id()));
+      const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, w_rows, dev.id()), compute);
       const Tensor g = gelu(all_reduce(dev, part, T, "h"));  // GELU needs the whole sum: every device, all of h
-      const Tensor cols = contract(down, g, local_block(in.w_out, mesh, w_cols, dev.id()));  // [B,S,M/n]
+      const Tensor cols = contract(down, g, local_block(in.w_out, mesh, w_cols, dev.id()), compute);  // [B,S,M/n]
       return {{"y", gather_last(dev, cols, d.m, "y")}};
     });
+    check(2, rc);
     RunResult pw = session.run([&](Device& dev) -> Outputs {  // column then row: pairwise
-      const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id())));  // [B,S,H/n], whole columns
-      const Tensor part = contract(down, g, local_block(in.w_out, mesh, w_rows, dev.id()));      // [B,S,M], partial
+      const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()), compute));  // [B,S,H/n]
+      const Tensor part = contract(down, g, local_block(in.w_out, mesh, w_rows, dev.id()), compute);      // [B,S,M], partial
       return {{"y", all_reduce(dev, part, T, "y")}};
     });
-    if (!session.runtime().is_root()) return session.finish();
+    check(3, pw);
+    if (!root) return session.finish();
 
-    auto& checks = session.report().checks;
-    // x W_in is exact (integers times eighths). y sums H terms after GELU; the worst case for any
-    // order (reduction_tolerance) is far above what the runs round at large sizes (3.8 x y's RMS
-    // at --dims article), so each y check also gets a bound for what its run does. This lesson's
-    // programs multiply in float64 (contract on float64 arrays) and round only on the wire, so:
-    // row then column gathers each element once: |y^ - y| <= u |y| (2u |y| allowed); pairwise
-    // all-reduces the devices' partial products p_d, each rounded to the type (u |p_d|), then
-    // added in the type in any order or tree (gamma_{n-1}(u) sum_d |fl(p_d)|, Higham eq. 4.4).
-    // Both add float64's worst case for the products and the reference, and never exceed tol_y.
-    const double max_term = xt::amax(xt::abs(g_ref))() * xt::amax(xt::abs(in.w_out))();
-    const double tol_y = reduction_tolerance(d.h, max_term, session.dtype(), mesh.devices());
-    const double u = unit_roundoff(session.dtype()), float64_sums = reduction_tolerance(d.h, max_term);
-    Tensor parts_abs = xt::zeros<double>(y.shape());  // sum_d |p_d|, the devices' partial products
-    for (int p = 0; p < n; ++p) {
-      const DimBlock b = dim_block(mesh, w_rows, Shape{d.h, d.m}, 0, p);
-      parts_abs += xt::abs(contract(down, Tensor(xt::view(g_ref, xt::all(), xt::all(), xt::range(b.start, b.stop))),
-                                    Tensor(xt::view(in.w_out, xt::range(b.start, b.stop), xt::all()))));
-    }
-    const double adds = sum_gamma(static_cast<std::size_t>(n > 1 ? n - 1 : 0), u);
-    const Tensor tol_rc = xt::minimum(tol_y, 2 * u * xt::abs(y) + float64_sums);
-    const Tensor tol_pw = xt::minimum(tol_y, (u + adds * (1 + u)) * parts_abs * (1 + 4 * u) + u * xt::abs(y) + float64_sums);
     const RunResult* runs[] = {&col, &row, &rc, &pw};
-    const char* names[] = {"x W_in column-wise", "x W_in row-wise", "FFN row then column", "FFN pairwise"};
-    const char* tensor[] = {"h", "h", "y", "y"};
-    for (int i = 0; i < 4; ++i) {
-      checks.push_back(i < 2 ? verify_output(mesh, whole, *runs[i], tensor[i], h, 0.0)
-                             : verify_output(mesh, whole, *runs[i], tensor[i], y, i == 2 ? tol_rc : tol_pw));
-      checks.back().name = std::string(names[i]) + " vs unsharded";
-    }
     // The planner, given only the specs of each layout, derives the same collectives and bytes.
     const Plan col_plan = plan_contraction(up, mesh, {"x", whole, xs}, {"W_in", w_cols, ws}, whole, {false, "h", session.element_bytes()});
     const Plan row_plan = plan_contraction(up, mesh, {"x", x_cols, xs}, {"W_in", w_rows, ws}, whole, {false, "h", session.element_bytes()});
