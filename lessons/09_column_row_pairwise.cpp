@@ -16,6 +16,8 @@
 // Prints: the mesh; the blocks of x, W_in and W_out each layout gives a device; the four programs with
 //         their collectives and bytes per device (measured and predicted) side by side; the planner
 //         deriving the same; the verdicts.
+#include <optional>
+
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
@@ -29,6 +31,7 @@
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_line.hpp"
 #include "harness/check/pictures.hpp"
+#include "harness/check/progress.hpp"
 #include "harness/check/sketch.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/table.hpp"
@@ -92,8 +95,15 @@ int main(int argc, char** argv) {
     session.report().strings["verify"] = sketch_y ? "sketch" : "full";  // for --json
     // h is exact either way (integers times eighths with |h| <= M/2, so in float32 while M < 2^22;
     // 2560 at article size), so every h check is bit for bit.
+    // On a terminal (harness/check/progress.hpp): the unsharded products first, then how many of
+    // the layer-sized matmuls are done (the pairwise bound's partial products with the full check,
+    // then 1, 1, 2 and 2 for the four programs, each with its check). Each phase ends before the
+    // lesson prints.
+    std::optional<progress::Phase> shown;
+    shown.emplace(sketch_y ? "the unsharded x W_in" : "the unsharded layer");
     const Tensor h = contract(up, in.x, in.w_in, compute), g_ref = gelu(h);
     const Tensor y = sketch_y ? Tensor() : contract(down, g_ref, in.w_out);
+    shown.reset();
 
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ": a line of " << n << (n == 1 ? " device.\n" : " devices.\n") << mesh.picture()
@@ -138,6 +148,9 @@ int main(int argc, char** argv) {
     // (gamma_{n-1}(u) sum_d |fl(p_d)|, Higham eq. 4.4). Both add float64's worst case for the
     // products and the reference, and never exceed tol_y.
     Tensor tol_rc, tol_pw;
+    shown.emplace("4 programs, in matmuls of the layer's size", 0, sketch_y || !root ? 6 : 7);
+    double done = 0;
+    auto advance = [&](double matmuls) { shown->advance(done += matmuls); };
     if (root && !sketch_y) {
       const double max_term = xt::amax(xt::abs(g_ref))() * xt::amax(xt::abs(in.w_out))();
       const double tol_y = reduction_tolerance(d.h, max_term, session.dtype(), mesh.devices());
@@ -151,6 +164,7 @@ int main(int argc, char** argv) {
       const double adds = sum_gamma(static_cast<std::size_t>(n > 1 ? n - 1 : 0), u);
       tol_rc = xt::minimum(tol_y, 2 * u * xt::abs(y) + float64_sums);
       tol_pw = xt::minimum(tol_y, (u + adds * (1 + u)) * parts_abs * (1 + 4 * u) + u * xt::abs(y) + float64_sums);
+      advance(1);
     }
     // Programs that multiply in float32 sum H float32 products a device (row then column, then a
     // gather that adds nothing) or H/n and then n partial sums over the ring (pairwise): the
@@ -183,12 +197,14 @@ int main(int argc, char** argv) {
       return {{"h", gather_last(dev, mine, d.h, "h")}};                                    // [B,S,H]
     });
     check(0, col);
+    advance(1);
     RunResult row = session.run([&](Device& dev) -> Outputs {
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()),  // [B,S,M/n] x [M/n,H]
                                    local_block(in.w_in, mesh, w_rows, dev.id()), compute);
       return {{"h", all_reduce(dev, part, T, "h")}};  // [B,S,H], summed
     });
     check(1, row);
+    advance(1);
     RunResult rc = session.run([&](Device& dev) -> Outputs {  // row then column
       const Tensor part = contract(up, local_block(in.x, mesh, x_cols, dev.id()), local_block(in.w_in, mesh, w_rows, dev.id()), compute);
       const Tensor g = gelu(all_reduce(dev, part, T, "h"));  // GELU needs the whole sum: every device, all of h
@@ -196,12 +212,15 @@ int main(int argc, char** argv) {
       return {{"y", gather_last(dev, cols, d.m, "y")}};
     });
     check(2, rc);
+    advance(2);
     RunResult pw = session.run([&](Device& dev) -> Outputs {  // column then row: pairwise
       const Tensor g = gelu(contract(up, in.x, local_block(in.w_in, mesh, w_cols, dev.id()), compute));  // [B,S,H/n]
       const Tensor part = contract(down, g, local_block(in.w_out, mesh, w_rows, dev.id()), compute);      // [B,S,M], partial
       return {{"y", all_reduce(dev, part, T, "y")}};
     });
     check(3, pw);
+    advance(2);
+    shown.reset();  // the line goes before the lesson's own output
     if (!root) return session.finish();
 
     const RunResult* runs[] = {&col, &row, &rc, &pw};
