@@ -1,7 +1,10 @@
 #include "core/memory.hpp"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -22,6 +25,24 @@ void keep_freed_memory(bool keep) {
       mallopt(M_MMAP_THRESHOLD, keep ? 32 << 20 : 128 << 10) != 1)
     return;
   mallopt(M_TRIM_THRESHOLD, keep ? 1 << 30 : 128 << 10);
+}
+
+TouchRates touch_rates(std::size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return {};
+  madvise(p, bytes, MADV_HUGEPAGE);  // as glibc.malloc.hugetlb=1 asks for the heap; ignored where THP is off
+  auto rate = [&](int fill) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memset(p, fill, bytes);
+    asm volatile("" : : "r"(p) : "memory");  // the writes must happen
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s > 0 ? static_cast<double>(bytes) / s : 0.0;
+  };
+  TouchRates r;
+  r.first = rate(1);
+  r.again = rate(2);
+  munmap(p, bytes);
+  return r;
 }
 
 std::uint64_t available_memory_bytes() {

@@ -37,7 +37,7 @@ using namespace shardlab;
 int main(int argc, char** argv) {
   Cli cli("08_gspmd_ffn", "Lesson 08: the FFN in GSPMD's 2D layout, AllGather then ReduceScatter", "X=2,Y=4");
   std::string dims_flag = "B=8,S=4,M=16,H=64";
-  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (dims left out keep their defaults), or 'article' for B=8,S=512,M=5120,H=20480 (about 70 s and 9 GB on 2 cores)");
+  cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (dims left out keep their defaults), or 'article' for B=8,S=512,M=5120,H=20480 (about 35 s and 9 GB on 2 cores)");
   cli.uneven_option();  // issue 32: dims that do not divide the mesh
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 

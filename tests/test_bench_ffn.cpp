@@ -42,5 +42,16 @@ TEST_CASE("bench ffn: each check's power in the table and in JSON; sketch checks
       CHECK(c["weak"] == false);
     }
     CHECK(compared >= (verify == "sketch" ? 8 : 4));
+    // total / floor and the first-touch line, from the figures printed beside them.
+    const double floor = j["floor_seconds"].get<double>(), total = j["seconds_total"].get<double>();
+    CHECK(j["total_over_floor"].get<double>() == doctest::Approx(total / floor));
+    const double first = j["first_touch_bytes_per_s"].get<double>();
+    REQUIRE(first > 0);
+    CHECK(j["touch_again_bytes_per_s"].get<double>() > 0);
+    const double touch = j["planned_bytes"].get<double>() / first / j["cores"].get<double>();
+    CHECK(j["first_touch_seconds"].get<double>() == doctest::Approx(touch));
+    CHECK(j["total_over_floor_and_touch"].get<double>() == doctest::Approx(total / (floor + touch)));
+    CHECK(text.out.find("total / floor = ") != std::string::npos);
+    CHECK(text.out.find("first touch: fresh memory is written at ") != std::string::npos);
   }
 }

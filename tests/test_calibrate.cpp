@@ -69,6 +69,15 @@ TEST_CASE("shardlab bench collectives --machine: the model table on sim; a missi
   CHECK(r.out.find("# the cost model of " + dat + ":\n#   alpha 2 us, link 4 GB/s") != std::string::npos);
   CHECK(r.out.find("ours/model") != std::string::npos);
   CHECK(r.out.find("over 2 rows") != std::string::npos);  // 1M and 2M
+  CHECK(r.out.find("#   ours: the median of 2 timed calls a size") != std::string::npos);
+  // --statistic min (make cluster's 4 hosts on 2 cores): the fastest call, said in both headers.
+  auto m = run_binary("shardlab bench collectives --ops all_reduce --min 1M --max 1M --iters 3 --warmup 0 --statistic min --machine " + dat);
+  CHECK(m.status == 0);
+  CHECK(m.out.find("#   ours: the fastest of 3 timed calls a size") != std::string::npos);
+  CHECK(m.out.find("# time: us of each device's fastest call") != std::string::npos);
+  auto mean = run_binary("shardlab bench collectives --statistic mean");
+  CHECK(mean.status == 2);
+  CHECK(count_lines(mean.err) == 1);
   auto bad = run_binary("shardlab bench collectives --machine /nonexistent/machine.dat");
   CHECK(bad.status == 2);
   CHECK(count_lines(bad.err) == 1);

@@ -37,6 +37,10 @@ Command add_bench_command(CLI::App& app) {
   within(c->add_option("--iters", o->iters, "timed calls per size and implementation (default 20; 2 when crowded)"), 1,
          1000000);
   within(c->add_option("--warmup", o->warmup, "untimed calls first (default 5; 1 when crowded)"), 0, 1000000);
+  c->add_option("--statistic", o->statistic,
+                "median or min of each device's timed calls (min: the fastest call, for ranks that outnumber "
+                "the cores, where contention only adds time)")
+      ->capture_default_str();
   c->add_option("--csv", o->csv, "also write the table here, plot-ready, with # header rows");
   c->add_option("--dtype", o->dtype, "element type moved: float32, float64 or bfloat16")->capture_default_str();
   c->add_option("--trace", o->trace, "also write every timed call's timeline here (Chrome Trace JSON)");

@@ -33,6 +33,10 @@ struct BenchOptions {
   std::string dtype = "float32";  // element type moved: float32, float64 or bfloat16
   std::string trace;              // also write the timeline here (harness/check/trace.hpp)
   std::string machine;            // a machine.dat: also the cost model's time per row (calibrate.hpp)
+  // How each device's timed calls of one size become its time: "median" (robust on a shared
+  // machine) or "min" (the fastest call: where ranks outnumber cores, contention only ever adds
+  // time, so the fastest call is the best estimate of what the link or memory allows).
+  std::string statistic = "median";
 };
 
 struct BenchRow {
@@ -55,6 +59,7 @@ struct BenchResult {
   bool native = false;
   int iters = 0;              // timed calls per size and implementation
   double sync_seconds = -1;   // median untimed meeting before each timed call, slowest device
+  std::string statistic = "median";  // of each device's timed calls: "median" or "min"
   std::vector<TraceRun> trace;  // with BenchOptions::trace (root only)
   std::size_t wrong() const;
 };

@@ -43,7 +43,9 @@ std::string model_table(const BenchResult& r, const Hardware& hw, const std::str
   std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + format_number(hw.alpha * 1e6, "%.3g") + " us, link " +
                     format_number(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
                     format_number(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
-                    std::to_string(r.group_size) + (r.group_size == 1 ? " device" : " devices") + "\n";
+                    std::to_string(r.group_size) + (r.group_size == 1 ? " device" : " devices") + "\n#   ours: the " +
+                    (r.statistic == "min" ? "fastest" : "median") + " of " + std::to_string(r.iters) +
+                    " timed calls a size, slowest device\n";
   if (r.group_size < 2) return out + "# a group of one device sends nothing: the model has nothing to predict\n";
   const std::vector<ModelRow> rows = model_rows(r, hw);
   Table t({"collective", "size", "ours us", "model us", "ours/model", "|error|"});
