@@ -20,7 +20,8 @@ void keep_freed_memory(bool keep = true);
 // kernel's fault and zeroing and, under a hypervisor, the host backing the page) and the same
 // memory once more (`again`), in bytes per second, one thread, `bytes` mapped with MADV_HUGEPAGE as
 // the heap is (core/blas.cpp). Both 0 when the memory cannot be mapped. Measured on this project's
-// VMs: 0.34-0.49 GB/s first, 19-26 GB/s again, so a run's fresh memory is a cost of its own.
+// VMs: 0.49-0.63 GB/s first (0.34 with 4 KiB pages), 15-26 GB/s again, so a run's fresh memory is
+// a cost of its own.
 struct TouchRates {
   double first = 0, again = 0;
 };

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   cli.option("--verify", verify_flag,
              "how y is checked: full (every element against the unsharded layer, products in float64),\n"
              "sketch (against g W_out by random projections and sampled rows, products in the element\n"
-             "type; float32 or float64) or auto (sketch above 5e10 unsharded FLOPs, e.g. --dims article)");
+             "type; float32 or float64) or auto (sketch above 5e10 unsharded FLOPs, e.g. --dims article;\n"
+             "full for bfloat16)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   cli.uneven_option();               // issue 32: M or H that do not split over the line
   if (int status = cli.parse(argc, argv); status >= 0) return status;
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
     if (verify == "sketch" && cli.common.dtype == "bfloat16")
       throw Error(ErrorKind::parse, "--verify sketch checks float32 and float64 runs; lesson 09 multiplies bfloat16 "
                                     "blocks in float64, so use --verify full (or auto) with --dtype bfloat16");
+    if (verify == "sketch" && 4 * parse_ffn_dims(dims_flag).m >= (std::size_t(1) << 24))  // see h_exact below
+      throw Error(ErrorKind::parse, "--verify sketch needs M below 4194304 (x W_in exact in float32); use --verify full");
     Session session("09_column_row_pairwise", cli.common);
     const Mesh& mesh = session.mesh();
     FfnConfig config;
@@ -89,20 +92,23 @@ int main(int argc, char** argv) {
     // (harness/check/sketch.hpp), a pass over y instead of the layer's GEMMs again. auto: sketch
     // above ffn_full_verify_flops (--dims article is 1.7e12): there the full check took the run
     // to 114 s and 18.7 GB, the sketch 70 s and 13 GB (2026-11-28, 2 cores).
-    const bool sketch_y = verify == "sketch" || (verify == "auto" && session.dtype() != DType::bfloat16 &&
+    // h is exact either way (integers times eighths with |h| <= M/2, so in float32 while M < 2^22;
+    // 2560 at article size), so every h check is bit for bit; past that only the full check holds.
+    const bool h_exact = 4 * d.m < (std::size_t(1) << 24);
+    const bool sketch_y = verify == "sketch" || (verify == "auto" && session.dtype() != DType::bfloat16 && h_exact &&
                                                  pairwise.unsharded_flops() > ffn_full_verify_flops);
     const DType compute = sketch_y ? session.dtype() : DType::float64;
     session.report().strings["verify"] = sketch_y ? "sketch" : "full";  // for --json
-    // h is exact either way (integers times eighths with |h| <= M/2, so in float32 while M < 2^22;
-    // 2560 at article size), so every h check is bit for bit.
     // On a terminal (harness/check/progress.hpp): the unsharded products first, then how many of
     // the layer-sized matmuls are done (the pairwise bound's partial products with the full check,
     // then 1, 1, 2 and 2 for the four programs, each with its check). Each phase ends before the
     // lesson prints.
     std::optional<progress::Phase> shown;
     shown.emplace(sketch_y ? "the unsharded x W_in" : "the unsharded layer");
-    const Tensor h = contract(up, in.x, in.w_in, compute), g_ref = gelu(h);
-    const Tensor y = sketch_y ? Tensor() : contract(down, g_ref, in.w_out);
+    // Only the root checks: other ranks (under mpiexec) skip the unsharded products.
+    const bool root = session.runtime().is_root();
+    const Tensor h = root ? contract(up, in.x, in.w_in, compute) : Tensor(), g_ref = root ? gelu(h) : Tensor();
+    const Tensor y = sketch_y || !root ? Tensor() : contract(down, g_ref, in.w_out);
     shown.reset();
 
     auto& out = session.out();
@@ -135,7 +141,6 @@ int main(int argc, char** argv) {
     };
     // Each run is checked as soon as it ends (on the root), and its outputs dropped: at article
     // size a gathered h is 0.7 GB per device.
-    const bool root = session.runtime().is_root();
     auto& checks = session.report().checks;
     const char* names[] = {"x W_in column-wise", "x W_in row-wise", "FFN row then column", "FFN pairwise"};
     // x W_in is exact (integers times eighths): both h runs must match the unsharded h bit for bit.
@@ -180,7 +185,7 @@ int main(int argc, char** argv) {
         checks.back().name = std::string(names[i]) + " vs unsharded";
       } else {
         std::vector<Tensor> blocks;
-        for (const auto& o : run.outputs) blocks.push_back(o.at("y"));
+        for (auto& o : run.outputs) blocks.push_back(std::move(o.at("y")));  // cleared below
         const Assembly got = assemble(mesh, whole, Shape{d.b, d.s, d.m}, blocks, "y");
         const std::size_t parts = i == 2 ? 1 : static_cast<std::size_t>(n);
         Verdict v = sketch_contraction(std::string(names[i]) + " vs g W_out (sketch)", got.tensor, g_ref, in.w_out,

@@ -68,6 +68,11 @@ TEST_SUITE("lessons") {
       CHECK(j["collectives"][4]["bytes_per_device"] == 632);
       CHECK(run_binary(cmd + " --inject perturb:1e-3 --quiet").status == 1);
       CHECK(run_binary(cmd + " --inject gather-offset --quiet").status == 1);
+      // The sketch's pairwise bound sums ceil(H/n) = 8 terms a device here, not H/n.
+      auto s = run_binary(cmd + " --verify sketch --json");
+      REQUIRE(s.status == 0);
+      CHECK(nlohmann::json::parse(s.out)["pass"] == true);
+      CHECK(run_binary(cmd + " --verify sketch --inject gather-offset --quiet").status == 1);
     }
   }
 
@@ -95,7 +100,7 @@ TEST_SUITE("lessons") {
     int failed = 0;
     for (const auto& c : j["checks"]) failed += c["name"].get<std::string>().find("(sketch)") != std::string::npos && c["pass"] == false;
     CHECK(failed == 2);
-    for (const char* bad : {"--verify sketch --dtype bfloat16", "--verify nope"}) {
+    for (const char* bad : {"--verify sketch --dtype bfloat16", "--verify nope", "--verify sketch --dims M=4194304"}) {
       auto b = run_binary(std::string("09_column_row_pairwise ") + bad);
       CAPTURE(bad);
       CHECK(b.status == 2);
