@@ -25,6 +25,7 @@
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/ffn_check.hpp"
 #include "harness/models/memory_scaling.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/progress.hpp"
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     const FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
     // x W_in is exact in float32 too (integers times eighths, |h| <= M/2 while M < 2^22), and
     // sgemm is about twice dgemm here: the same g, 5 s sooner at article size.
-    const DType exact_in = 4 * d.m < (std::size_t(1) << 24) ? DType::float32 : DType::float64;
+    const DType exact_in = exact_in_eighths(d.m * 0.5, DType::float32) ? DType::float32 : DType::float64;
     const Tensor g = gelu(contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in, exact_in));
     shown.emplace("the AllReduce alternative on " + std::to_string(mesh.devices()) + " devices");
     const RunResult alt_run = session.run(plan_program(alt, g, in.w_out));

@@ -29,6 +29,7 @@
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/ffn.hpp"
+#include "harness/models/ffn_check.hpp"
 #include "harness/models/ffn_line.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/progress.hpp"
@@ -62,7 +63,11 @@ int main(int argc, char** argv) {
     if (verify == "sketch" && cli.common.dtype == "bfloat16")
       throw Error(ErrorKind::parse, "--verify sketch checks float32 and float64 runs; lesson 09 multiplies bfloat16 "
                                     "blocks in float64, so use --verify full (or auto) with --dtype bfloat16");
-    if (verify == "sketch" && 4 * parse_ffn_dims(dims_flag).m >= (std::size_t(1) << 24))  // see h_exact below
+    // x W_in sums M products of |x| <= 2 and |W_in| <= 1/4 on the grid of eighths (ffn_inputs): exact
+    // in float32 while M < 2^22 (2560 at most at article size), so every h check can be bit for
+    // bit; past that only the full check holds.
+    const bool h_exact = exact_in_eighths(parse_ffn_dims(dims_flag).m * 0.5, DType::float32);
+    if (verify == "sketch" && !h_exact)
       throw Error(ErrorKind::parse, "--verify sketch needs M below 4194304 (x W_in exact in float32); use --verify full");
     Session session("09_column_row_pairwise", cli.common);
     const Mesh& mesh = session.mesh();
@@ -92,9 +97,6 @@ int main(int argc, char** argv) {
     // (harness/check/sketch.hpp), a pass over y instead of the layer's GEMMs again. auto: sketch
     // above ffn_full_verify_flops (--dims article is 1.7e12): there the full check took the run
     // to 114 s and 18.7 GB, the sketch 70 s and 13 GB (2026-11-28, 2 cores).
-    // h is exact either way (integers times eighths with |h| <= M/2, so in float32 while M < 2^22;
-    // 2560 at article size), so every h check is bit for bit; past that only the full check holds.
-    const bool h_exact = 4 * d.m < (std::size_t(1) << 24);
     const bool sketch_y = verify == "sketch" || (verify == "auto" && session.dtype() != DType::bfloat16 && h_exact &&
                                                  pairwise.unsharded_flops() > ffn_full_verify_flops);
     const DType compute = sketch_y ? session.dtype() : DType::float64;

@@ -165,6 +165,12 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// What --statistic asks of a size's timed calls: their median, or (fastest) their minimum.
+double summary(const std::vector<double>& v, bool fastest) {
+  if (!fastest || v.empty()) return median(v);
+  return *std::min_element(v.begin(), v.end());
+}
+
 // std::memcpy of `bytes` that another thread has just written (memset, untimed): what moving a
 // device's data to another device's thread costs at least, the lines crossing between the cores'
 // caches. As in a collective, the group's `devices` threads copy at once: each writes its own
@@ -212,7 +218,7 @@ double peer_memcpy_seconds(std::size_t bytes, int iters, int devices, bool faste
     for (int i = 0; i < n; ++i) m = std::max(m, took[i][it]);
     slowest.push_back(m);
   }
-  return fastest ? *std::min_element(slowest.begin(), slowest.end()) : median(slowest);
+  return summary(slowest, fastest);
 }
 
 std::vector<std::size_t> sizes(const BenchOptions& o) {
@@ -362,12 +368,9 @@ Outputs time_collectives(Device& dev, const Setup& u) {
         if (theirs && ours_at < native_at) first(s, k) += 1;
         took[2][it] = run_memcpy();
       }
-      const auto summary = [&](const std::vector<double>& v) {
-        return u.fastest ? *std::min_element(v.begin(), v.end()) : median(v);
-      };
-      seconds(s, k, 0) = summary(took[0]);
-      seconds(s, k, 1) = theirs ? summary(took[1]) : -1;
-      seconds(s, k, 2) = copy ? summary(took[2]) : -1;
+      seconds(s, k, 0) = summary(took[0], u.fastest);
+      seconds(s, k, 1) = theirs ? summary(took[1], u.fastest) : -1;
+      seconds(s, k, 2) = copy ? summary(took[2], u.fastest) : -1;
     }
   }
   if (trace_spans() == nullptr) dev.ledger().clear();  // thousands of rows nobody reads (unless traced)
