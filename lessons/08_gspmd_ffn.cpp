@@ -31,7 +31,7 @@
 #include "harness/check/progress.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 using namespace shardlab;
 

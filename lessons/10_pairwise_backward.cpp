@@ -27,7 +27,7 @@
 #include "harness/check/pictures.hpp"
 #include "harness/check/session.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 using namespace shardlab;
 

@@ -23,7 +23,7 @@
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/case_run.hpp"

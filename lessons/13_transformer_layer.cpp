@@ -23,7 +23,7 @@
 #include "core/text.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/transformer_layer.hpp"

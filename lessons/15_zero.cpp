@@ -25,7 +25,7 @@
 #include "core/spec.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/models/case_run.hpp"

@@ -30,7 +30,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"

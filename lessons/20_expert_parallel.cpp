@@ -25,7 +25,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/moe_cost.hpp"

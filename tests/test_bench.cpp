@@ -1,4 +1,4 @@
-// shardlab bench collectives (harness/cost/bench.cpp) on the sim backend: the memcpy column and the
+// shardlab bench collectives (harness/bench/bench.cpp) on the sim backend: the memcpy column and the
 // ours/memcpy ratio are there, positive and computed from the bytes one device sends; #wrong counts
 // every element of every timed call (--perturb-expected makes all of them wrong); the table keeps
 // within 100 columns on both backends; the CSV carries the new columns and still reads back as a
@@ -15,7 +15,7 @@
 
 #include "core/text.hpp"
 #include "core/error.hpp"
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/models/sweep.hpp"
 #include "run_binary.hpp"
 

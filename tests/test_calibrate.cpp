@@ -1,4 +1,4 @@
-// harness/cost/calibrate.cpp: bench collectives --machine, the cost model beside what it predicts.
+// harness/bench/calibrate.cpp: bench collectives --machine, the cost model beside what it predicts.
 // Expected model times written out by hand from alpha-beta-gamma (ring all_reduce on p devices:
 // 2(p-1) alpha + 2(p-1)/p n / link + (p-1)/p n / reduce; all_gather (p-1) alpha + (p-1)/p n / link).
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "harness/cost/calibrate.hpp"
+#include "harness/bench/calibrate.hpp"
 #include "run_binary.hpp"
 
 using namespace shardlab;

@@ -10,6 +10,7 @@
 #include "core/layout.hpp"
 #include "harness/plan/planner.hpp"
 #include "harness/check/report.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 using namespace shardlab;
 

@@ -23,6 +23,7 @@
 #include "harness/plan/planner.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/verify.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 using namespace shardlab;
 using shardlab::testing::pick;

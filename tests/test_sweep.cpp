@@ -13,7 +13,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/step_cost.hpp"

@@ -1,9 +1,9 @@
-// harness/check/table.cpp: aligned columns (numbers right, text left) and human_bytes.
+// core/table.cpp: aligned columns (numbers right, text left) and human_bytes.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 using namespace shardlab;
 

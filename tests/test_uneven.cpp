@@ -408,6 +408,7 @@ TEST_SUITE("uneven") {
 #include <unistd.h>
 
 #include "core/text.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 TEST_SUITE("uneven") {
   TEST_CASE("shipped programs with dims that do not divide (uneven = \"chunk\" and \"pad\"): layer norms, softmax, "

@@ -1,5 +1,5 @@
 #include "harness/check/junit.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 #include <sstream>
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/predict.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 namespace shardlab {
 

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/check/verdict_details.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 namespace shardlab {
 

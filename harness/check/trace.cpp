@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 namespace shardlab {
 

@@ -19,7 +19,7 @@ struct TraceSource {
 
 // The trace as JSON text.
 std::string trace_json(const std::vector<TraceSource>& sources);
-// Writes it whole or not at all (harness/check/write_file.hpp); Error(io) naming the path.
+// Writes it whole or not at all (core/write_file.hpp); Error(io) naming the path.
 void write_trace(const std::string& path, const std::vector<TraceSource>& sources);
 // write_trace after the run has printed its results: 0, or 3 after one sentence on stderr (the
 // run happened; only its timeline could not be kept).

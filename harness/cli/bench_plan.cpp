@@ -11,7 +11,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/plan/plan_search.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 namespace shardlab {
 

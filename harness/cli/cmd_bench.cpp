@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/bench_memory.hpp"
 #include "harness/cli/bench_plan.hpp"

@@ -1,4 +1,4 @@
-// `shardlab bench collectives`: see harness/cost/bench.hpp.
+// `shardlab bench collectives`: see harness/bench/bench.hpp.
 #pragma once
 #include "harness/cli/command.hpp"
 

@@ -16,7 +16,7 @@
 #include "harness/check/junit.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/cli/timeout_option.hpp"
 

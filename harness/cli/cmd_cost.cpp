@@ -10,10 +10,10 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/machine.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cost/topology.hpp"
 
 namespace shardlab {

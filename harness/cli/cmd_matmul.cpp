@@ -17,13 +17,14 @@
 #include "harness/check/npy.hpp"
 #include "harness/check/pictures.hpp"
 #include "harness/check/program_check.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/planner.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

@@ -8,7 +8,7 @@
 #include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/models/moe_run.hpp"
 
 namespace shardlab {

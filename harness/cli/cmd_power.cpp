@@ -21,7 +21,7 @@
 #include "core/text.hpp"
 #include "core/wrap.hpp"
 #include "harness/check/progress.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/verify.hpp"
 
 namespace shardlab {

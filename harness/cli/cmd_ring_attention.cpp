@@ -11,7 +11,7 @@
 #include "harness/cli/cli.hpp"
 #include "core/text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cost/topology.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/ring_attention.hpp"

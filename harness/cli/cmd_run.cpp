@@ -15,7 +15,7 @@
 #include "harness/check/case_file.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/program_cost.hpp"

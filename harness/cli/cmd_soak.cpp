@@ -24,7 +24,7 @@
 #include "harness/check/report.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/matmul_case.hpp"
 

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "harness/cli/cli.hpp"
 #include "core/text.hpp"
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/machine.hpp"
 #include "harness/models/sweep.hpp"

@@ -10,7 +10,7 @@
 #include "core/mesh.hpp"
 #include "harness/cli/cli.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/models/zero.hpp"
 
 namespace shardlab {

@@ -22,9 +22,9 @@
 #include "harness/check/checks_json.hpp"
 #include "harness/check/report.hpp"
 #include "harness/models/ffn.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/trace.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 namespace shardlab {
 

@@ -14,7 +14,7 @@
 #include "core/mesh.hpp"
 #include "core/text.hpp"
 #include "harness/models/ffn.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 namespace shardlab {
 

@@ -12,6 +12,7 @@
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/check/verify.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

@@ -11,6 +11,7 @@
 #include "core/tensor.hpp"
 #include "core/text.hpp"
 #include "harness/check/report.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

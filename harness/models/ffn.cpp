@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {

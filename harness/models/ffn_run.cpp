@@ -31,7 +31,8 @@
 #include "harness/check/progress.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/sketch.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

@@ -12,6 +12,7 @@
 #include "harness/check/program_check.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/check/report.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

@@ -3,7 +3,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/models/sweep.hpp"
 
 namespace shardlab {

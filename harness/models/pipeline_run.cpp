@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/verify.hpp"
 
 namespace shardlab {

@@ -1,7 +1,7 @@
 #include "harness/models/program_cost.hpp"
 
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/topology.hpp"
 

@@ -6,7 +6,7 @@
 #include "core/text.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/topology.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 namespace shardlab {
 

@@ -23,7 +23,7 @@
 
 namespace shardlab {
 
-struct BenchResult;  // harness/cost/bench.hpp
+struct BenchResult;  // harness/bench/bench.hpp
 struct Hardware;     // harness/cost/cost.hpp
 struct LinkFit;      // harness/cost/cost.hpp
 

@@ -6,8 +6,9 @@
 #include "core/einsum.hpp"
 #include "core/layout.hpp"
 #include "harness/check/pictures.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/plan/planner.hpp"
+#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
 

@@ -35,7 +35,6 @@
 
 namespace shardlab {
 
-struct CollectiveSummary;  // harness/check/report.hpp
 struct Hardware;           // harness/cost/cost.hpp
 
 // collective_permute: a program's roll op over a split dim by whole blocks (harness/plan/program.hpp):
@@ -127,12 +126,5 @@ std::string plan_text(const Plan& plan);
 std::string plan_summary(const Plan& plan);
 // Dim names for notation: the einsum letters in upper case ("ik" -> {"I", "K"}).
 std::vector<std::string> dim_names(const std::string& letters);
-
-// Empty when the run's collectives are exactly the plan's communicating steps, in order, each
-// with the op, axes, tensor and bytes per device the plan predicted; otherwise the first
-// difference in words.
-std::string plan_vs_ledger(const Plan& plan, const std::vector<CollectiveSummary>& run);
-// The same for any list of communicating steps, in run order (a whole program's).
-std::string steps_vs_ledger(const std::vector<const PlanStep*>& steps, const std::vector<CollectiveSummary>& run);
 
 }  // namespace shardlab

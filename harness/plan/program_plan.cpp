@@ -10,7 +10,7 @@
 #include "core/roll.hpp"
 #include "core/split.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/plan/layout_search.hpp"
 #include "harness/plan/plan_search.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/plan/layout_search.hpp"
 #include "harness/plan/planner.hpp"
 

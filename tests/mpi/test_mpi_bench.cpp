@@ -1,4 +1,4 @@
-// shardlab bench collectives under MPI (harness/cost/bench.cpp), in this process on every rank: MPICH's
+// shardlab bench collectives under MPI (harness/bench/bench.cpp), in this process on every rank: MPICH's
 // own call beside ours, the order alternating from one timed iteration to the next (ours_first
 // counts what ran, the "# order:" header line says it), every timed call of both checked
 // (--perturb-expected: every element of every call wrong), and the synchronisation timed apart.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "collectives/mpi.hpp"
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 
 using namespace shardlab;
 

@@ -1,4 +1,4 @@
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 
 #include <sys/mman.h>
 
@@ -27,11 +27,11 @@
 #include "core/trace.hpp"
 #include "core/mesh.hpp"
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 #include "harness/check/trace.hpp"
-#include "harness/cost/calibrate.hpp"
+#include "harness/bench/calibrate.hpp"
 #include "harness/cost/machine.hpp"
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 namespace shardlab {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/cost/bench.hpp"
+#include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 
 namespace shardlab {

@@ -1,4 +1,4 @@
-#include "harness/check/write_file.hpp"
+#include "core/write_file.hpp"
 
 #include <cerrno>
 #include <climits>

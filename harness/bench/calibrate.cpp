@@ -1,10 +1,10 @@
-#include "harness/cost/calibrate.hpp"
+#include "harness/bench/calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/text.hpp"
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 namespace shardlab {
 

@@ -1,4 +1,4 @@
-#include "harness/check/table.hpp"
+#include "core/table.hpp"
 
 #include <algorithm>
 #include <cctype>
