@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
     // What annotating x alone would give: the weights are derived back through the einsums.
     const Propagation lone = propagate(p, mesh, {{"x", annotations.at("x")}});
     const ProgramPlan lone_plan = plan_program_ops(p, mesh, lone, session.dtype());
+    // The same with layouts = "auto": h and y may lie wherever the program then sends least.
+    const Propagation lone_auto = propagate(p, mesh, {{"x", annotations.at("x")}}, {}, true);
+    const ProgramPlan auto_plan = plan_program_ops(p, mesh, lone_auto, session.dtype());
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();
@@ -161,7 +164,13 @@ int main(int argc, char** argv) {
         << lone_plan.collective_lines().size() << " collectives (" << join(lone_plan.collective_lines(), "; ")
         << ")\n   against " << forward_bytes
         << " with the weights annotated: the annotations are where a user says what must\n   stay split.\n";
-    if (join(lone_plan.collective_lines(), " ").find("all_to_all") != std::string::npos)
+    out << "   h lies as propagation gives it, " << lone.specs.at("h").spec.text()
+        << " (x's split of b; no operand splits h), as JAX and DTensor\n"
+        << "   leave it. In a case file, layouts = \"auto\" lets the planner's layout search choose\n"
+        << "   instead: h " << lone_auto.specs.at("h").spec.text() << ", " << auto_plan.predicted_bytes_per_device()
+        << " bytes per device (" << join(auto_plan.collective_lines(), "; ") << ").\n";
+    if (join(lone_plan.collective_lines(), " ").find("all_to_all") != std::string::npos ||
+        join(auto_plan.collective_lines(), " ").find("all_to_all") != std::string::npos)
       out << "   (all_to_all moves a tensor's split from one dim to another over the same devices: each\n"
              "   sends every peer the piece of its block that peer will own, (n-1)/n of the block in all.)\n";
     out << "\n";

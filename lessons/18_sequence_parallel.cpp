@@ -7,7 +7,8 @@
 // parallel layer reduce-scatters them over s, and all-gathers s again before the next block: an
 // AllReduce is a ReduceScatter then an AllGather, so the bytes are the same, and the activations
 // between the blocks shrink to 1/t per device. Nothing here is built by hand: x is annotated split
-// over s, the weights as Megatron's, and the planner derives every other layout and collective.
+// over s, the weights as Megatron's, and the planner derives every other layout and collective
+// (for the sequence layout, its layout search: layouts = "auto").
 //
 // Run:    build/bin/18_sequence_parallel [--mesh Y=4] [--json]
 //         mpiexec -n 4 build/bin/18_sequence_parallel --backend mpi
@@ -33,13 +34,14 @@ namespace {
 
 struct Layout {
   std::string name, what, shard;  // shard lines; A stands for the mesh's axis
+  bool search = false;            // layouts = "auto": the layout search places the other tensors
 };
 
 const std::vector<Layout> kLayouts = {
     {"megatron", "tensor parallel: heads and hidden split, x and the layer norms whole (lesson 13)",
      "x = \"_,_,_\"\nW_q = \"_,A,_\"\nW_k = \"_,A,_\"\nW_v = \"_,A,_\"\nW_o = \"A,_,_\"\nW_in = \"_,A\"\nW_out = \"A,_\"\n"},
     {"sequence", "the same, and x split over the sequence s",
-     "x = \"_,A,_\"\nW_q = \"_,A,_\"\nW_k = \"_,A,_\"\nW_v = \"_,A,_\"\nW_o = \"A,_,_\"\nW_in = \"_,A\"\nW_out = \"A,_\"\n"},
+     "x = \"_,A,_\"\nW_q = \"_,A,_\"\nW_k = \"_,A,_\"\nW_v = \"_,A,_\"\nW_o = \"A,_,_\"\nW_in = \"_,A\"\nW_out = \"A,_\"\n", true},
 };
 
 // What one run did, counted from its plan.
@@ -116,14 +118,17 @@ int main(int argc, char** argv) {
     std::vector<CaseFile> cases;
     std::vector<ProgramPlan> plans;
     for (const auto& l : kLayouts) {
-      cases.push_back(layout_case(transformer_layer_text(), "[shard]\n" + with_mesh_axes(l.shard, mesh),
+      cases.push_back(layout_case((l.search ? "layouts = \"auto\"\n" : "") + transformer_layer_text(), "[shard]\n" + with_mesh_axes(l.shard, mesh),
                                   "layer_" + l.name, session, cli.common.seed));
       plans.push_back(plan_case(cases.back(), mesh));
     }
     const TensorProgram& forward = cases[0].program;
     const std::size_t forward_ops = forward.ops.size();
     out << "2. Lesson 13's layer (" << forward_ops << " ops, backward derived by rule), two sets of annotations;\n"
-        << "   propagation and the planner's layout search give every other tensor its spec:\n";
+        << "   propagation gives every other tensor its spec, and for sequence the planner's layout search\n"
+        << "   (layouts = \"auto\"): alone, propagation would keep x's split over s in q and h (a's s and\n"
+        << "   W_q's heads both sit on " << Y << ": article 001 keeps the first operand's split),\n"
+        << "   then move them by AllToAll; the search finds Megatron's gathers, which send fewer bytes:\n";
     Table specs({"tensor", "dims", "megatron", "sequence", "what it is"});
     const std::vector<std::pair<const char*, const char*>> shown = {
         {"x", "the layer's input"},           {"mu1", "layer norm 1's mean"},  {"a", "layer norm 1's output"},

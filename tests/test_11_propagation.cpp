@@ -46,12 +46,14 @@ TEST_SUITE("lessons") {
                           "4  forward   reduce_scatter y over Y            reduce_scatter y over Y",
                           "11  backward  reduce_scatter dW_in over X        reduce_scatter dW_in over X",
                           // x alone (X,_,Y, b=8 s=4 m=16 h=64 float32 on X=2,Y=4): the weights come
-                          // back as W_in Y,_ and W_out _,Y. Gathering x over Y sends 3 x 64 floats
-                          // (768 B); moving W_in's and W_out's Y onto h by AllToAll 3/4 of their
-                          // 256-float blocks (768 B each); y's partial sums reduce-scattered over Y
-                          // 3/4 of a 256-float block (768 B): 3072. (Before the layout search, h lay
-                          // as X,_,_ and W_in was gathered whole: 768 + 3072 = 3840.)
-                          "costs 3072 bytes per device", "against 2560 with the weights annotated",
+                          // back as W_in Y,_ and W_out _,Y, and h lies as propagation gives it,
+                          // X,_,_. Gathering x over Y sends 3 x 64 floats (768 B), W_in's 8x64
+                          // block over Y 3 x 512 floats (3072 B): 3840. With layouts = "auto" h
+                          // lies as X,_,Y: x's gather (768 B), W_in's and W_out's Y moved onto h
+                          // by AllToAll 3/4 of their 256-float blocks (768 B each), y's partial
+                          // sums reduce-scattered over Y 3/4 of a 256-float block (768 B): 3072.
+                          "costs 3840 bytes per device", "against 2560 with the weights annotated",
+                          "h lies as propagation gives it, X,_,_", "instead: h X,_,Y, 3072 bytes per device",
                           "3 of 13 tensors", "the same backward collectives as shardlab ffn --backward: PASS",
                           "dW_in vs central differences: PASS", "Takeaway:", "Next:", "\nPASS 11_propagation"})
       CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);

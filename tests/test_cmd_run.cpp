@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 #include "core/text.hpp"
@@ -18,17 +21,22 @@ namespace {
 
 const std::string kCase = "harness/cases/gspmd_ffn.toml";
 
-// The shipped case with `from` replaced by `to`, written to a file of its own.
-std::string variant(const std::string& from, const std::string& to) {
-  std::string text = shardlab::read_text_file(kCase, "case");
-  const auto at = text.find(from);
-  REQUIRE(at != std::string::npos);
-  text.replace(at, from.size(), to);
+// A shipped case (gspmd_ffn by default) with each `from` replaced by its `to`, written to a file
+// of its own.
+std::string variant(const std::vector<std::pair<std::string, std::string>>& edits, const std::string& file = kCase) {
+  std::string text = shardlab::read_text_file(file, "case");
+  for (const auto& [from, to] : edits) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
   static int n = 0;
   const std::string path = "/tmp/shardlab_case_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".toml";
   std::ofstream(path) << text;
   return path;
 }
+
+std::string variant(const std::string& from, const std::string& to) { return variant({{from, to}}); }
 
 }  // namespace
 
@@ -102,4 +110,27 @@ TEST_CASE("shardlab run: bad files exit 2 with one sentence naming the file and 
     CHECK(count_lines(b.err) == 1);
     CHECK(b.out.empty());
   }
+}
+
+TEST_CASE("shardlab run: a dim that does not divide its axis splits as torch.chunk by default, as matmul does") {
+  // attention_megatron.toml with 12 heads on Y=8 and no uneven key: blocks of ceil(12/8) = 2 heads.
+  const std::string path = variant({{"mesh = \"Y=4\"", "mesh = \"Y=8\""}, {"n = 4,", "n = 12,"}},
+                                   "harness/cases/attention_megatron.toml");
+  const auto r = run_binary("shardlab run " + path);
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("Uneven blocks (uneven = \"chunk\"") != std::string::npos);
+  // --uneven none refuses the same file in one sentence; a bad word exits 2 before anything runs.
+  const auto none = run_binary("shardlab run " + path + " --uneven none");
+  CHECK(none.status == 2);
+  CHECK(count_lines(none.err) == 1);
+  const auto bad = run_binary("shardlab run " + path + " --uneven sideways");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--uneven is 'sideways'") != std::string::npos);
+  CHECK(bad.out.empty());
+  const auto check_bad = run_binary("shardlab check " + path + " --uneven sideways");
+  CHECK(check_bad.status == 2);
+  CHECK(check_bad.out.empty());
+  std::remove(path.c_str());
 }

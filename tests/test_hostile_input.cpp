@@ -349,7 +349,11 @@ TEST_SUITE("hostile input") {
         with("b = 8", "b = 99999999999999999999"),
         with("b = 8", "b = 8.5"),
         with("b = 8", "b = \"8\""),
-        with("h = 64", "h = 62"),
+        // h = 62 does not divide Y=4: split as torch.chunk by default, refused under uneven = "none".
+        with("mesh = \"Y=4\"\ndims = { b = 8, s = 4, m = 16, h = 64 }",
+             "mesh = \"Y=4\"\nuneven = \"none\"\ndims = { b = 8, s = 4, m = 16, h = 62 }"),
+        with("mesh = \"Y=4\"", "mesh = \"Y=4\"\nlayouts = \"cheapest\""),
+        with("shard = { x = \"_,_,_\",", "shard = { x = \"auto\","),
         with("h = 64", "h = 64, z = 3"),
         with("x = \"bsm\"", "x = \"\""),
         with("x = \"bsm\"", "x = \"bsq\""),

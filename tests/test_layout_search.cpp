@@ -365,7 +365,7 @@ TEST_SUITE("layout search") {
     CHECK(all_layouts(mesh, {4, 4}).front() == Spec::parse("_,_"));
   }
 
-  TEST_CASE("issue 27: an unannotated einsum output lies where it is cheapest to leave it") {
+  TEST_CASE("layouts auto: an unannotated einsum output lies where it is cheapest to leave it") {
     // bmk,bkn->bmn with A split over b (X=2), B replicated: each device multiplies its batches;
     // the articles' rule already leaves C split over b, so nothing moves (C's 2 x 4 x 8 float32 block
     // gathered would send 256 B).
@@ -393,10 +393,15 @@ TEST_SUITE("layout search") {
     CHECK(searched.specs.at("C").spec == Spec::parse("_,X"));
     CHECK(searched.specs.at("C").origin.find("with the rules' X,_ (") != std::string::npos);
     CHECK(plan_program_ops(mm, x4, searched, DType::float32).predicted_bytes_per_device() == 96);
-    CHECK(propagate(mm, x4, ann).specs.at("C").spec == Spec::parse("_,X"));  // rule 7 is on by default
+    CHECK(propagate(mm, x4, ann).specs.at("C").spec == Spec::parse("X,_"));  // rule 7 is off by default
+    CHECK(propagate(mm, x4, ann, {}, true).specs.at("C").spec == Spec::parse("_,X"));  // layouts = "auto"
+    std::map<std::string, std::string> one = ann;
+    one["C"] = "auto";  // shard = { C = "auto" }: rule 7 for C alone
+    CHECK(propagate(mm, x4, one).specs.at("C").spec == Spec::parse("_,X"));
+    CHECK_THROWS_WITH_AS(propagate(mm, x4, {{"A", "auto"}}), doctest::Contains("A is a program input"), Error);
 
     // Annotated tensors and tensors like an annotated one are not free: C annotated keeps X,_.
-    const Propagation pinned = propagate(mm, x4, {{"A", "X,_"}, {"B", "_,X"}, {"C", "X,_"}});
+    const Propagation pinned = propagate(mm, x4, {{"A", "X,_"}, {"B", "_,X"}, {"C", "X,_"}}, {}, true);
     CHECK(pinned.specs.at("C").spec == Spec::parse("X,_"));
     // Over the budget, a local search: with one free tensor its greedy pass is the whole search.
     LayoutSearch over;
@@ -420,7 +425,7 @@ TEST_SUITE("layout search") {
     for (int i = 0; i < 400 && n < 200; ++i) {
       const RandomCase c = random_case(rng);
       CAPTURE(c.text);
-      const Propagation prop = propagate(c.program, c.mesh, c.annotations);
+      const Propagation prop = propagate(c.program, c.mesh, c.annotations, {}, true);
       const Propagation rules = propagate(c.program, c.mesh, c.annotations, {}, false);
       std::set<std::string> free, open;
       std::map<std::string, Spec> given;

@@ -22,6 +22,7 @@
 #include "collectives/runtime.hpp"
 #include "core/layout.hpp"
 #include "harness/cost/cost.hpp"
+#include "harness/plan/natural.hpp"
 #include "harness/plan/plan_search.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/plan_ledger.hpp"
@@ -246,15 +247,15 @@ TEST_SUITE("plan search") {
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::unsupported) throw;
       }
-      // Without an output spec the search picks the output (issue 27): the cheapest it can
-      // reach, so no cheaper than the enumerator's plan to the articles' natural output.
-      const Spec natural = plan_contraction(c.eq, c.mesh, c.a, c.b).out_spec;
+      // Without an output spec the result takes its natural layout (natural.hpp), complete.
+      const Spec natural = natural_output(c.eq, c.mesh, c.a.spec, c.b.spec, plan_contraction(c.eq, c.mesh, c.a, c.b).out_shape);
       const Spec target = c.out ? *c.out : found ? found->best.out_spec : natural;
       const auto brute = brute::brute_cheapest(c.eq, c.mesh, c.a, c.b, target, 8);
       if (!c.out && found) {
         const auto to_natural = brute::brute_cheapest(c.eq, c.mesh, c.a, c.b, natural, 8);
         REQUIRE(to_natural.has_value());
-        CHECK(found->best.predicted_bytes_per_device() <= to_natural->bytes);
+        CHECK(without_unit_axes(c.mesh, found->best.out_spec) == without_unit_axes(c.mesh, natural));
+        CHECK(found->best.predicted_bytes_per_device() == to_natural->bytes);
         CHECK_FALSE(found->best.out_spec.is_partial());
       }
       if (!found) {
@@ -372,39 +373,51 @@ TEST_CASE("search: between plans of equal bytes and collectives, the one with fe
   CHECK(m.best.flops_per_device() == doctest::Approx(1024));
 }
 
-TEST_CASE("search, no output spec (issue 27): the result takes the cheapest layout it can reach") {
+TEST_CASE("search, no output spec: the result takes its natural layout; --out-spec auto the cheapest") {
   // einsum bmk,bkn->bmn on X=2,Y=4, A split over b by X, B replicated, b=4 m=8 k=16 n=16 float64.
-  // Each device multiplies its own batches: C is left split over b for nothing (and m sliced over
-  // Y for free: of the layouts costing 0, it splits the most dims). The articles' rules end with C
-  // replicated, gathering the 2x8x16 block over X: (2-1) x 256 x 8 B = 2048 B.
+  // Natural (DTensor's bmm strategy Shard(0), Shard(0) -> Shard(0), B's batches sliced for free):
+  // C[B_X, M, N] for 0 B. The articles' rule 1 gathers A's b instead, leaving C replicated.
+  // Auto: of the layouts costing 0, the one that splits the most dims, C[B_X, M_Y, N].
   const Mesh mesh = Mesh::parse("X=2,Y=4");
-  const SearchResult bmm = search_contraction(Einsum::parse("bmk,bkn->bmn"), mesh,
-                                              {"A", Spec::parse("X,_,_"), {4, 8, 16}},
-                                              {"B", Spec::parse("_,_,_"), {4, 16, 16}}, std::nullopt, {false, "C", 8});
+  const Einsum bmk = Einsum::parse("bmk,bkn->bmn");
+  const Operand ba{"A", Spec::parse("X,_,_"), {4, 8, 16}}, bb{"B", Spec::parse("_,_,_"), {4, 16, 16}};
+  const SearchResult bmm = search_contraction(bmk, mesh, ba, bb, std::nullopt, {false, "C", 8});
   CHECK(bmm.best.predicted_bytes_per_device() == 0);
-  CHECK(bmm.best.out_spec == Spec::parse("X,Y,_"));
+  CHECK(bmm.best.out_spec == Spec::parse("X,_,_"));
   CHECK_FALSE(bmm.best.out_given);
-  CHECK(bmm.article.predicted_bytes_per_device() == 2048);
-  CHECK(bmm.article.out_spec == Spec::parse("_,_,_"));
-  REQUIRE_FALSE(bmm.outputs.empty());
-  CHECK(bmm.outputs.front().first == Spec::parse("X,Y,_"));
-  const std::string why = explain_text(bmm);
-  CHECK(why.find("Why this output (no output spec given): C[B_X, M_Y, N] is the cheapest layout C can reach, 0 B") !=
+  REQUIRE(bmm.article_output.has_value());
+  CHECK(*bmm.article_output == Spec::parse("_,_,_"));
+  CHECK(bmm.outputs.empty());
+  const SearchResult cheap = search_cheapest_output(bmk, mesh, ba, bb, {false, "C", 8});
+  CHECK(cheap.best.out_spec == Spec::parse("X,Y,_"));
+  CHECK(cheap.best.predicted_bytes_per_device() == 0);
+  CHECK(cheap.natural.out_spec == Spec::parse("X,_,_"));
+  // Back to C[B_X, M, N]: AllGather the 2x2x16 block over Y, (4-1) x 64 x 8 B.
+  CHECK(cheap.back_to_natural_bytes == 3 * 64 * 8);
+  REQUIRE_FALSE(cheap.outputs.empty());
+  CHECK(cheap.outputs.front().first == Spec::parse("X,Y,_"));
+  const std::string why = outputs_text(cheap);
+  CHECK(why.find("Why this output (--out-spec auto): C[B_X, M_Y, N] is the cheapest layout C can reach, 0 B") !=
         std::string::npos);
-  CHECK(why.find("C[B, M, N]: 2048 B (the articles' natural output)") != std::string::npos);
+  CHECK(why.find("C[B_X, M, N]: 0 B (the natural output)") != std::string::npos);
+  CHECK(why.find("sends 1536 B more per device to get it back") != std::string::npos);
 
-  // matmul on X=4, A X,_ (4x8), B _,X (8x64), float64. Gathering A's 1x8 block over X sends
-  // 3 x 64 B = 192 B and leaves C as B's columns split: _,X. The articles' rules gather B instead
-  // (3 x 8x16 x 8 B = 3072 B, C X,_); reaching their X,_ from the cheap product costs an AllToAll
-  // of C's 4x16 block on top (3/4 x 512 B = 384 B): 576 B, what the search made before.
+  // matmul on X=4, A X,_ (4x8), B _,X (8x64), float64: both outer dims on X. Natural: A keeps
+  // its split (article 001's rule), C[I_X, J]. Cheapest way there: gather B (3 x 8x16 x 8 B =
+  // 3072 B), or gather A's 1x8 block (3 x 64 B = 192 B) and AllToAll C's 4x16 block (3/4 x 512 B
+  // = 384 B): 576 B. Auto leaves C as B's columns split, _,X, for the 192 B.
   const Mesh x4 = Mesh::parse("X=4");
   const Einsum mm = Einsum::parse("ik,kj->ij");
   const Operand a{"A", Spec::parse("X,_"), {4, 8}}, b{"B", Spec::parse("_,X"), {8, 64}};
-  const SearchResult r = search_contraction(mm, x4, a, b, std::nullopt, {false, "C", 8});
+  const SearchResult n = search_contraction(mm, x4, a, b, std::nullopt, {false, "C", 8});
+  CHECK(n.best.out_spec == Spec::parse("X,_"));
+  CHECK(n.best.predicted_bytes_per_device() == 576);
+  CHECK(n.article.predicted_bytes_per_device() == 3072);
+  CHECK(n.article.out_spec == n.best.out_spec);  // compared like with like
+  const SearchResult r = search_cheapest_output(mm, x4, a, b, {false, "C", 8});
   CHECK(r.best.predicted_bytes_per_device() == 192);
   CHECK(r.best.out_spec == Spec::parse("_,X"));
-  CHECK(r.article.predicted_bytes_per_device() == 3072);
-  CHECK(search_contraction(mm, x4, a, b, Spec::parse("X,_"), {false, "C", 8}).best.predicted_bytes_per_device() == 576);
+  CHECK(r.natural.predicted_bytes_per_device() == 576);
   // Every ranked output is complete and the list is cheapest first.
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     CHECK_FALSE(r.outputs[i].first.is_partial());

@@ -61,7 +61,7 @@ TEST_CASE("propagate: the GSPMD FFN from x, W_in and W_out (article 002)") {
   // by AllToAll 3/4 x 256, so p lies as (X,Y),_,_. The sum over h leaves partial sums over Y:
   // an AllReduce sends 2 x 3/4 of the 4x4 block, a ReduceScatter onto b 3/4 of it, so r lies as
   // (X,Y),_. Everything else keeps the rules' spec.
-  const Propagation searched = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}});
+  const Propagation searched = propagate(ffn(), kMesh, {{"x", "X,_,Y"}, {"W_in", "X,Y"}, {"W_out", "Y,X"}}, {}, true);
   CHECK(searched.specs.at("p").spec.text() == "(X,Y),_,_");
   CHECK(searched.specs.at("p").origin.find("with the rules' X,_,_ (") != std::string::npos);
   CHECK(searched.specs.at("r").spec.text() == "(X,Y),_");
@@ -122,8 +122,12 @@ shard = { a = "_,_", b = "X,_" }
   }
 }
 
-TEST_CASE("propagate: a partial gradient is reduce-scattered into the split its consumer wants (issue 27)") {
-  // Sequence-parallel MLP with its residual on Y=4: x and out split over s, the weights Megatron's.
+TEST_CASE("propagate: a partial gradient is reduce-scattered into the split its consumer wants") {
+  // Sequence-parallel MLP with its residual on Y=4: x and out split over s, the weights Megatron's,
+  // and hid annotated as Megatron's column-parallel layer leaves it (split over h). Unannotated,
+  // hid would keep x's split over s (its natural layout: x's s and W_in's h both sit on Y, and the
+  // first operand keeps its split, article 001's rule). dx_2 is a helper of the backward, free to
+  // lie where the backward sends least.
   // In the backward dx = dout + dx_2, dout and dx split over s; dx_2 = dhid W_in^T is a partial
   // sum over Y. Completing it into dx's split is one ReduceScatter of dx_2[2,8,16] (1024 B):
   // (4-1)/4 x 1024 = 768 B, where an AllReduce and a slice send 2 x 768 = 1536 B. By hand, the
@@ -133,7 +137,7 @@ TEST_CASE("propagate: a partial gradient is reduce-scattered into the split its 
 mesh = "Y=4"
 dims = { b = 2, s = 8, m = 16, h = 32 }
 inputs = { x = "bsm", W_in = "mh", W_out = "hm" }
-shard = { x = "_,Y,_", W_in = "_,Y", W_out = "Y,_", out = "_,Y,_" }
+shard = { x = "_,Y,_", W_in = "_,Y", W_out = "Y,_", out = "_,Y,_", hid = "_,_,Y" }
 ops = [
   { out = "hid", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] },
   { out = "g", op = "gelu", in = ["hid"] },

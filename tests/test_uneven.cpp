@@ -400,7 +400,8 @@ TEST_SUITE("uneven") {
     }
     CHECK(parse_case_file(base + "uneven = \"pad\"\n", "u.toml").uneven == "pad");
     CHECK(parse_case_file(base + "uneven = \"chunk\"\n", "u.toml").uneven == "chunk");
-    CHECK(parse_case_file(base, "u.toml").uneven == "none");
+    CHECK(parse_case_file(base + "uneven = \"none\"\n", "u.toml").uneven == "none");
+    CHECK(parse_case_file(base, "u.toml").uneven == "chunk");  // as matmul, einsum and the lessons
   }
 }
 

@@ -78,7 +78,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   r.only(root,
          {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered"},
+          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered", "layouts"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -122,6 +122,13 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     if (c.uneven != "chunk" && c.uneven != "pad" && c.uneven != "none")
       r.fail(Reader::line_of(*n), "uneven is \"" + c.uneven + "\"; use \"chunk\" (blocks of ceil(d/n), the last shorter), "
                                   "\"pad\" (blocks of ceil(d/n), zeros after the real rows) or \"none\" (refuse)");
+  }
+  if (const auto* n = root.get("layouts")) {
+    const std::string v = r.text(*n, "layouts");
+    if (v != "natural" && v != "auto")
+      r.fail(Reader::line_of(*n), "layouts is \"" + v + "\"; use \"natural\" (as propagation gives them, as GSPMD and "
+                                  "DTensor do) or \"auto\" (the cheapest for the program)");
+    c.auto_layouts = v == "auto";
   }
   if (const auto* n = root.get("plan_only")) {
     if (!n->is_boolean()) r.fail(Reader::line_of(*n), "plan_only must be true or false");

@@ -22,9 +22,14 @@
 //   plan_only = false                                    optional: true for a case too big to run
 //                                                        here; its expectations are checked against
 //                                                        the plan, and no tensor is built
-//   uneven = "chunk"                                     optional, default "none": a dim that does not
-//                                                        divide its mesh axes splits as torch.chunk
-//                                                        (issue 32; "pad" is not offered for programs)
+//   uneven = "chunk"                                     optional, default "chunk": a dim that does not
+//                                                        divide its mesh axes splits as torch.chunk, as
+//                                                        matmul, einsum and the lessons do; "pad" pads as
+//                                                        JAX does; "none" refuses such a dim
+//   layouts = "natural"                                  optional: "natural" (every op output lies as
+//                                                        propagation puts it, as GSPMD and DTensor do) or
+//                                                        "auto" (each lies where the program sends fewest
+//                                                        bytes); shard = { s = "auto" } asks it of one tensor
 //   ops may say part = "attention": costs are summed by part (shardlab run --preset)
 //   [measured]                                           optional: what a source measured
 //   source = "article 001, trace of layer 42"
@@ -68,7 +73,8 @@ struct CaseFile {
   std::string plan = "search";  // or "article"
   bool plan_only = false;       // too big to run here: checked against its plan, no tensors built
   bool keep_gathered = false;   // the forward's gathered copies kept for the backward pass
-  std::string uneven = "none";  // dims that do not divide: "chunk" (core/mesh.hpp's Uneven) or "none"
+  std::string uneven = "chunk";  // dims that do not divide: "chunk", "pad" (core/mesh.hpp's Uneven) or "none"
+  bool auto_layouts = false;     // layouts = "auto": every op output takes the cheapest layout, not propagation's
   CaseExpect expect;
   // Why a check above its power floor (WEAK, verify.hpp) is accepted; empty: a WEAK check fails.
   std::string allow_weak;

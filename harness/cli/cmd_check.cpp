@@ -31,6 +31,7 @@ struct CheckOptions {
   std::vector<std::string> paths;
   std::string junit;
   double memory_limit = kCaseLimitGiB;
+  std::string uneven;  // "": each case's own rule
 };
 
 // The case files under `paths`, in order: a directory's *.toml sorted by path. A path that is
@@ -58,6 +59,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int run(const CheckOptions& o) {
   parse_memory_limit(o.memory_limit);  // a bad limit: exit 2 before anything runs
+  with_uneven(CaseFile{}, o.uneven);   // so is a bad --uneven
   if (!o.junit.empty()) check_writable(o.junit, "the JUnit file");  // before running anything
   if (!o.common.trace.empty()) check_writable(o.common.trace, "trace");
   const std::vector<std::string> files = case_files(o.paths);
@@ -83,7 +85,7 @@ int run(const CheckOptions& o) {
     suite.name = path;
     std::string line;
     try {
-      const CaseFile c = read_case_file(path);
+      const CaseFile c = with_uneven(read_case_file(path), o.uneven);
       CommonOptions common = case_options(c, o.common);
       common.quiet = true;
       common.json = false;
@@ -171,6 +173,9 @@ Command add_check_command(CLI::App& app) {
   c->add_option("--junit", o->junit, "also write JUnit XML here (one testsuite per file, one testcase per check)");
   c->add_option("--memory-limit", o->memory_limit, "GiB each case may use (default 1: a case is checked in seconds)");
   c->add_option("--trace", o->common.trace, "also write every case's timeline here (Chrome Trace JSON)");
+  c->add_option("--uneven", o->uneven,
+                "a dim that does not divide its mesh axes, instead of each file's rule (default chunk): chunk "
+                "(as torch.chunk), pad (as JAX) or none (refuse it)");
   add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();

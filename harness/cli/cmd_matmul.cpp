@@ -63,7 +63,9 @@ void add_common(CLI::App* c, ContractionOptions& o) {
   c->add_option("--seed", o.common.seed, "seed for the random inputs")->capture_default_str();
   c->add_option("--dtype", o.common.dtype, "element type stored and moved: float32, float64 or bfloat16")
       ->capture_default_str();
-  c->add_option("--out-spec", o.out_spec, "spec of the result, e.g. X,Y or _,_{Y} (default: the cheapest it can reach)");
+  c->add_option("--out-spec", o.out_spec,
+                "spec of the result, e.g. X,Y or _,_{Y} (keep partial sums over Y), or auto (the cheapest layout it "
+                "can reach); default: the natural layout, as propagation gives it (JAX, DTensor)");
   c->add_option("--a-in", o.a_in, "A from a .npy file (float16, float32 or float64, C order)");
   c->add_option("--b-in", o.b_in, "B from a .npy file");
   c->add_option("--out", o.out, "write the assembled result here (.npy) if it verifies");
@@ -179,8 +181,9 @@ int run_contraction(const ContractionOptions& o) {
   const Einsum eq = Einsum::parse(o.equation);
   const Spec sa = Spec::parse(o.einsum ? o.specs.at(0) : o.a_spec);
   const Spec sb = Spec::parse(o.einsum ? o.specs.at(1) : o.b_spec);
+  const bool auto_out = o.out_spec == "auto";
   std::optional<Spec> so;
-  if (!o.out_spec.empty()) so = Spec::parse(o.out_spec);
+  if (!o.out_spec.empty() && !auto_out) so = Spec::parse(o.out_spec);
   Inputs in = read_inputs(o, eq);
   // The written file's type: --out-dtype; else the inputs' type when they came from .npy files;
   // else --dtype's, with float32 for bfloat16 (numpy has none, and float32 holds every bfloat16
@@ -210,7 +213,11 @@ int run_contraction(const ContractionOptions& o) {
   const Hardware* hw = o.objective == "time" ? &hardware_preset(o.preset) : nullptr;
   PlanOptions popts{o.outer_gather == "A", result, session.element_bytes()};
   popts.time_on = hw;
-  const SearchResult found = o.plan == "search" ? search_contraction(eq, mesh, op_a, op_b, so, popts) : SearchResult{};
+  if (auto_out && o.plan != "search")
+    throw Error(ErrorKind::parse, "--out-spec auto picks among searched plans; drop --plan article");
+  const SearchResult found = o.plan != "search" ? SearchResult{}
+                             : auto_out        ? search_cheapest_output(eq, mesh, op_a, op_b, popts)
+                                               : search_contraction(eq, mesh, op_a, op_b, so, popts);
   const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, op_a, op_b, so, popts);
   double terms = 1;
   for (const auto& kv : eq.sizes(in.shape_a, in.shape_b)) terms *= static_cast<double>(kv.second);
@@ -281,17 +288,32 @@ int run_contraction(const ContractionOptions& o) {
       if (found.article_refusal.empty()) rep.numbers["article_modeled_seconds"] = plan_objective(found.article, hw);
       rep.strings["objective"] = "time on " + hw->name;
     } else if (found.article_refusal.empty()) {
-      out << "the articles' rules (--plan article) send " << art << " bytes per device"
-          << (art == mine ? ", the same" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
+      out << "the articles' rules (--plan article) send " << art << " bytes per device to the same output"
+          << (art == mine ? ", as many" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
       rep.numbers["article_bytes_per_device"] = static_cast<double>(art);
     } else {
       out << "the articles' rules cannot reach this output\n\n";
     }
-    if (!so && !o.explain && !found.outputs.empty())
-      out << "  output: no --out-spec, so " << result << " takes the cheapest layout it can reach ("
-          << found.outputs.size() << " compared; --explain lists them)\n\n";
+    if (!so && !auto_out) {
+      const auto note = [&](const Spec& s) { return s.notation(result, dim_names(eq.out)); };
+      out << "  output: no --out-spec, so " << result << " takes its natural layout " << note(plan.out_spec)
+          << ", as propagation gives it (JAX, DTensor); --out-spec auto finds the cheapest one\n";
+      if (found.article_output && without_unit_axes(mesh, *found.article_output) != without_unit_axes(mesh, plan.out_spec))
+        out << "  the articles' rules, left to choose, would leave " << note(*found.article_output)
+            << " (rule 1 gathers a batch dim the operands split differently; JAX and DTensor keep one split)\n";
+      out << "\n";
+    }
+    if (auto_out) {
+      out << outputs_text(found) << "\n";
+      rep.strings["natural_out_spec"] = found.natural.out_spec.text();
+      rep.numbers["natural_bytes_per_device"] = static_cast<double>(found.natural.predicted_bytes_per_device());
+      rep.numbers["back_to_natural_bytes_per_device"] = static_cast<double>(found.back_to_natural_bytes);
+    }
     if (o.explain) {
       out << explain_text(found) << "\n";
+      const SearchResult other = auto_out ? search_contraction(eq, mesh, op_a, op_b, std::nullopt, popts)
+                                          : search_cheapest_output(eq, mesh, op_a, op_b, popts);
+      out << natural_vs_auto_text(auto_out ? other : found, auto_out ? found : other) << "\n";
       rep.json["alternatives"] = alternatives_json(found);
     }
   }

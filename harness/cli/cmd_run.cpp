@@ -37,6 +37,7 @@ struct RunOptions {
   std::string preset;  // also print the modeled time by part on this hardware preset
   double memory_limit = kCaseLimitGiB;
   std::string dtype;  // "": the case's own element type
+  std::string uneven;  // "": the case's own rule
 };
 
 // --preset: the modeled communication and compute by part, beside a source's measured shares.
@@ -160,7 +161,8 @@ int run(const RunOptions& o) {
   parse_memory_limit(o.memory_limit);  // a bad limit: exit 2 before anything runs
   const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
   refuse_shared_paths({{"--trace", o.common.trace}}, {{"the case file", o.file}});
-  const CaseFile c = o.dtype.empty() ? read_case_file(o.file) : with_dtype(read_case_file(o.file), o.dtype);
+  const CaseFile c = with_uneven(o.dtype.empty() ? read_case_file(o.file) : with_dtype(read_case_file(o.file), o.dtype),
+                                 o.uneven);
   const CommonOptions common = case_options(c, o.common);
   if (o.plan_only || c.plan_only) {
     refuse_trace_without_run(common.trace, o.plan_only ? "--plan-only" : "a plan_only case file");
@@ -252,6 +254,9 @@ Command add_run_command(CLI::App& app) {
   c->add_option("--dtype", o->dtype,
                 "run in this element type (float32|float64|bfloat16) instead of the file's; [expect]'s byte and "
                 "memory limits scale with the element's size");
+  c->add_option("--uneven", o->uneven,
+                "a dim that does not divide its mesh axes, instead of the file's rule (default chunk): chunk "
+                "(as torch.chunk), pad (as JAX) or none (refuse it)");
   c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");

@@ -72,6 +72,15 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base) {
   return o;
 }
 
+CaseFile with_uneven(CaseFile c, const std::string& uneven) {
+  if (uneven.empty()) return c;
+  if (uneven != "chunk" && uneven != "pad" && uneven != "none")
+    throw Error(ErrorKind::parse, "--uneven is '" + uneven + "'; use chunk (blocks of ceil(d/n), the last shorter), pad "
+                                  "(blocks of ceil(d/n), zeros after the real rows) or none (refuse such a dim)");
+  c.uneven = uneven;
+  return c;
+}
+
 CaseFile with_dtype(CaseFile c, const std::string& dtype) {
   DType to;
   try {
@@ -92,7 +101,7 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   Propagation prop;
   GradientProgram g;
   try {
-    prop = propagate(c.program, mesh, c.shard);
+    prop = propagate(c.program, mesh, c.shard, {}, c.auto_layouts);
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());
   }

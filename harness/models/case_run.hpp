@@ -49,6 +49,9 @@ CommonOptions case_options(const CaseFile& c, const CommonOptions& base);
 // memory limits hold as many elements as before, each of the new size (floor(limit / old size)
 // elements of new size bytes).
 CaseFile with_dtype(CaseFile c, const std::string& dtype);
+// The case with `uneven` (chunk, pad or none) in place of its own; unchanged when `uneven` is
+// empty. Error(parse) for any other word.
+CaseFile with_uneven(CaseFile c, const std::string& uneven);
 
 // One check for people: "PASS", "FAIL <why>", or for an output the verdict line with its error
 // and tolerance.

@@ -295,7 +295,12 @@ Propagation gradient_propagation(const GradientProgram& g, const Mesh& mesh, con
   for (auto& kv : fixed) kv.second.annotated = false;
   for (const auto& [dt, t] : g.gradient_of)
     if (!fixed.count(dt)) fixed[dt] = {forward.specs.at(t).spec, "like " + t + ": a gradient lies as its tensor does"};
-  Propagation p = propagate(g.program, mesh, {}, fixed);
+  // The forward tensors and the gradients are fixed, in the layouts the user sees (the forward's
+  // natural ones). The helpers between them (a gradient's partial contributions, gelu'(h)) take
+  // the layouts that make the backward send the fewest bytes: a partial dx_2 that an add meets
+  // with dx split over s is reduce-scattered into that split, as DTensor's Partial placement is
+  // redistributed to its consumer's Shard and XLA fuses an AllReduce and a slice.
+  Propagation p = propagate(g.program, mesh, {}, fixed, true);
   p.annotated = forward.annotated;
   for (const auto& [t, s] : forward.specs) p.specs.at(t).annotated = s.annotated;
   return p;

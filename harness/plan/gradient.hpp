@@ -53,7 +53,8 @@ struct GradientProgram {
 GradientProgram gradient_program(const TensorProgram& forward);
 
 // Specs for the gradient program: forward tensors keep `forward`'s, each gradient lies as its
-// tensor does (dW_in like W_in), and the helpers propagate from them.
+// tensor does (dW_in like W_in), and the helpers propagate from them, then take the layouts that
+// make the backward send the fewest bytes (propagate.hpp's rule 7).
 Propagation gradient_propagation(const GradientProgram& g, const Mesh& mesh, const Propagation& forward);
 
 }  // namespace shardlab

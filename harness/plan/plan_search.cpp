@@ -15,6 +15,8 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
+#include "core/table.hpp"
+#include "harness/plan/natural.hpp"
 #include "harness/plan/operands.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
@@ -414,37 +416,54 @@ std::vector<std::pair<Spec, Cost>> output_costs(const Einsum& eq, const Mesh& me
   return out;
 }
 
-// No output spec: the result takes the cheapest complete layout it can reach (ties: the layout
-// that splits the most dims, then into the most blocks, then fewer collectives, then the articles'
-// natural output), and the plan is the search's to that layout.
+// No output spec: the result takes its natural layout (natural.hpp), and the plan is the search's
+// cheapest to it; `article` is the articles' rules' plan to the same layout.
 SearchResult search_natural(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                             const PlanOptions& options) {
   const Plan art = plan_contraction(eq, mesh, a, b, std::nullopt, options);  // checks the inputs
-  double bound = plan_objective(art, options.time_on);
+  const Spec natural = natural_output(eq, mesh, a.spec, b.spec, art.out_shape, options.gather_first_on_outer_conflict);
+  SearchResult r = search_contraction(eq, mesh, a, b, natural, options);
+  r.best.out_given = false;
+  for (auto& p : r.alternatives) p.out_given = false;
+  r.article_output = art.out_spec;
+  return r;
+}
+
+}  // namespace
+
+SearchResult search_cheapest_output(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                    const PlanOptions& options) {
+  const SearchResult natural = search_contraction(eq, mesh, a, b, std::nullopt, options);
+  double bound = plan_objective(natural.best, options.time_on);
   if (options.time_on) bound *= 1 + 1e-9;
   auto outs = output_costs(eq, mesh, a, b, options, bound);
-  const Spec art_out = without_unit_axes(mesh, art.out_spec);
+  const Spec nat = without_unit_axes(mesh, natural.best.out_spec);
   auto ways = [&](const Spec& s) { return size_of(mesh, s.used_axes()); };
   std::stable_sort(outs.begin(), outs.end(), [&](const std::pair<Spec, Cost>& x, const std::pair<Spec, Cost>& y) {
     if (x.second.key != y.second.key) return x.second.key < y.second.key;
     if (split_dims(x.first) != split_dims(y.first)) return split_dims(x.first) > split_dims(y.first);
     if (ways(x.first) != ways(y.first)) return ways(x.first) > ways(y.first);
     if (x.second.collectives != y.second.collectives) return x.second.collectives < y.second.collectives;
-    if ((x.first == art_out) != (y.first == art_out)) return x.first == art_out;
+    if ((x.first == nat) != (y.first == nat)) return x.first == nat;
     return key_of(mesh, x.first) < key_of(mesh, y.first);
   });
-  // The articles' own output is within the bound, so the list is never empty.
-  const Spec chosen = outs.empty() || outs.front().first == art_out ? art.out_spec : outs.front().first;
+  // The natural output is within the bound, so the list is never empty.
+  if (outs.empty() || outs.front().first == nat) {
+    SearchResult r = natural;
+    r.natural = natural.best;
+    for (const auto& o : outs) r.outputs.push_back({o.first, o.second.bytes});
+    return r;
+  }
+  const Spec chosen = outs.front().first;
   SearchResult r = search_contraction(eq, mesh, a, b, chosen, options);
   r.best.out_given = false;
   for (auto& p : r.alternatives) p.out_given = false;
-  r.article = art;
-  r.article_refusal.clear();
+  r.natural = natural.best;
+  const Operand c{options.result_name, chosen, natural.best.out_shape};
+  for (const auto& s : search_reshard(mesh, c, natural.best.out_spec, options)) r.back_to_natural_bytes += s.predicted_bytes;
   for (const auto& o : outs) r.outputs.push_back({o.first, o.second.bytes});
   return r;
 }
-
-}  // namespace
 
 std::vector<PlanStep> search_reshard(const Mesh& mesh, const Operand& t, const Spec& target,
                                      const PlanOptions& options) {
@@ -681,27 +700,44 @@ std::string explain_text(const SearchResult& r) {
   else
     out += "  the articles' rules: none (" + r.article_refusal + ")\n";
   for (std::size_t i = 0; i < r.alternatives.size(); ++i) out += block("rejected " + std::to_string(i + 1), r.alternatives[i]);
-  return out + outputs_text(r);
+  return out;
+}
+
+std::string natural_vs_auto_text(const SearchResult& natural, const SearchResult& cheapest) {
+  const Plan& n = natural.best;
+  const Plan& c = cheapest.best;
+  const std::vector<std::string> names = dim_names(n.eq.out);
+  Table t({"output", "layout", "B per device", "collectives", "then back to natural"});
+  t.add({"natural (default)", n.out_spec.notation(n.result_name, names), std::to_string(n.predicted_bytes_per_device()),
+         std::to_string(n.collectives().size()), "-"});
+  t.add({"cheapest (auto)", c.out_spec.notation(c.result_name, names), std::to_string(c.predicted_bytes_per_device()),
+         std::to_string(c.collectives().size()),
+         "+" + std::to_string(cheapest.back_to_natural_bytes) + " B"});
+  return "The natural output and --out-spec auto's, side by side:\n" + t.text();
 }
 
 std::string outputs_text(const SearchResult& r) {
   if (r.outputs.empty()) return "";
   const Plan& p = r.best;
   const std::vector<std::string> names = dim_names(p.eq.out);
-  const Spec art = without_unit_axes(p.mesh, r.article.out_spec);
+  const Spec nat = without_unit_axes(p.mesh, r.natural.out_spec);
   auto note = [&](const Spec& s) { return s.notation(p.result_name, names); };
-  const std::size_t best = r.outputs.front().second;
-  std::string out = "Why this output (no output spec given): " + note(p.out_spec) + " is the cheapest layout " +
-                    p.result_name + " can reach, " + std::to_string(best) + " B per device";
-  if (without_unit_axes(p.mesh, p.out_spec) != art)
-    out += "; the articles' rules leave " + note(r.article.out_spec) + " (" +
-           std::to_string(r.article.predicted_bytes_per_device()) + " B)";
-  out += ".\n  Ties go to the layout that splits the most dims. Every layout reachable for no more than the "
-         "articles' plan:\n";
-  std::size_t shown = 0;  // the 8 cheapest, and the articles' output wherever it ranks
+  const std::size_t best = r.outputs.front().second, natural = r.natural.predicted_bytes_per_device();
+  std::string out = "Why this output (--out-spec auto): " + note(p.out_spec) + " is the cheapest layout " +
+                    p.result_name + " can reach, " + std::to_string(best) + " B per device.\n";
+  if (without_unit_axes(p.mesh, p.out_spec) == nat)
+    out += "  It is the natural output too (what propagation gives, as JAX and DTensor do).\n";
+  else
+    out += "  The natural output (what propagation gives, as JAX and DTensor do) is " + note(r.natural.out_spec) +
+           ", " + std::to_string(natural) + " B per device.\n  Not free downstream: a next op that wants " +
+           note(r.natural.out_spec) + " sends " + std::to_string(r.back_to_natural_bytes) +
+           " B more per device to get it back, " + std::to_string(best + r.back_to_natural_bytes) + " B in all.\n";
+  out += "  Ties go to the layout that splits the most dims. Every layout reachable for no more than the "
+         "natural plan:\n";
+  std::size_t shown = 0;  // the 8 cheapest, and the natural output wherever it ranks
   for (const auto& [spec, bytes] : r.outputs) {
-    if (shown >= 8 && spec != art) continue;
-    out += "    " + note(spec) + ": " + std::to_string(bytes) + " B" + (spec == art ? " (the articles' natural output)" : "") +
+    if (shown >= 8 && spec != nat) continue;
+    out += "    " + note(spec) + ": " + std::to_string(bytes) + " B" + (spec == nat ? " (the natural output)" : "") +
            (shown == 0 ? " (chosen)" : "") + "\n";
     ++shown;
   }

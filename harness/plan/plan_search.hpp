@@ -25,24 +25,42 @@ namespace shardlab {
 
 struct SearchResult {
   Plan best;                        // the cheapest plan
-  Plan article;                     // plan_contraction's, for comparison (empty if it refused)
+  Plan article;                     // plan_contraction's to the same output, for comparison (empty if it refused)
   std::string article_refusal;      // why plan_contraction cannot reach the output, or empty
   std::vector<Plan> alternatives;   // the next cheapest plans through other products, best first (at most 4)
   std::size_t layouts_explored = 0; // states settled by the search
-  // With no output spec: every complete layout of the result a plan reaches for no more than the
-  // articles' plan, with its fewest bytes per device, in the order they were ranked; the first is
-  // the one `best` ends with.
+  // No output spec: where the articles' rules, left to choose, leave the result (rule 4's product
+  // with its partial sums all-reduced). It differs from the natural output where rule 1 gathers a
+  // batch dim that only one operand splits (DTensor keeps it split and slices the other).
+  std::optional<Spec> article_output;
+  // search_cheapest_output only: every complete layout of the result a plan reaches for no more
+  // than the natural plan, with its fewest bytes per device, in the order they were ranked (the
+  // first is the one `best` ends with); the search's plan to the natural output; and what moving
+  // best's output back to the natural layout would send (what a next op expecting it pays).
   std::vector<std::pair<Spec, std::size_t>> outputs;
+  Plan natural;
+  std::size_t back_to_natural_bytes = 0;
 };
 
-// Without `out`, the result takes the cheapest complete layout it can reach: of those a plan
-// reaches for no more than the articles' natural result costs, the one sent to for the fewest bytes
-// (or least time), ties going to the layout that splits the most dims, then into the most blocks,
-// then to fewer collectives, then to the articles' natural output. Throws as plan_contraction
-// does for specs that do not fit, and Error(unsupported) if no plan reaches `out`. Partial-sum
-// outputs the articles' rules refuse are searched for too (article_refusal says why they refused).
+// The cheapest plan that leaves the result in `out`. Without `out`, the result takes its natural
+// layout (harness/plan/natural.hpp), the one propagation gives as GSPMD and DTensor give it: every
+// free dim keeps the split its operand has, no dim is split that no operand splits, an outer dim
+// of each operand on one mesh axis keeps A's split (article 001's rule 2: the batch stays split,
+// the weight is gathered; options.gather_first_on_outer_conflict keeps B's), and partial sums are
+// completed by AllReduce. `article` is plan_contraction's plan to the same output, so the two
+// compare like with like. Throws as plan_contraction does for specs that do not fit, and
+// Error(unsupported) if no plan reaches `out`. Partial-sum outputs the articles' rules refuse are
+// searched for too (article_refusal says why they refused).
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
+
+// `--out-spec auto`: the result takes the cheapest complete layout it can reach. Of those a plan
+// reaches for no more than the natural plan costs, the one sent to for the fewest bytes (or least
+// time), ties going to the layout that splits the most dims, then into the most blocks, then to
+// fewer collectives, then to the natural output. `natural` and `back_to_natural_bytes` say what
+// the natural layout costs and what a next op that wants it would pay to undo the choice.
+SearchResult search_cheapest_output(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
+                                    const PlanOptions& options = {});
 
 // The fewest-bytes steps (or least modeled time, with options.time_on) that take tensor `t` from
 // t.spec, which may hold partial sums, to `target`: AllGathers, free slices, AllToAlls, AllReduces
@@ -84,9 +102,13 @@ std::string times_text(double a, double b);
 // For --explain: the chosen plan, the articles' and the best rejected ones, one block each with
 // its bytes per device, collectives and steps.
 std::string explain_text(const SearchResult& r);
-// With no output spec given: which output layout was chosen and why, and what each other
-// layout the search ranked costs; empty when the caller gave an output spec.
+// For search_cheapest_output's result: which output layout was chosen and why, what the natural
+// one costs and what going back to it costs, and what each other layout ranked costs; empty for
+// any other result.
 std::string outputs_text(const SearchResult& r);
+// --explain: the natural plan (`natural`, from search_contraction with no output spec) and the
+// cheapest output's (`cheapest`, from search_cheapest_output), one table row each.
+std::string natural_vs_auto_text(const SearchResult& natural, const SearchResult& cheapest);
 // The same as a JSON array: the chosen plan, the articles' (when they reach the output) and the
 // rejected ones, each {"label", "bytes_per_device", "collectives", "plan"}.
 std::string alternatives_json(const SearchResult& r);

@@ -1,6 +1,7 @@
 #include "harness/plan/propagate.hpp"
 
 #include <algorithm>
+#include <set>
 #include <optional>
 
 #include "core/error.hpp"
@@ -29,6 +30,13 @@ class Propagator {
   void annotate(const std::map<std::string, std::string>& annotations) {
     for (const auto& [tensor, text] : annotations) {
       if (!p_.dims.count(tensor)) throw Error(ErrorKind::parse, "shard names " + tensor + ", which the program lacks");
+      if (text == "auto") {
+        if (p_.is_input(tensor))
+          throw Error(ErrorKind::parse, "shard " + tensor + " = \"auto\": " + tensor +
+                                            " is a program input, which lies where its data is; auto is for op outputs");
+        auto_.insert(tensor);
+        continue;
+      }
       Spec s;
       try {
         s = Spec::parse(text);
@@ -131,6 +139,8 @@ class Propagator {
     }
   }
 
+  const std::set<std::string>& auto_tensors() const { return auto_; }
+
   Propagation result() { return std::move(out_); }
 
  private:
@@ -180,12 +190,13 @@ class Propagator {
   const TensorProgram& p_;
   const Mesh& mesh_;
   Propagation out_;
+  std::set<std::string> auto_;  // annotated "auto"
 };
 
 }  // namespace
 
 Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
-                      const std::map<std::string, PropagatedSpec>& fixed, bool search_free) {
+                      const std::map<std::string, PropagatedSpec>& fixed, bool auto_all) {
   Propagator g(p, mesh);
   g.fix(fixed);
   g.annotate(annotations);
@@ -195,8 +206,20 @@ Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<s
   g.forward();
   g.rest();
   g.softmax_whole();
-  if (!search_free) return g.result();
-  return search_layouts(p, mesh, g.result());
+  const std::set<std::string> asked = g.auto_tensors();
+  Propagation rules = g.result();
+  if (auto_all) return search_layouts(p, mesh, std::move(rules));
+  if (asked.empty()) return rules;
+  // Rule 7 for the tensors marked "auto" only: the others are held while it searches.
+  std::set<std::string> held;
+  for (auto& [name, s] : rules.specs)
+    if (s.free && !asked.count(name)) {
+      s.free = false;
+      held.insert(name);
+    }
+  Propagation searched = search_layouts(p, mesh, std::move(rules));
+  for (const auto& name : held) searched.specs.at(name).free = true;
+  return searched;
 }
 
 std::string propagation_text(const TensorProgram& p, const Propagation& prop) {

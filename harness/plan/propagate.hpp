@@ -15,13 +15,13 @@
 //  6. whatever rule gave a softmax's output its spec, the softmax dim is made whole (an annotation
 //     that splits it is refused); so is the dim a concat stacks along. A split's output drops its
 //     dim: rule 3 by letter gives it the input's axes on the other dims.
-//  7. op outputs rules 3-5 gave a spec are free: where trying every layout of them is cheap, they
-//     take the layouts that make the program send the fewest bytes (harness/plan/layout_search.hpp),
-//     so an unannotated einsum output lies where it is cheapest to leave it, not where the
-//     articles' rule puts it. `fixed` specs stay as given: in a gradient program the forward
-//     tensors and each gradient keep theirs, and only the helpers are free (a partial gradient
-//     dx_2 that an add meets with dx split over s is reduce-scattered into that split, not
-//     all-reduced and sliced).
+//  7. only on request: op outputs rules 3-5 gave a spec and the user marked "auto" (or all of
+//     them, with auto_all) take the layouts that make the program send the fewest bytes
+//     (harness/plan/layout_search.hpp), instead of propagation's. By default every tensor keeps
+//     the layout propagation gives, as GSPMD and DTensor give it: the natural layout answers
+//     "where does the result live?", the search answers "what is the least I could move?".
+//     `fixed` specs stay as given (a gradient program's forward tensors and each gradient); a
+//     gradient program frees its helpers (harness/plan/gradient.hpp).
 // Each derived spec is made valid: a mesh axis already used by an earlier dim of the tensor, or one
 // that does not divide the dim, is dropped (and the origin says so).
 #pragma once
@@ -51,9 +51,10 @@ struct Propagation {
 // parse, does not fit the mesh or the tensor (wrong rank, unknown axis, not divisible).
 // `fixed`: specs decided elsewhere, kept with their origins and not counted as annotations (a
 // gradient program's forward tensors, and each gradient lying as its tensor does).
-// `search_free`: false skips rule 7 (the rules' specs alone, for comparison).
+// An annotation "auto" on an op output leaves it free for rule 7's search; `auto_all` frees every
+// op output the rules gave a spec (a case file's layouts = "auto").
 Propagation propagate(const TensorProgram& p, const Mesh& mesh, const std::map<std::string, std::string>& annotations,
-                      const std::map<std::string, PropagatedSpec>& fixed = {}, bool search_free = true);
+                      const std::map<std::string, PropagatedSpec>& fixed = {}, bool auto_all = false);
 
 // One aligned line per tensor, in program order: name, dims, spec in the book's notation, origin.
 std::string propagation_text(const TensorProgram& p, const Propagation& prop);
