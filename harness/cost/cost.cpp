@@ -172,7 +172,7 @@ struct Series {
   double latency = 0;  // its time beyond its bytes at the fitted rate
 };
 
-double median(std::vector<double> v) {
+double middle_value(std::vector<double> v) {  // the median (the upper one of an even count)
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
 }
@@ -242,7 +242,7 @@ LinkFit fit_link(const std::vector<Timings>& collectives, double reduce_bytes_pe
     f.rate_points += s.pts.size() - s.from;
     std::vector<double> small;
     for (std::size_t i = 0; i < s.from; ++i) small.push_back(s.pts[i].y - s.pts[i].link * b);
-    s.latency = small.empty() ? means[k].second - means[k].first * b : median(small);
+    s.latency = small.empty() ? means[k].second - means[k].first * b : middle_value(small);
     if (small.empty()) small.push_back(s.latency);
     for (double l : small) per_step.push_back(l / s.steps);
   }
@@ -257,7 +257,7 @@ LinkFit fit_link(const std::vector<Timings>& collectives, double reduce_bytes_pe
   }
   f.launch_fitted = skk > 1e-12 * sk2;
   if (!f.launch_fitted) {
-    f.alpha = std::max(median(per_step), 0.0);  // one step count: all of it per step, launch 0
+    f.alpha = std::max(middle_value(per_step), 0.0);  // one step count: all of it per step, launch 0
   } else {
     f.alpha = skl / skk;
     f.launch = ml - f.alpha * mk;
