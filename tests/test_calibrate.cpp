@@ -83,7 +83,7 @@ TEST_CASE("shardlab bench collectives --machine: the model table on sim; a missi
                         "     512        20.000   8388608       10.000     2.000      4.000         12         50.0\n";
   auto r = run_binary("shardlab bench collectives --ops all_reduce --min 512K --max 2M --factor 2 --iters 2 --warmup 0 --machine " + dat);
   CHECK(r.status == 0);
-  CHECK(r.out.find("# the cost model of " + dat + ":\n#   alpha 2 us, link 4 GB/s") != std::string::npos);
+  CHECK(r.out.find("# the cost model of " + dat + ":\n#   launch 0 us a call, alpha 2 us, link 4 GB/s") != std::string::npos);
   CHECK(r.out.find("ours/model") != std::string::npos);
   CHECK(r.out.find("over 2 rows") != std::string::npos);  // 1M and 2M
   CHECK(r.out.find("#   ours: the median of 2 timed calls a size") != std::string::npos);

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sstream>
 #include <string>
+#include <tuple>
 
 #include "tests/run_binary.hpp"
 
@@ -83,7 +85,7 @@ TEST_CASE("shardlab cost --axes: the wired time of a group over two wrapped axes
   CHECK(j["presets"][0]["topology"] == "torus");
   const auto text = run_binary("shardlab cost --axes 4,4 --preset tpu-v4");
   CHECK(text.out.find("wired_us") != std::string::npos);
-  CHECK(text.out.find("3D torus, wraps on axes >= 4") != std::string::npos);
+  CHECK(text.out.find("3D torus, wraps at 4") != std::string::npos);
 }
 
 TEST_CASE("shardlab cost: the launch term of every preset, in the tables and in --presets") {
@@ -99,8 +101,18 @@ TEST_CASE("shardlab cost: the launch term of every preset, in the tables and in 
   REQUIRE(presets.status == 0);
   CHECK(presets.out.find("launch_us") != std::string::npos);
   CHECK(presets.out.find("all_reduce on") == std::string::npos);  // the presets only
-  for (const char* row : {"nvlink-a100      6.60", "ethernet-100g    6.60", "tpu-v4           0.00"})
-    CHECK_MESSAGE(presets.out.find(row) != std::string::npos, row);
+  // Each preset's row: its launch, then its alpha, in us.
+  for (const auto& [name, launch, alpha] : {std::tuple<std::string, std::string, std::string>{"nvlink-a100", "6.60", "0.60"},
+                                            {"ethernet-100g", "6.60", "20.00"}, {"tpu-v4", "0.00", "1.00"}}) {
+    CAPTURE(name);
+    const std::size_t at = presets.out.find("\n  " + name + " ");
+    REQUIRE(at != std::string::npos);
+    std::istringstream row(presets.out.substr(at + 1, presets.out.find('\n', at + 1) - at - 1));
+    std::string word, l, a;
+    row >> word >> l >> a;
+    CHECK(l == launch);
+    CHECK(a == alpha);
+  }
   std::size_t start = 0;
   for (std::size_t end; (end = presets.out.find('\n', start)) != std::string::npos; start = end + 1)
     CHECK(end - start <= 100);

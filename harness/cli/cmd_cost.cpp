@@ -55,13 +55,19 @@ std::vector<std::string> pick(const std::string& list, const std::vector<std::st
   return out;
 }
 
+// topology_text, shorter: "2D torus, wraps at 16", so that the presets table fits 100 columns.
+std::string wiring(const Hardware& h) {
+  if (h.topology != Topology::torus || h.wrap_from == 0) return topology_text(h);
+  return std::to_string(h.torus_dims) + "D torus, wraps at " + std::to_string(h.wrap_from);
+}
+
 // The presets' figures, one row each; with `sources`, a line each saying where they come from.
 std::string presets_table(const std::vector<const Hardware*>& presets, bool sources) {
   Table pt({"preset", "launch_us", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/elem", "topology"});
   for (const Hardware* h : presets)
     pt.add({h->name, format_number(h->launch * 1e6, "%.2f"), format_number(h->alpha * 1e6, "%.2f"),
             format_number(h->bytes_per_s / 1e9, "%.2f"), format_number(h->reduce_bytes_per_s / 1e9, "%.1f"),
-            format_number(h->flops_per_s / 1e12, "%.4g"), format_number(h->element_bytes, "%.0f"), topology_text(*h)});
+            format_number(h->flops_per_s / 1e12, "%.4g"), format_number(h->element_bytes, "%.0f"), wiring(*h)});
   std::string text = pt.text();
   if (sources)
     for (const Hardware* h : presets) text += "  " + h->name + ": " + h->description + ". " + h->source + "\n";
