@@ -40,11 +40,12 @@ struct SweepOptions {
 
 const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "busbw", "machine"};
 
-// How well the fit holds: "rate from 512K up, within 2% over 4 sizes; all 12 sizes within 61%".
+// How well the fit holds: "rate from 512K up, within 2% over 12 timings; all 36 timings within 61%"
+// (a timing: one collective at one size).
 std::string fit_text(const LinkFit& f) {
   return "rate from " + size_text(std::size_t(f.rate_from_bytes)) + " up, within " +
          format_number(100 * f.max_rel_err_rate, "%.0f") + "% over " + std::to_string(f.rate_points) +
-         " sizes; all " + std::to_string(f.points) + " sizes within " + format_number(100 * f.max_rel_err, "%.0f") + "%";
+         " timings; all " + std::to_string(f.points) + " timings within " + format_number(100 * f.max_rel_err, "%.0f") + "%";
 }
 
 // One line on how this run's link compares with the this-machine preset, which was measured once
@@ -54,11 +55,11 @@ std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, con
   char line[768];
   std::snprintf(line, sizeof line,
                 "sweep: busbw%s: this run's ring collectives fit launch %.2f us, alpha %.2f us, link %.4g GB/s\n"
-                "sweep: the fit: %s%s\n"
+                "sweep: the fit: %s\nsweep: %s\n"
                 "sweep: the this-machine preset has launch %.2f us, alpha %.2f us, %.2f GB/s; remeasure it with\n"
                 "  mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi",
                 backend == Backend::sim ? " (sim: threads sharing memory, not a link)" : "", f->launch * 1e6, f->alpha * 1e6,
-                f->bytes_per_s / 1e9, fit_text(*f).c_str(), launch_note(*f).c_str(), hw.launch * 1e6, hw.alpha * 1e6,
+                f->bytes_per_s / 1e9, fit_text(*f).c_str(), launch_note(*f).substr(2).c_str(), hw.launch * 1e6, hw.alpha * 1e6,
                 hw.bytes_per_s / 1e9);
   return line;
 }
@@ -145,10 +146,10 @@ int run_sweep(const SweepOptions& o) {
         root.tables.push_back(machine_table(rates, &link, source));
         char line[512];
         std::snprintf(line, sizeof line,
-                      "sweep: this machine: launch %.2f us a call, alpha %.2f us, link %.4g GB/s, reduction %.1f GB/s, "
-                      "float64 GEMM %.1f GFLOP/s\nsweep: the fit: %s%s",
+                      "sweep: this machine: launch %.2f us a call, alpha %.2f us, link %.4g GB/s\n"
+                      "sweep: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s\nsweep: the fit: %s\nsweep: %s",
                       link.launch * 1e6, link.alpha * 1e6, link.bytes_per_s / 1e9, rates.reduce_bytes_per_s / 1e9,
-                      rates.gemm_flops_per_s / 1e9, fit_text(link).c_str(), launch_note(link).c_str());
+                      rates.gemm_flops_per_s / 1e9, fit_text(link).c_str(), launch_note(link).substr(2).c_str());
         root.lines.push_back(line);
       } else if (wants("machine")) {
         root.tables.push_back(machine_table(rates));
