@@ -61,8 +61,8 @@ const std::vector<Hardware>& hardware_presets() {
        "from the smaller sizes (fit_link), which gave 10.4-10.9 us and 7.8-9.5 GB/s in three runs on "
        "2026-11-27. Measure yours and pass it with --machine (harness/cost/machine.hpp). Launch 0: every fit above "
        "timed all_reduce alone, one step count, which cannot tell a call's fixed cost from its steps' (all of it "
-       "is in alpha); the sweep now times all_gather and reduce_scatter beside it and fits launch apart. Three runs of "
-       "that fit on 2026-11-28, with other builds sharing the 2 cores (GEMM at 8 GFLOP/s), gave launch 3.8-4.5 us and "
+       "is in alpha); the sweep now times all_gather and reduce_scatter beside it and fits launch apart. Four runs of "
+       "that fit on 2026-11-28, with other builds sharing the 2 cores (GEMM at 8-9 GFLOP/s), gave launch 3.8-4.5 us and "
        "alpha 0.6-3.3 us: remeasure on a quiet machine before taking either",
        1.98e-6, 0, 4.46e9, 26.2e9, 51.7e9, 8, Topology::switched, 0, 0},
   };
