@@ -38,13 +38,14 @@ using namespace shardlab;
 
 namespace {
 
-// Seconds of alpha-beta for one device's rows, each axis on the link given for it.
+// Seconds of launch-alpha-beta for one device's rows, each axis on the link given for it: a row is
+// one call (a collective, a send or a receive), which pays the link's launch once.
 double modeled_seconds(const std::vector<LedgerRow>& rows, int device, const std::map<std::string, const Hardware*>& link) {
   double s = 0;
   for (const auto& r : rows)
     if (r.device == device && r.bytes_sent + r.bytes_received > 0) {
       const Hardware& hw = *link.at(traffic_axis(r));
-      s += static_cast<double>(r.messages) * hw.alpha + static_cast<double>(r.bytes_sent) / hw.bytes_per_s;
+      s += hw.launch + static_cast<double>(r.messages) * hw.alpha + static_cast<double>(r.bytes_sent) / hw.bytes_per_s;
     }
   return s;
 }
@@ -210,8 +211,9 @@ int main(int argc, char** argv) {
     const double pp_calls = chunks_big * (c.pipe > 2 ? 2 : 1), pp_big = pp_calls * act_big;
     const double dp_calls = 2 * 2 * layers, dp_big = 2 * (D - 1) / D * 12 * h * h * layers / T * e2;
     auto big = [&](const Hardware& t, const Hardware& rest) {
-      return tp_calls * 2 * (T - 1) * t.alpha + tp_big / t.bytes_per_s + pp_calls * rest.alpha + pp_big / rest.bytes_per_s +
-             dp_calls * (D - 1) * rest.alpha + dp_big / rest.bytes_per_s;
+      return tp_calls * (t.launch + 2 * (T - 1) * t.alpha) + tp_big / t.bytes_per_s +
+             pp_calls * (rest.launch + rest.alpha) + pp_big / rest.bytes_per_s +
+             dp_calls * (rest.launch + (D - 1) * rest.alpha) + dp_big / rest.bytes_per_s;
     };
     Table model({"placement", "this run (us)", "GPT-3 size (s)"});
     model.add({"T inside a node (NVLink), P and D across (Ethernet)", format_number(inside * 1e6, "%.1f"),
@@ -223,10 +225,10 @@ int main(int argc, char** argv) {
     report.numbers["tp_messages"] = messages_by_axis(run.ledger, mesh.devices() - 1)["T"];
     report.numbers["dp_messages"] = messages_by_axis(run.ledger, mesh.devices() - 1)["D"];
     const double gpt_inside = big(nvlink, ethernet), gpt_across = big(ethernet, nvlink);
-    out << "3. Modeled communication time of a step (alpha-beta, no overlap) for two placements: this run's\n"
-        << "   ledger (the last device), and the same " << split << " split of GPT-3 (96 layers, h = 12288, 32\n"
-        << "   micro-batches of 8 x 2048 tokens; communication only, memory not modeled), where a step\n"
-        << "   moves T " << format_number(tp_big / 1e12, "%.2f") << " TB, P " << format_number(pp_big / 1e9, "%.1f")
+    out << "3. Modeled communication time of a step (a launch per call + alpha-beta, no overlap) for two\n"
+        << "   placements: this run's ledger (the last device), and the same " << split << " split of GPT-3 (96\n"
+        << "   layers, h = 12288, 32 micro-batches of 8 x 2048 tokens; communication only, memory not\n"
+        << "   modeled), where a step moves T " << format_number(tp_big / 1e12, "%.2f") << " TB, P " << format_number(pp_big / 1e9, "%.1f")
         << " GB and D " << format_number(dp_big / 1e9, "%.0f") << " GB per device:\n"
         << model.text("   ");
     if (gpt_inside < gpt_across)
@@ -245,8 +247,8 @@ int main(int argc, char** argv) {
       out << "   This run's tiny model ranks them the other way (" << format_number(inside * 1e6, "%.1f") << " against "
           << format_number(across * 1e6, "%.1f") << " us): its\n   last device sends " << format_number(msgs["T"], "%.0f")
           << " messages over T and " << format_number(msgs["D"], "%.0f") << " over D (ReduceScatter and AllGather over "
-          << c.data << " devices),\n   and messages of a few bytes cost their latency (alpha), not their size. "
-          << "Bytes decide only\n   once the model is large, as in the GPT-3 column.\n\n";
+          << c.data << " devices),\n   and messages of a few bytes cost their latency (launch and alpha), not their\n"
+          << "   size. Bytes decide only once the model is large, as in the GPT-3 column.\n\n";
     // ZeRO-1 against ZeRO-2 on D: this run's ledger (every device, against the formula), and GPT-3's
     // split by formula with D across nodes.
     Verdict zero_bytes;
@@ -271,7 +273,9 @@ int main(int argc, char** argv) {
     report.numbers["zero2_d_bytes"] = d_bytes[2];
     const double gpt_rs = chunks_big;  // ZeRO-2: one ReduceScatter per micro-batch
     const double dp_big2 = (gpt_rs + 1) / 2 * dp_big, dp_calls2 = (gpt_rs + 1) * 2 * layers;
-    auto d_time = [&](double calls, double bytes) { return calls * (D - 1) * ethernet.alpha + bytes / ethernet.bytes_per_s; };
+    auto d_time = [&](double calls, double bytes) {
+      return calls * (ethernet.launch + (D - 1) * ethernet.alpha) + bytes / ethernet.bytes_per_s;
+    };
     const auto last = mesh.coords(mesh.devices() - 1);
     Table zero({"D axis", "RS / step", "bytes (ledger)", "formula", "grads held", "GPT-3: D GB", "Ethernet (s)"});
     for (int z : {1, 2}) {

@@ -1,6 +1,7 @@
 // harness/bench/calibrate.cpp: bench collectives --machine, the cost model beside what it predicts.
 // Expected model times written out by hand from alpha-beta-gamma (ring all_reduce on p devices:
-// 2(p-1) alpha + 2(p-1)/p n / link + (p-1)/p n / reduce; all_gather (p-1) alpha + (p-1)/p n / link).
+// 2(p-1) alpha + 2(p-1)/p n / link + (p-1)/p n / reduce; all_gather (p-1) alpha + (p-1)/p n / link),
+// plus the launch of each call where the machine has one.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -55,8 +56,24 @@ TEST_CASE("model_rows: alpha-beta-gamma of each row, by hand; the summary over 1
   CHECK(s.worst_error == doctest::Approx(0.1 / 1.1));
   CHECK(s.median_error == doctest::Approx((0.1 / 1.1 + 0.05 / 0.95) / 2));
   const std::string text = model_table(r, made_up(), "m.dat");
-  CHECK(text.find("#   alpha 10 us, link 0.1 GB/s") != std::string::npos);
+  CHECK(text.find("#   launch 0 us a call, alpha 10 us, link 0.1 GB/s") != std::string::npos);
   CHECK(text.find("median |error| 7%, worst 9% (all_reduce 1M) over 2 rows") != std::string::npos);
+}
+
+TEST_CASE("model_rows: a machine with a launch adds it once to every row") {
+  Hardware hw = made_up();
+  hw.launch = 30e-6;
+  const double kib = 1024;
+  BenchResult r;
+  r.group_size = 4;
+  r.rows = {row("all_reduce", 1024, 1e-3), row("all_gather", 1024, 1e-3), row("all_to_all", 1024, 1e-3)};
+  const std::vector<ModelRow> rows = model_rows(r, hw);
+  REQUIRE(rows.size() == 3);
+  // 4 devices, 1 KiB: all_reduce 30 + 6 x 10 us + 2 x 3/4 KiB / link + 3/4 KiB / reduce.
+  CHECK(rows[0].model == doctest::Approx(30e-6 + 6 * 1e-5 + 1.5 * kib / 1e8 + 0.75 * kib / 1e9).epsilon(1e-12));
+  CHECK(rows[1].model == doctest::Approx(30e-6 + 3 * 1e-5 + 0.75 * kib / 1e8).epsilon(1e-12));
+  CHECK(rows[2].model == doctest::Approx(30e-6 + 3 * 1e-5 + 0.75 * kib / 1e8).epsilon(1e-12));  // pairwise
+  CHECK(model_table(r, hw, "m.dat").find("#   launch 30 us a call, alpha 10 us") != std::string::npos);
 }
 
 TEST_CASE("shardlab bench collectives --machine: the model table on sim; a missing file exits 2 before any run") {
@@ -66,7 +83,7 @@ TEST_CASE("shardlab bench collectives --machine: the model table on sim; a missi
                         "     512        20.000   8388608       10.000     2.000      4.000         12         50.0\n";
   auto r = run_binary("shardlab bench collectives --ops all_reduce --min 512K --max 2M --factor 2 --iters 2 --warmup 0 --machine " + dat);
   CHECK(r.status == 0);
-  CHECK(r.out.find("# the cost model of " + dat + ":\n#   alpha 2 us, link 4 GB/s") != std::string::npos);
+  CHECK(r.out.find("# the cost model of " + dat + ":\n#   launch 0 us a call, alpha 2 us, link 4 GB/s") != std::string::npos);
   CHECK(r.out.find("ours/model") != std::string::npos);
   CHECK(r.out.find("over 2 rows") != std::string::npos);  // 1M and 2M
   CHECK(r.out.find("#   ours: the median of 2 timed calls a size") != std::string::npos);

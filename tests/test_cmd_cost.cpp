@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sstream>
 #include <string>
+#include <tuple>
 
 #include "tests/run_binary.hpp"
 
@@ -16,20 +18,24 @@ TEST_CASE("shardlab cost --json: ring and doubling all_reduce on 4 devices of nv
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   REQUIRE(j["rows"].size() == 2);
-  // n = 4 MiB = 4194304 B, p = 4, alpha 5 us, links 300 GB/s, reduction 3000 GB/s (its datasheet figures).
+  // n = 4 MiB = 4194304 B, p = 4, launch 6.6 us a call and alpha 0.6 us a step (NCCL's ring/LL
+  // latencies), links 300 GB/s, reduction 3000 GB/s (its datasheet figures).
   const double n = 4194304;
   const auto& ring = j["rows"][0];
   CHECK(ring["algorithm"] == "ring");
+  CHECK(ring["calls"] == 1);
   CHECK(ring["steps"] == 6);
   CHECK(ring["bytes_sent_per_device"].get<double>() == doctest::Approx(1.5 * n));
-  CHECK(ring["seconds"].get<double>() == doctest::Approx(6 * 5e-6 + 1.5 * n / 300e9 + 0.75 * n / 3000e9));
+  CHECK(ring["seconds"].get<double>() == doctest::Approx(6.6e-6 + 6 * 0.6e-6 + 1.5 * n / 300e9 + 0.75 * n / 3000e9));
   const auto& dbl = j["rows"][1];
   CHECK(dbl["algorithm"] == "recursive_doubling");
   CHECK(dbl["steps"] == 2);
-  CHECK(dbl["seconds"].get<double>() == doctest::Approx(2 * 5e-6 + 2 * n / 300e9 + 2 * n / 3000e9));
-  // Ring wins above (12 - 2 steps) * 5 us / ((2 - 1.5) / 300e9 + (2 - 0.75) / 3000e9 s per byte).
+  CHECK(dbl["seconds"].get<double>() == doctest::Approx(6.6e-6 + 2 * 0.6e-6 + 2 * n / 300e9 + 2 * n / 3000e9));
+  // Ring wins above (6 - 2 steps) * 0.6 us / ((2 - 1.5) / 300e9 + (2 - 0.75) / 3000e9 s per byte):
+  // both pay one launch.
   CHECK(j["ring_faster_above_bytes"]["all_reduce"]["nvlink-a100"].get<double>() ==
-        doctest::Approx(20e-6 / (0.5 / 300e9 + 1.25 / 3000e9)));
+        doctest::Approx(4 * 0.6e-6 / (0.5 / 300e9 + 1.25 / 3000e9)));
+  CHECK(j["presets"][0]["launch_s"].get<double>() == 6.6e-6);
   CHECK(j["presets"][0]["source"].get<std::string>().find("datasheet") != std::string::npos);
 }
 
@@ -79,7 +85,40 @@ TEST_CASE("shardlab cost --axes: the wired time of a group over two wrapped axes
   CHECK(j["presets"][0]["topology"] == "torus");
   const auto text = run_binary("shardlab cost --axes 4,4 --preset tpu-v4");
   CHECK(text.out.find("wired_us") != std::string::npos);
-  CHECK(text.out.find("3D torus, wraps on axes >= 4") != std::string::npos);
+  CHECK(text.out.find("3D torus, wraps at 4") != std::string::npos);
+}
+
+TEST_CASE("shardlab cost: the launch term of every preset, in the tables and in --presets") {
+  // A 1-byte all_reduce on 8 devices of nvlink-a100: launch + 14 alpha and a vanishing bandwidth term.
+  const auto r = run_binary("shardlab cost --op all_reduce --bytes 1 --devices 8 --preset nvlink-a100 --json");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["rows"][0]["seconds"].get<double>() == doctest::Approx(6.6e-6 + 14 * 0.6e-6).epsilon(1e-6));
+  const auto text = run_binary("shardlab cost");
+  CHECK(text.out.find("L = launch, s per collective call") != std::string::npos);
+  CHECK(text.out.find("launch_us") != std::string::npos);
+  const auto presets = run_binary("shardlab cost --presets");
+  REQUIRE(presets.status == 0);
+  CHECK(presets.out.find("launch_us") != std::string::npos);
+  CHECK(presets.out.find("all_reduce on") == std::string::npos);  // the presets only
+  // Each preset's row: its launch, then its alpha, in us.
+  for (const auto& [name, launch, alpha] : {std::tuple<std::string, std::string, std::string>{"nvlink-a100", "6.60", "0.60"},
+                                            {"ethernet-100g", "6.60", "20.00"}, {"tpu-v4", "0.00", "1.00"}}) {
+    CAPTURE(name);
+    const std::size_t at = presets.out.find("\n  " + name + " ");
+    REQUIRE(at != std::string::npos);
+    std::istringstream row(presets.out.substr(at + 1, presets.out.find('\n', at + 1) - at - 1));
+    std::string word, l, a;
+    row >> word >> l >> a;
+    CHECK(l == launch);
+    CHECK(a == alpha);
+  }
+  std::size_t start = 0;
+  for (std::size_t end; (end = presets.out.find('\n', start)) != std::string::npos; start = end + 1)
+    CHECK(end - start <= 100);
+  const auto sourced = run_binary("shardlab cost --presets --sources --preset nvlink-a100");
+  CHECK(sourced.out.find("baseLatencies") != std::string::npos);
+  CHECK(sourced.out.find("_collective_utils.py") != std::string::npos);
 }
 
 TEST_CASE("shardlab cost --op collective_permute: one block to one device, a + S b, by hand") {
@@ -91,10 +130,10 @@ TEST_CASE("shardlab cost --op collective_permute: one block to one device, a + S
   CHECK(row["op"] == "collective_permute");
   CHECK(row["steps"] == 1);
   CHECK(row["bytes_sent_per_device"] == 16777216.0);  // the whole block, to the next device
-  // nvlink-a100: 5 us per message, 300 GB/s per link each way.
-  CHECK(row["seconds"].get<double>() == doctest::Approx(5e-6 + 16777216.0 / 300e9));
+  // nvlink-a100: a launch of 6.6 us, 0.6 us per message, 300 GB/s per link each way.
+  CHECK(row["seconds"].get<double>() == doctest::Approx(6.6e-6 + 0.6e-6 + 16777216.0 / 300e9));
   const auto text = run_binary("shardlab cost --op collective_permute --preset nvlink-a100");
-  CHECK(text.out.find("(collective_permute: one block to one device, a + S b; S = the block)") != std::string::npos);
+  CHECK(text.out.find("(collective_permute: one block to one device, L + a + S b; S = the block)") != std::string::npos);
 }
 
 TEST_CASE("shardlab cost: bad input exits 2 with one sentence and prints nothing") {

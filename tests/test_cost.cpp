@@ -60,6 +60,8 @@ TEST_CASE("presets: every preset is complete and names its source") {
   for (const auto& h : hardware_presets()) {
     CAPTURE(h.name);
     CHECK(h.alpha > 0);
+    CHECK(h.launch >= 0);
+    CHECK(h.source.find("aunch") != std::string::npos);  // every preset says where its launch comes from
     CHECK(h.bytes_per_s > 0);
     CHECK(h.reduce_bytes_per_s > 0);
     CHECK(h.flops_per_s > 0);
@@ -175,4 +177,141 @@ TEST_CASE("fit: the rate comes from the large sizes, whatever the small ones do"
   // alpha: the median over the small sizes of their time beyond their bytes, per step; with no
   // bytes to speak of (8 B) a third of 2 alpha is left, so alpha comes back below the truth here.
   CHECK(f.alpha < truth.alpha);
+}
+
+TEST_CASE("launch: a 1-byte all_reduce costs launch + 2(p-1) alpha and next to no bandwidth") {
+  // NCCL's ring/LL latencies (src/graph/tuning.cc): 6.6 us a call and 0.6 us a step over NVLink. On
+  // 8 devices a 1-byte all_reduce takes 14 steps: 6.6 + 8.4 = 15 us, the bytes ~1e-11 s.
+  const Hardware& nv = hardware_preset("nvlink-a100");
+  CHECK(nv.launch == 6.6e-6);
+  CHECK(nv.alpha == 0.6e-6);
+  CHECK(collective_seconds("all_reduce", Algorithm::ring, 8, 1, nv) == doctest::Approx(15e-6).epsilon(1e-5));
+  for (const auto& h : hardware_presets()) {
+    CAPTURE(h.name);
+    for (int p : {2, 4, 8}) {
+      const double tiny = 2.0 * (p - 1) / p / h.bytes_per_s + (p - 1.0) / p / h.reduce_bytes_per_s;
+      CHECK(collective_seconds("all_reduce", Algorithm::ring, p, 1, h) ==
+            doctest::Approx(h.launch + 2 * (p - 1) * h.alpha + tiny).epsilon(1e-12));
+      CHECK(collective_seconds("all_gather", Algorithm::ring, p, 1, h) ==
+            doctest::Approx(h.launch + (p - 1) * h.alpha + (p - 1.0) / p / h.bytes_per_s).epsilon(1e-12));
+    }
+  }
+  // The TPUs run collectives inside one compiled program: no launch. The GPUs pay NCCL's.
+  CHECK(hardware_preset("tpu-v4").launch == 0);
+  CHECK(hardware_preset("ethernet-100g").launch == 6.6e-6);
+}
+
+TEST_CASE("launch: once per call, whatever the algorithm, the op or the size; none for a group of one") {
+  Hardware h = toy(), without = toy();
+  h.launch = 5e-6;
+  for (double n : {1.0, 1e3, 1e7})
+    for (int p : {2, 4, 8}) {
+      CAPTURE(n);
+      CAPTURE(p);
+      for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_reduce_max"})
+        for (Algorithm a : {Algorithm::ring, Algorithm::recursive_doubling})
+          CHECK(collective_seconds(op, a, p, n, h) - collective_seconds(op, a, p, n, without) == doctest::Approx(5e-6));
+      for (const char* op : {"all_to_all", "collective_permute"})
+        CHECK(collective_seconds(op, Algorithm::pairwise, p, n, h) - collective_seconds(op, Algorithm::pairwise, p, n, without) ==
+              doctest::Approx(5e-6));
+      CHECK(collective_terms("all_reduce", Algorithm::ring, p, n).calls == 1);
+    }
+  CHECK(collective_seconds("all_reduce", Algorithm::ring, 1, 4e6, h) == 0.0);
+  CHECK(collective_terms("all_reduce", Algorithm::ring, 1, 4e6).calls == 0);
+  CHECK(latency_seconds(1, 3, h) == doctest::Approx(5e-6 + 3e-6));
+  CHECK(bandwidth_seconds(1e9, 2e9, h) == doctest::Approx(1.0 + 1.0));
+  // Ring and doubling each pay one launch: where one overtakes the other does not move.
+  CHECK(ring_faster_above_bytes("all_reduce", 8, h) == doctest::Approx(ring_faster_above_bytes("all_reduce", 8, without)));
+}
+
+namespace {
+// Timings of the ring collectives on p devices from sizes 8 B to 32 MiB, made by `truth`'s model.
+std::vector<Timings> ring_timings(const Hardware& truth, int p, const std::vector<std::string>& ops, double noise = 0) {
+  std::vector<Timings> out;
+  for (const auto& op : ops) {
+    Timings t{op, Algorithm::ring, p, {}, {}};
+    for (double n = 8; n <= 32 * 1048576.0; n *= 4) {
+      t.n_bytes.push_back(n);
+      t.seconds.push_back(collective_seconds(op, Algorithm::ring, p, n, truth) * (t.n_bytes.size() % 2 ? 1 + noise : 1 - noise));
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("fit: launch, alpha and the link rate come back from the collectives' different step counts") {
+  Hardware truth = toy();
+  truth.launch = 12e-6;
+  truth.alpha = 2e-6;
+  truth.bytes_per_s = 3e9;
+  truth.reduce_bytes_per_s = 10e9;
+  // all_reduce 2(p-1) steps against all_gather's and reduce_scatter's p-1: launch and alpha apart.
+  for (int p : {2, 4}) {
+    CAPTURE(p);
+    const LinkFit f = fit_link(ring_timings(truth, p, {"all_reduce", "all_gather", "reduce_scatter"}), truth.reduce_bytes_per_s);
+    CHECK(f.launch_fitted);
+    CHECK(f.launch == doctest::Approx(12e-6).epsilon(0.01));
+    CHECK(f.alpha == doctest::Approx(2e-6).epsilon(0.01));
+    CHECK(f.bytes_per_s == doctest::Approx(3e9).epsilon(0.01));
+    CHECK(f.max_rel_err < 1e-6);
+    CHECK(f.points == 3 * 12);
+  }
+  // Two group sizes of one collective also differ in steps.
+  std::vector<Timings> sizes = ring_timings(truth, 2, {"all_gather"});
+  sizes.push_back(ring_timings(truth, 8, {"all_gather"})[0]);
+  const LinkFit g = fit_link(sizes, truth.reduce_bytes_per_s);
+  CHECK(g.launch == doctest::Approx(12e-6).epsilon(0.01));
+  CHECK(g.alpha == doctest::Approx(2e-6).epsilon(0.01));
+  // +-2% noise, alternating: still close.
+  const LinkFit n = fit_link(ring_timings(truth, 2, {"all_reduce", "all_gather", "reduce_scatter"}, 0.02), truth.reduce_bytes_per_s);
+  CHECK(n.launch == doctest::Approx(12e-6).epsilon(0.15));
+  CHECK(n.alpha == doctest::Approx(2e-6).epsilon(0.3));
+  CHECK(n.bytes_per_s == doctest::Approx(3e9).epsilon(0.05));
+}
+
+TEST_CASE("fit: one step count cannot tell launch from alpha, so launch is 0 and alpha takes it all") {
+  Hardware truth = toy();
+  truth.launch = 12e-6;
+  truth.alpha = 2e-6;
+  truth.bytes_per_s = 3e9;
+  truth.reduce_bytes_per_s = 10e9;
+  // all_reduce on 2 devices: 2 steps, latency 12 + 2 x 2 = 16 us, so 8 us a step.
+  const LinkFit f = fit_link(ring_timings(truth, 2, {"all_reduce"}), truth.reduce_bytes_per_s);
+  CHECK_FALSE(f.launch_fitted);
+  CHECK(f.launch == 0);
+  CHECK(f.alpha == doctest::Approx(8e-6).epsilon(1e-6));
+  CHECK(f.bytes_per_s == doctest::Approx(3e9).epsilon(1e-6));
+  // all_gather and reduce_scatter on 2 devices: both one step.
+  CHECK_FALSE(fit_link(ring_timings(truth, 2, {"all_gather", "reduce_scatter"}), 10e9).launch_fitted);
+}
+
+TEST_CASE("fit: a negative launch or alpha is clamped to 0 and the other refitted") {
+  Hardware h = toy();
+  h.bytes_per_s = 1e9;
+  h.reduce_bytes_per_s = 1e12;
+  // Latency per call 10 us on 1 step and 8 us on 2: the line falls, so alpha is 0, launch their mean.
+  std::vector<Timings> falling;
+  for (const auto& [op, latency] : {std::pair<const char*, double>{"all_gather", 10e-6}, {"all_reduce", 8e-6}}) {
+    Timings t{op, Algorithm::ring, 2, {}, {}};
+    for (double n = 8; n <= 32 * 1048576.0; n *= 4) {
+      t.n_bytes.push_back(n);
+      const CollectiveTerms k = collective_terms(op, Algorithm::ring, 2, n);
+      t.seconds.push_back(latency + bandwidth_seconds(k.link_bytes, k.reduce_bytes, h));
+    }
+    falling.push_back(t);
+  }
+  const LinkFit f = fit_link(falling, h.reduce_bytes_per_s);
+  CHECK(f.alpha == 0);
+  CHECK(f.launch == doctest::Approx(9e-6).epsilon(1e-6));
+  // 1 step 2 us, 2 steps 6 us: the line through them starts below 0, so launch 0 and alpha fitted
+  // through the origin: (1 x 2 + 2 x 6) / (1 + 4) = 2.8 us.
+  for (auto& t : falling)
+    for (std::size_t i = 0; i < t.n_bytes.size(); ++i) {
+      const CollectiveTerms k = collective_terms(t.op, Algorithm::ring, 2, t.n_bytes[i]);
+      t.seconds[i] = (t.op == "all_gather" ? 2e-6 : 6e-6) + bandwidth_seconds(k.link_bytes, k.reduce_bytes, h);
+    }
+  const LinkFit g = fit_link(falling, h.reduce_bytes_per_s);
+  CHECK(g.launch == 0);
+  CHECK(g.alpha == doctest::Approx(2.8e-6).epsilon(1e-6));
 }

@@ -113,6 +113,61 @@ TEST_CASE("machine.dat: anything else is a parse error naming the file") {
   }
 }
 
+TEST_CASE("machine.dat: launch_us reads back; a file without it (older) reads as launch 0 and says so") {
+  // kMachineDat has no launch_us column: written before the sweep fitted one.
+  const Hardware old = machine_from_dat(kMachineDat, "old.dat");
+  CHECK(old.launch == 0);
+  CHECK(old.alpha == doctest::Approx(2e-6));
+  CHECK(old.source.find("no launch_us column") != std::string::npos);
+  MachineRates m;
+  m.gemm_n = 64;
+  m.gemm_flops_per_s = 1e9;
+  m.reduce_bytes = 1024;
+  m.reduce_bytes_per_s = 1e9;
+  LinkFit f;
+  f.launch = 7.5e-6;
+  f.alpha = 1.25e-6;
+  f.bytes_per_s = 2e9;
+  f.launch_fitted = true;
+  const Hardware h = machine_from_dat(machine_table(m, &f, "test").text(), "new.dat");
+  CHECK(h.launch == doctest::Approx(7.5e-6));
+  CHECK(h.alpha == doctest::Approx(1.25e-6));
+  CHECK(h.source.find("launch 7.5 us") != std::string::npos);
+  // A sim run's file: no link, so launch stays the stored preset's too.
+  const Hardware sim = machine_from_dat(machine_table(m).text(), "sim.dat");
+  CHECK(sim.launch == hardware_preset("this-machine").launch);
+}
+
+TEST_CASE("machine.dat: a negative launch is one sentence on stderr and exit 2") {
+  MachineRates m;
+  m.gemm_n = 64;
+  m.gemm_flops_per_s = 1e9;
+  m.reduce_bytes = 1024;
+  m.reduce_bytes_per_s = 1e9;
+  LinkFit f;
+  f.launch = 7.5e-6;
+  f.alpha = 1.25e-6;
+  f.bytes_per_s = 2e9;
+  std::string text = machine_table(m, &f, "test").text();
+  const std::size_t at = text.find(" 7.5 ");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 5, " -7.5 ");
+  try {
+    machine_from_dat(text, "neg.dat");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::parse);
+    CHECK(std::string(e.what()).find("neg.dat: launch_us is '-7.5'") != std::string::npos);
+  }
+  const fs::path p = write_file("neg.dat", text);
+  const auto bad = run_binary("shardlab cost --machine " + p.string());
+  CHECK(bad.status == 2);
+  CHECK(count_lines(bad.err) == 1);
+  CHECK(bad.err.find("launch_us") != std::string::npos);
+  CHECK(bad.out.empty());
+  fs::remove(p);
+}
+
 TEST_CASE("presets_with_machine: only this-machine changes; an unreadable file is an io error") {
   CHECK(presets_with_machine("").size() == hardware_presets().size());
   const fs::path p = write_file("presets.dat", kMachineDat);

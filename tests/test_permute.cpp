@@ -146,7 +146,8 @@ TEST_CASE("permute: the cost model's shift by one on each wiring") {
   CHECK(sw.link_bytes == n);
   CHECK(sw.reduce_bytes == 0);
   const Hardware& nv = hardware_preset("nvlink-a100");
-  CHECK(topology_seconds("collective_permute", {8}, n, nv) == doctest::Approx(nv.alpha + n / nv.bytes_per_s));
+  CHECK(sw.calls == 1);
+  CHECK(topology_seconds("collective_permute", {8}, n, nv) == doctest::Approx(nv.launch + nv.alpha + n / nv.bytes_per_s));
   const Hardware& v5e = hardware_preset("tpu-v5e");  // wraps only on axes of 16
   const TopologyTerms line = topology_terms("collective_permute", {8}, n, v5e);
   CHECK(line.hops == 7);  // device 7's block runs back along the line

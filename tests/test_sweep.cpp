@@ -126,7 +126,7 @@ TEST_CASE("share sweep: the table holds collective_seconds and compute_seconds o
   REQUIRE(t.blocks[block].rows.size() == 1);  // D=2 only
   for (const auto& h : hardware_presets()) {
     CAPTURE(h.name);
-    const double n = 64 * h.element_bytes, comm = 2 * h.alpha + n / h.bytes_per_s + n / 2 / h.reduce_bytes_per_s;
+    const double n = 64 * h.element_bytes, comm = h.launch + 2 * h.alpha + n / h.bytes_per_s + n / 2 / h.reduce_bytes_per_s;
     const double compute = 4096 / h.flops_per_s;
     CHECK(t.number(block, 0, h.name + "_fwd_comm_ms") == doctest::Approx(comm * 1e3).epsilon(1e-5));
     CHECK(t.number(block, 0, h.name + "_fwd_compute_ms") == doctest::Approx(compute * 1e3).epsilon(1e-5));
@@ -235,8 +235,8 @@ TEST_CASE("busbw: the fit column recovers the link a run was made on; too few si
     }
   bool fit = false, preset = false;
   for (const auto& n : t.notes) {
-    fit = fit || n.rfind("fit: alpha 6 us, link 1 GB/s", 0) == 0;
-    preset = preset || n.rfind("preset: alpha 1.98 us, link 4.46 GB/s", 0) == 0;  // harness/cost/cost.cpp's figures
+    fit = fit || n.rfind("fit: launch 0 us, alpha 6 us, link 1 GB/s", 0) == 0;
+    preset = preset || n.rfind("preset: launch 0 us, alpha 1.98 us, link 4.46 GB/s", 0) == 0;  // cost.cpp's figures
   }
   CHECK(fit);
   CHECK(preset);
@@ -247,7 +247,7 @@ TEST_CASE("busbw: the fit column recovers the link a run was made on; too few si
   const DatTable lone = busbw_table(one, "one size");
   CHECK(std::isnan(lone.number(0, 0, "fit_busbw_GBps")));
   preset = false;
-  for (const auto& n : lone.notes) preset = preset || n.rfind("preset: alpha", 0) == 0;
+  for (const auto& n : lone.notes) preset = preset || n.rfind("preset: launch", 0) == 0;
   CHECK(preset);  // the plot's title reads the preset from its own row, fit or no fit
 }
 
@@ -311,21 +311,35 @@ TEST_CASE("plots: every plots/*.gp renders a non-empty PNG and draws labelled ax
   fs::remove_all(dir);
 }
 
-TEST_CASE("machine: the link fitted from a benchmark's all_reduce rows, written with the rates") {
+TEST_CASE("machine: launch and the link fitted from a benchmark's ring rows, written with the rates") {
   Hardware truth;
+  truth.launch = 5e-6;
   truth.alpha = 1.5e-6;
   truth.bytes_per_s = 4e9;
   truth.reduce_bytes_per_s = 12e9;
   BenchResult r;
   r.group_size = 2;
   for (std::size_t n = 8; n <= (32u << 20); n *= 4) {
-    r.rows.push_back({"all_reduce", n, n / 8, collective_seconds("all_reduce", Algorithm::ring, 2, double(n), truth), -1, 0, 0});
-    r.rows.push_back({"all_gather", n, n / 8, 1.0, -1, 0, 0});  // not all_reduce: left out of the fit
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"})
+      r.rows.push_back({op, n, n / 8, collective_seconds(op, Algorithm::ring, 2, double(n), truth), -1, 0, 0});
+    r.rows.push_back({"all_to_all", n, n / 8, 1.0, -1, 0, 0});  // not a ring collective: left out of the fit
   }
   const LinkFit f = fit_bench_link(r, truth.reduce_bytes_per_s);
-  CHECK(f.alpha == doctest::Approx(1.5e-6));
+  CHECK(f.launch_fitted);
+  CHECK(f.launch == doctest::Approx(5e-6).epsilon(0.01));
+  CHECK(f.alpha == doctest::Approx(1.5e-6).epsilon(0.01));
   CHECK(f.bytes_per_s == doctest::Approx(4e9));
-  CHECK(f.points == 12);
+  CHECK(f.points == 36);
+  // all_reduce alone: one step count, so launch folds into alpha (2 steps: 1.5 + 5 / 2 us each).
+  BenchResult only;
+  only.group_size = 2;
+  for (const auto& row : r.rows)
+    if (row.op == "all_reduce") only.rows.push_back(row);
+  const LinkFit folded = fit_bench_link(only, truth.reduce_bytes_per_s);
+  CHECK_FALSE(folded.launch_fitted);
+  CHECK(folded.launch == 0);
+  CHECK(folded.alpha == doctest::Approx(4e-6));
+  CHECK(machine_table(MachineRates{}, &folded, "test").text().find("launch cannot be told from alpha") != std::string::npos);
   MachineRates m;
   m.gemm_n = 512;
   m.gemm_flops_per_s = 20e9;
@@ -333,14 +347,17 @@ TEST_CASE("machine: the link fitted from a benchmark's all_reduce rows, written 
   m.reduce_bytes_per_s = 12e9;
   const DatTable t = machine_table(m, &f, "test");
   CHECK(t.number(0, 0, "alpha_us") == doctest::Approx(1.5));
+  CHECK(t.number(0, 0, "launch_us") == doctest::Approx(5));
+  CHECK(std::isnan(machine_table(m).number(0, 0, "launch_us")));
   CHECK(t.number(0, 0, "link_GBps") == doctest::Approx(4));
   CHECK(t.number(0, 0, "gemm_GFLOPs") == doctest::Approx(20));
   CHECK(std::isnan(machine_table(m).number(0, 0, "link_GBps")));  // sim: no link
   // The fitted formula's letters are the lessons' (issue 18): n devices, S bytes; the gemm's size is
   // a number, not a second n.
   const std::string text = t.text();
-  CHECK(text.find("fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce") != std::string::npos);
-  CHECK(text.find("for n devices all-reducing S bytes") != std::string::npos);
+  CHECK(text.find("fitted to launch + steps alpha + S(n-1)/n / link (all_reduce: 2(n-1) steps") != std::string::npos);
+  CHECK(text.find("for n devices and S bytes") != std::string::npos);
+  CHECK(text.find("launch and alpha apart") != std::string::npos);
   CHECK(text.find("2 x 512^3 FLOPs") != std::string::npos);
   CHECK(text.find("(p-1)") == std::string::npos);
   BenchResult none;

@@ -40,7 +40,8 @@ ModelSummary model_summary(const std::vector<ModelRow>& rows, std::size_t from_b
 }
 
 std::string model_table(const BenchResult& r, const Hardware& hw, const std::string& machine_path) {
-  std::string out = "\n# the cost model of " + machine_path + ":\n#   alpha " + format_number(hw.alpha * 1e6, "%.3g") + " us, link " +
+  std::string out = "\n# the cost model of " + machine_path + ":\n#   launch " + format_number(hw.launch * 1e6, "%.3g") +
+                    " us a call, alpha " + format_number(hw.alpha * 1e6, "%.3g") + " us, link " +
                     format_number(hw.bytes_per_s / 1e9, "%.4g") + " GB/s, reduction " +
                     format_number(hw.reduce_bytes_per_s / 1e9, "%.3g") + " GB/s; ring (pairwise all_to_all) on " +
                     std::to_string(r.group_size) + (r.group_size == 1 ? " device" : " devices") + "\n#   ours: the " +

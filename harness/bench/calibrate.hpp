@@ -1,7 +1,7 @@
 // shardlab bench collectives --machine FILE: the cost model checked against what it predicts.
 // Beside the measured table, each collective and size gets the alpha-beta-gamma time of the
-// machine.dat that `shardlab sweep --what machine` fitted (ring; pairwise all_to_all, as ours runs
-// them), the measured time of ours over it, and a summary over the sizes from 1 MiB up: the median
+// machine.dat that `shardlab sweep --what machine` fitted (launch + alpha-beta-gamma; ring,
+// pairwise all_to_all, as ours runs them), the measured time of ours over it, and a summary over the sizes from 1 MiB up: the median
 // and worst |model - measured| / measured. On several hosts (make cluster) this says whether the
 // model, fitted once, predicts every collective and size it was not fitted to.
 #pragma once

@@ -27,7 +27,7 @@ struct CostOptions {
   bool devices_given = false;
   std::string axes;  // the mesh axis sizes the group spans, e.g. "4,4"; default one axis of `devices`
   std::string presets = "all";
-  bool sources = false, json = false;
+  bool sources = false, json = false, presets_only = false;
   std::string machine;  // a machine.dat for the this-machine preset
 };
 
@@ -53,6 +53,25 @@ std::vector<std::string> pick(const std::string& list, const std::vector<std::st
     out.push_back(w);
   }
   return out;
+}
+
+// topology_text, shorter: "2D torus, wraps at 16", so that the presets table fits 100 columns.
+std::string wiring(const Hardware& h) {
+  if (h.topology != Topology::torus || h.wrap_from == 0) return topology_text(h);
+  return std::to_string(h.torus_dims) + "D torus, wraps at " + std::to_string(h.wrap_from);
+}
+
+// The presets' figures, one row each; with `sources`, a line each saying where they come from.
+std::string presets_table(const std::vector<const Hardware*>& presets, bool sources) {
+  Table pt({"preset", "launch_us", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/elem", "topology"});
+  for (const Hardware* h : presets)
+    pt.add({h->name, format_number(h->launch * 1e6, "%.2f"), format_number(h->alpha * 1e6, "%.2f"),
+            format_number(h->bytes_per_s / 1e9, "%.2f"), format_number(h->reduce_bytes_per_s / 1e9, "%.1f"),
+            format_number(h->flops_per_s / 1e12, "%.4g"), format_number(h->element_bytes, "%.0f"), wiring(*h)});
+  std::string text = pt.text();
+  if (sources)
+    for (const Hardware* h : presets) text += "  " + h->name + ": " + h->description + ". " + h->source + "\n";
+  return text;
 }
 
 int run(const CostOptions& o) {
@@ -94,6 +113,7 @@ int run(const CostOptions& o) {
     j["presets"].push_back({{"name", h->name},
                             {"description", h->description},
                             {"alpha_s", h->alpha},
+                            {"launch_s", h->launch},
                             {"link_bytes_per_s", h->bytes_per_s},
                             {"reduce_bytes_per_s", h->reduce_bytes_per_s},
                             {"flops_per_s", h->flops_per_s},
@@ -110,6 +130,7 @@ int run(const CostOptions& o) {
                      " devices (alpha-beta-gamma)\n"
                      "  n = devices in the group; S = bytes of the whole tensor (the size column; all_to_all: each\n"
                      "  device's buffer); a = alpha, s per message; b = s per byte on a link; g = s per byte reduced\n"
+                     "  L = launch, s per collective call: every time below is L + the terms (n > 1)\n"
                      "  ring all_gather (n-1)a + S(n-1)/n b; reduce_scatter adds S(n-1)/n g;\n"
                      "  ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g; pairwise all_to_all (n-1)a + S(n-1)/n b\n"
                      "  recursive doubling: log2(n) a, all_gather and reduce_scatter sending the same bytes;\n"
@@ -119,14 +140,14 @@ int run(const CostOptions& o) {
                      "  uses both directions of every axis the group spans (" + join(axes_words, "x") +
                      " here; --axes 4,4 spans two)\n  and prices all_to_all by its bisection\n\nPresets";
   text += o.sources ? ":\n" : " (--sources says where each number comes from):\n";
-  Table pt({"preset", "alpha_us", "link_GB/s", "reduce_GB/s", "TFLOP/s", "B/element", "topology"});
-  for (const Hardware* h : presets)
-    pt.add({h->name, format_number(h->alpha * 1e6, "%.2f"), format_number(h->bytes_per_s / 1e9, "%.2f"),
-            format_number(h->reduce_bytes_per_s / 1e9, "%.1f"), format_number(h->flops_per_s / 1e12, "%.4g"),
-            format_number(h->element_bytes, "%.0f"), topology_text(*h)});
-  text += pt.text();
-  if (o.sources)
-    for (const Hardware* h : presets) text += "  " + h->name + ": " + h->description + ". " + h->source + "\n";
+  const std::string preset_text = presets_table(presets, o.sources);
+  if (o.presets_only) {
+    std::cout << (o.json ? nlohmann::ordered_json{{"presets", j["presets"]}}.dump(2) + "\n"
+                         : "shardlab cost: the hardware presets (L = launch, s per collective call; a = alpha, s per "
+                           "message)\n" + preset_text);
+    return 0;
+  }
+  text += preset_text;
 
   for (const auto& op : ops) {
     const Algorithm bw = bandwidth_algorithm(op);
@@ -164,6 +185,7 @@ int run(const CostOptions& o) {
                                {"preset", h->name},
                                {"bytes", n},
                                {"algorithm", algorithm_name(a)},
+                               {"calls", k.calls},
                                {"steps", k.steps},
                                {"bytes_sent_per_device", k.link_bytes},
                                {"bytes_reduced_per_device", k.reduce_bytes},
@@ -174,6 +196,7 @@ int run(const CostOptions& o) {
                               {"preset", h->name},
                               {"bytes", n},
                               {"topology", topology_text(*h)},
+                              {"calls", w.calls},
                               {"hops", w.hops},
                               {"busiest_link_bytes", w.link_bytes},
                               {"bytes_reduced_per_device", w.reduce_bytes},
@@ -182,7 +205,7 @@ int run(const CostOptions& o) {
     text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + t.text();
     if (!doubling) {
       text += op == "all_to_all"           ? "  (all_to_all: pairwise exchange only)\n"
-              : op == "collective_permute" ? "  (collective_permute: one block to one device, a + S b; S = the block)\n"
+              : op == "collective_permute" ? "  (collective_permute: one block to one device, L + a + S b; S = the block)\n"
                                            : "  (recursive doubling needs a power-of-two group)\n";
       continue;
     }
@@ -229,6 +252,8 @@ Command add_cost_command(CLI::App& app) {
                 "each; default one axis of --devices");
   c->add_option("--preset", o->presets, "hardware presets, comma separated, or all")->capture_default_str();
   c->add_flag("--sources", o->sources, "print where each preset's numbers come from");
+  c->add_flag("--presets", o->presets_only,
+              "print only the presets (launch per call, alpha, rates, wiring); with --sources, where each comes from");
   c->add_option("--machine", o->machine,
                 "the this-machine preset's figures from this machine.dat (shardlab sweep --what machine writes it)");
   c->add_flag("--json", o->json, "print one JSON object instead of the tables");

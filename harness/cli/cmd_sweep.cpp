@@ -40,25 +40,27 @@ struct SweepOptions {
 
 const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "busbw", "machine"};
 
-// How well the fit holds: "rate from 512K up, within 2% over 4 sizes; all 12 sizes within 61%".
+// How well the fit holds: "rate from 512K up, within 2% over 12 timings; all 36 timings within 61%"
+// (a timing: one collective at one size).
 std::string fit_text(const LinkFit& f) {
   return "rate from " + size_text(std::size_t(f.rate_from_bytes)) + " up, within " +
          format_number(100 * f.max_rel_err_rate, "%.0f") + "% over " + std::to_string(f.rate_points) +
-         " sizes; all " + std::to_string(f.points) + " sizes within " + format_number(100 * f.max_rel_err, "%.0f") + "%";
+         " timings; all " + std::to_string(f.points) + " timings within " + format_number(100 * f.max_rel_err, "%.0f") + "%";
 }
 
 // One line on how this run's link compares with the this-machine preset, which was measured once
 // on one machine: a user on another machine learns to remeasure before trusting its times.
 std::string busbw_fit_line(const std::optional<LinkFit>& f, Backend backend, const Hardware& hw) {
-  if (!f) return "sweep: busbw: too few all_reduce sizes to fit alpha and the link rate";
-  char line[512];
+  if (!f) return "sweep: busbw: too few sizes of any ring collective to fit launch, alpha and the link rate";
+  char line[768];
   std::snprintf(line, sizeof line,
-                "sweep: busbw%s: this run's all_reduce fits alpha %.2f us, link %.4g GB/s\n"
-                "sweep: the fit: %s\n"
-                "sweep: the this-machine preset has %.2f us, %.2f GB/s; remeasure it with\n"
+                "sweep: busbw%s: this run's ring collectives fit launch %.2f us, alpha %.2f us, link %.4g GB/s\n"
+                "sweep: the fit: %s\nsweep: %s\n"
+                "sweep: the this-machine preset has launch %.2f us, alpha %.2f us, %.2f GB/s; remeasure it with\n"
                 "  mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi",
-                backend == Backend::sim ? " (sim: threads sharing memory, not a link)" : "", f->alpha * 1e6,
-                f->bytes_per_s / 1e9, fit_text(*f).c_str(), hw.alpha * 1e6, hw.bytes_per_s / 1e9);
+                backend == Backend::sim ? " (sim: threads sharing memory, not a link)" : "", f->launch * 1e6, f->alpha * 1e6,
+                f->bytes_per_s / 1e9, fit_text(*f).c_str(), launch_note(*f).substr(2).c_str(), hw.launch * 1e6, hw.alpha * 1e6,
+                hw.bytes_per_s / 1e9);
   return line;
 }
 
@@ -116,10 +118,11 @@ int run_sweep(const SweepOptions& o) {
   }
   if (wants("machine")) {
     rates = measure_machine_rates();
-    if (backend == Backend::mpi) {  // the link: our ring all_reduce from 8 B to 32 MiB, fitted
+    if (backend == Backend::mpi) {  // the link: our ring collectives from 8 B to 32 MiB, fitted
+      // all_reduce's 2(p-1) steps beside all_gather's and reduce_scatter's p-1 tell launch from alpha
       BenchOptions b;
       b.backend = "mpi";
-      b.ops = "all_reduce";
+      b.ops = "all_reduce,all_gather,reduce_scatter";
       b.min = "8";
       b.max = "32M";
       b.dtype = o.dtype;
@@ -137,16 +140,16 @@ int run_sweep(const SweepOptions& o) {
       }
       if (wants("machine") && backend == Backend::mpi) {
         const LinkFit link = fit_bench_link(link_run, rates.reduce_bytes_per_s);
-        const std::string source = "ring all_reduce on " + std::to_string(link_run.group_size) + " processes, " +
-                                   std::to_string(link.points) + " sizes from 8 B to 32 MiB, median of 20 calls each (2 when "
-                                   "processes outnumber cores)";
+        const std::string source = "ring all_reduce, all_gather and reduce_scatter on " + std::to_string(link_run.group_size) +
+                                   " processes, " + std::to_string(link.points) + " timings (sizes from 8 B to 32 MiB), median "
+                                   "of 20 calls each (2 when processes outnumber cores)";
         root.tables.push_back(machine_table(rates, &link, source));
         char line[512];
         std::snprintf(line, sizeof line,
-                      "sweep: this machine: alpha %.2f us, link %.4g GB/s, reduction %.1f GB/s, float64 GEMM "
-                      "%.1f GFLOP/s\nsweep: the fit: %s",
-                      link.alpha * 1e6, link.bytes_per_s / 1e9, rates.reduce_bytes_per_s / 1e9,
-                      rates.gemm_flops_per_s / 1e9, fit_text(link).c_str());
+                      "sweep: this machine: launch %.2f us a call, alpha %.2f us, link %.4g GB/s\n"
+                      "sweep: reduction %.1f GB/s, float64 GEMM %.1f GFLOP/s\nsweep: the fit: %s\nsweep: %s",
+                      link.launch * 1e6, link.alpha * 1e6, link.bytes_per_s / 1e9, rates.reduce_bytes_per_s / 1e9,
+                      rates.gemm_flops_per_s / 1e9, fit_text(link).c_str(), launch_note(link).substr(2).c_str());
         root.lines.push_back(line);
       } else if (wants("machine")) {
         root.tables.push_back(machine_table(rates));
@@ -181,7 +184,7 @@ Command add_sweep_command(CLI::App& app) {
   c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
   c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,zero,bubble,busbw; machine measures "
                                    "this machine's GEMM and reduction rates, and under mpiexec -n 2 with --backend mpi "
-                                   "fits alpha and the link rate (the this-machine preset's figures)")
+                                   "fits launch, alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();
   c->add_option("--dims", o->dims, "FFN sizes of the bytes and memory sweeps (B,S,M,H)")->capture_default_str();
   c->add_option("--dtype", o->dtype, "element type of every sweep: float32, float64 or bfloat16")

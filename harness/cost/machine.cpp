@@ -1,5 +1,6 @@
 #include "harness/cost/machine.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -80,6 +81,10 @@ double figure(const Row& r, const std::string& name, const std::string& path, do
   throw Error(ErrorKind::parse, path + " has no column " + name + " (write it with: shardlab sweep --what machine)");
 }
 
+bool has_column(const Row& r, const std::string& name) {
+  return std::find(r.names.begin(), r.names.end(), name) != r.names.end();
+}
+
 }  // namespace
 
 Hardware machine_from_dat(const std::string& text, const std::string& path) {
@@ -88,6 +93,13 @@ Hardware machine_from_dat(const std::string& text, const std::string& path) {
   const double gemm = figure(r, "gemm_GFLOPs", path, 1e9, false), reduce = figure(r, "reduce_GBps", path, 1e9, false);
   // alpha may be 0: the fit clamps a negative intercept there
   const double alpha = figure(r, "alpha_us", path, 1e-6, true, true), link = figure(r, "link_GBps", path, 1e9, true);
+  // launch_us came later than the other columns: a file without it reads as launch 0, what the
+  // model then had (its fit put all of a call's latency in alpha).
+  const bool has_launch = has_column(r, "launch_us");
+  const double launch = has_launch ? figure(r, "launch_us", path, 1e-6, true, true) : 0;
+  if (has_launch && (launch < 0) != (link < 0))
+    throw Error(ErrorKind::parse, path + " has launch_us or link_GBps but not both; write it again with: shardlab "
+                                         "sweep --what machine");
   if ((alpha < 0) != (link < 0))
     throw Error(ErrorKind::parse, path + " has alpha_us or link_GBps but not both; write it again with: shardlab "
                                          "sweep --what machine");
@@ -96,15 +108,17 @@ Hardware machine_from_dat(const std::string& text, const std::string& path) {
   const bool has_link = alpha >= 0 && link > 0;
   if (has_link) {
     h.alpha = alpha * 1e-6;
+    h.launch = launch * 1e-6;
     h.bytes_per_s = link * 1e9;
   }
   const std::string when = r.measured.empty() ? "" : ", measured " + r.measured;
   h.description = "this machine as measured in " + path + " (float64)";
   h.source = "read from " + path + when + " by shardlab sweep --what machine: float64 GEMM " + format_number(gemm, "%.3g") +
              " GFLOP/s, reduction " + format_number(reduce, "%.3g") + " GB/s" +
-             (has_link ? ", alpha " + format_number(alpha, "%.3g") + " us and link " + format_number(link, "%.3g") +
-                             " GB/s fitted to our ring all_reduce under MPI"
-                       : "; the file has no link (a sim run), so alpha and the link rate are the stored preset's "
+             (has_link ? ", launch " + format_number(launch, "%.3g") + " us, alpha " + format_number(alpha, "%.3g") +
+                             " us and link " + format_number(link, "%.3g") + " GB/s fitted to our ring collectives under MPI" +
+                             (has_launch ? "" : " (the file has no launch_us column, written before it was fitted: launch 0)")
+                       : "; the file has no link (a sim run), so launch, alpha and the link rate are the stored preset's "
                          "(measure them: mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi)");
   return h;
 }

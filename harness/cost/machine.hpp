@@ -14,9 +14,10 @@ namespace shardlab {
 std::string machine_identity();
 
 // The this-machine preset with the figures of a machine.dat (the text of `path`): GEMM and
-// reduction rates always; alpha and the link rate when the file has them (an MPI run), else the
-// stored preset's, and the source says which. Error(parse) naming the file when it is not a
-// machine.dat or a figure is not a positive number.
+// reduction rates always; launch, alpha and the link rate when the file has them (an MPI run),
+// else the stored preset's, and the source says which. A file written before launch_us existed
+// reads as launch 0, and its source says so. Error(parse) naming the file when it is not a
+// machine.dat or a figure is not a positive number (launch and alpha: not a non-negative one).
 Hardware machine_from_dat(const std::string& text, const std::string& path);
 // The presets, with this-machine replaced by machine_from_dat(path) when path is not empty.
 // Error(io) when the file cannot be read.

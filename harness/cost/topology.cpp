@@ -27,7 +27,7 @@ TopologyTerms torus_terms(const std::string& op, const std::vector<int>& sizes, 
   if (op == "collective_permute") {
     double far = 0;
     for (int s : sizes) far += wraps(s, hw) ? 1 : s - 1;
-    return {far, n, 0};
+    return {1, far, n, 0};
   }
   if (op == "all_to_all") {
     double busiest = 0;
@@ -35,12 +35,12 @@ TopologyTerms torus_terms(const std::string& op, const std::vector<int>& sizes, 
       const double side = double(s / 2) * (p / s), links = (p / s) * (wraps(s, hw) ? 2 : 1);
       busiest = std::max(busiest, side * (p - side) * (n / p) / links);
     }
-    return {hops, busiest, 0};
+    return {1, hops, busiest, 0};
   }
   const double gather = n * fr / ways;
-  if (op == "all_gather") return {hops, gather, 0};
-  if (op == "reduce_scatter") return {hops, gather, n * fr};
-  return {2 * hops, 2 * gather, n * fr};  // all_reduce
+  if (op == "all_gather") return {1, hops, gather, 0};
+  if (op == "reduce_scatter") return {1, hops, gather, n * fr};
+  return {1, 2 * hops, 2 * gather, n * fr};  // all_reduce
 }
 
 }  // namespace
@@ -62,13 +62,13 @@ TopologyTerms topology_terms(const std::string& op_name, const std::vector<int>&
   if (hw.topology == Topology::torus) return torus_terms(op, sizes, n, hw);
   const Algorithm algo = op == "all_to_all" || op == "collective_permute" ? Algorithm::pairwise : Algorithm::ring;
   const CollectiveTerms t = collective_terms(op, algo, p, n);
-  if (hw.topology == Topology::one_way_ring && op == "all_to_all") return {t.steps, n * (p - 1) / 2, 0};
-  return {t.steps, t.link_bytes, t.reduce_bytes};
+  if (hw.topology == Topology::one_way_ring && op == "all_to_all") return {t.calls, t.steps, n * (p - 1) / 2, 0};
+  return {t.calls, t.steps, t.link_bytes, t.reduce_bytes};
 }
 
 double topology_seconds(const std::string& op, const std::vector<int>& axis_sizes, double n, const Hardware& hw) {
   const TopologyTerms t = topology_terms(op, axis_sizes, n, hw);
-  return t.hops * hw.alpha + t.link_bytes / hw.bytes_per_s + t.reduce_bytes / hw.reduce_bytes_per_s;
+  return latency_seconds(t.calls, t.hops, hw) + bandwidth_seconds(t.link_bytes, t.reduce_bytes, hw);
 }
 
 std::string topology_text(const Hardware& hw) {

@@ -1,7 +1,8 @@
 // A collective's time on the wiring of a hardware preset (Hardware::topology, harness/cost/cost.hpp).
 // The ledger counts what each device sends; the wiring decides how long those bytes take, because
 // a link may carry other devices' data too (a ring forwards it) and a torus gives a device several
-// links at once. The model prices the busiest link, one direction, plus one alpha per hop.
+// links at once. The model prices the busiest link, one direction, plus one alpha per hop and the
+// preset's launch once per call.
 //
 // n is the whole tensor as in harness/cost/cost.hpp (all_gather: the gathered result; reduce_scatter,
 // all_reduce: the input; all_to_all: one device's buffer). The group spans mesh axes of sizes
@@ -36,6 +37,7 @@
 namespace shardlab {
 
 struct TopologyTerms {
+  double calls = 0;         // collective calls, each paying launch: 1 (0 for a group of one device)
   double hops = 0;          // latency: alphas on the critical path
   double link_bytes = 0;    // bytes over the busiest link, one direction
   double reduce_bytes = 0;  // bytes a device reduces

@@ -326,7 +326,7 @@ DatTable share_sweep(const std::string& dims_text, int max_devices, const std::v
              "one block per strategy (gnuplot index); 1-D strategies on D=<devices>, gspmd on XxY; then gspmd on every "
              "shape XxY of 8 and of 64 devices"};
   for (const auto& h : presets)
-    t.notes.push_back("preset " + h.name + ": " + h.description + "; alpha " + num(h.alpha * 1e6, "%.3g") + " us, " +
+    t.notes.push_back("preset " + h.name + ": " + h.description + "; launch " + num(h.launch * 1e6, "%.3g") + " us, alpha " + num(h.alpha * 1e6, "%.3g") + " us, " +
                       num(h.bytes_per_s / 1e9, "%.4g") + " GB/s link, " + num(h.flops_per_s / 1e12, "%.4g") +
                       " TFLOP/s, " + num(h.element_bytes, "%.0f") + " B/element, " + topology_text(h));
   t.columns = {"mesh", "devices"};
@@ -400,14 +400,16 @@ DatTable busbw_table(const BenchResult& r, const std::string& source, const Hard
   }
   if (fit_out) *fit_out = fitted ? std::optional<LinkFit>(fit) : std::nullopt;
   Hardware run_hw = hw;
+  run_hw.launch = fit.launch;
   run_hw.alpha = fit.alpha;
   run_hw.bytes_per_s = fit.bytes_per_s;
   t.notes.push_back(
-      fitted ? "fit: alpha " + num(fit.alpha * 1e6, "%.3g") + " us, link " + num(fit.bytes_per_s / 1e9, "%.3g") +
-                   " GB/s, within " + num(100 * fit.max_rel_err, "%.0f") + "% over " + integer(fit.points) +
-                   " sizes: alpha-beta fitted to this run's ours all_reduce (the preset's reduction rate)"
-             : "fit: '-' (this run has fewer than two all_reduce sizes, or their times do not grow with size)");
-  t.notes.push_back("preset: alpha " + num(hw.alpha * 1e6, "%.3g") + " us, link " + num(hw.bytes_per_s / 1e9, "%.3g") +
+      fitted ? "fit: launch " + num(fit.launch * 1e6, "%.3g") + " us, alpha " + num(fit.alpha * 1e6, "%.3g") + " us, link " +
+                   num(fit.bytes_per_s / 1e9, "%.3g") + " GB/s, within " + num(100 * fit.max_rel_err, "%.0f") + "% over " +
+                   integer(fit.points) + " sizes: fitted to this run's ours all_reduce, all_gather and reduce_scatter " +
+                   "(the preset's reduction rate)" + launch_note(fit)
+             : "fit: '-' (this run has no collective with two sizes or more, or their times do not grow with size)");
+  t.notes.push_back("preset: launch " + num(hw.launch * 1e6, "%.3g") + " us, alpha " + num(hw.alpha * 1e6, "%.3g") + " us, link " + num(hw.bytes_per_s / 1e9, "%.3g") +
                     " GB/s (this-machine: " + hw.description + ")");
   t.columns = {"size_B", "ours_us", "ours_busbw_GBps", "native_us", "native_busbw_GBps", "model_us",
                "model_busbw_GBps", "fit_us", "fit_busbw_GBps"};
@@ -510,13 +512,26 @@ MachineRates measure_machine_rates(std::size_t n, std::size_t reduce_bytes, int 
 }
 
 LinkFit fit_bench_link(const BenchResult& bench, double reduce_bytes_per_s) {
-  std::vector<double> sizes, seconds;
-  for (const auto& row : bench.rows)
-    if (row.op == "all_reduce" && row.ours_seconds > 0) {
-      sizes.push_back(double(row.bytes));
-      seconds.push_back(row.ours_seconds);
-    }
-  return fit_link("all_reduce", Algorithm::ring, bench.group_size, sizes, seconds, reduce_bytes_per_s);
+  // The ring collectives: all_reduce takes 2(p-1) steps, all_gather and reduce_scatter p-1, so their
+  // latencies tell launch and alpha apart. all_to_all is left out: MPICH may not run it pairwise.
+  std::vector<Timings> collectives;
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    Timings c{op, Algorithm::ring, bench.group_size, {}, {}};
+    for (const auto& row : bench.rows)
+      if (row.op == op && row.ours_seconds > 0) {
+        c.n_bytes.push_back(double(row.bytes));
+        c.seconds.push_back(row.ours_seconds);
+      }
+    std::vector<double> distinct = c.n_bytes;
+    std::sort(distinct.begin(), distinct.end());
+    if (std::unique(distinct.begin(), distinct.end()) - distinct.begin() >= 2) collectives.push_back(c);
+  }
+  return fit_link(collectives, reduce_bytes_per_s);
+}
+
+std::string launch_note(const LinkFit& f) {
+  return f.launch_fitted ? "; launch and alpha apart, from their step counts"
+                         : "; one step count only, so launch cannot be told from alpha: launch 0, all of it in alpha";
 }
 
 DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::string& link_source) {
@@ -529,16 +544,21 @@ DatTable machine_table(const MachineRates& r, const LinkFit* link, const std::st
                  integer(r.reduce_bytes) + " B (the ring's reduction loop), bytes of `in` per second",
              "BLAS: " + blas_description(),
              "measured: " + machine_identity(),
-             link ? "alpha, link: " + link_source + "; fitted to 2(n-1) alpha + 2S(n-1)/n / link + S(n-1)/n / reduce:" +
-                        " the link from the sizes of " + size_text(std::size_t(link->rate_from_bytes)) +
-                        " up (least squares on relative error), alpha the median over the smaller sizes"
-                  : "alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
+             link ? "launch, alpha, link: " + link_source + "; fitted to launch + steps alpha + S(n-1)/n / link" +
+                        " (all_reduce: 2(n-1) steps, twice the bytes, + S(n-1)/n / reduce; all_gather n-1 steps;" +
+                        " reduce_scatter n-1 steps, + S(n-1)/n / reduce): the link from the sizes of " +
+                        size_text(std::size_t(link->rate_from_bytes)) + " up (least squares on relative error)," +
+                        " each collective's latency the median over its smaller sizes, then launch and alpha the" +
+                        " line through those latencies against the step counts" + launch_note(*link)
+                  : "launch, alpha, link: '-' (no link on the sim backend; run under mpiexec -n 2 with --backend mpi)"};
   if (link)
-    t.notes.push_back("  for n devices all-reducing S bytes; fit_err_pct = the "
-                      "largest |model - measured| / measured");
-  t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "alpha_us", "link_GBps", "fit_sizes", "fit_err_pct"};
+    t.notes.push_back("  for n devices and S bytes; fit_err_pct = the largest |model - measured| / measured;"
+                      " a machine.dat without launch_us (older) reads as launch 0");
+  t.columns = {"gemm_n", "gemm_GFLOPs", "reduce_B", "reduce_GBps", "launch_us", "alpha_us", "link_GBps", "fit_sizes",
+               "fit_err_pct"};
   t.blocks.push_back({"", {{integer(r.gemm_n), num(r.gemm_flops_per_s / 1e9, "%.3f"), integer(r.reduce_bytes),
-                            num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->alpha * 1e6, "%.4g") : "-",
+                            num(r.reduce_bytes_per_s / 1e9, "%.3f"), link ? num(link->launch * 1e6, "%.4g") : "-",
+                            link ? num(link->alpha * 1e6, "%.4g") : "-",
                             link ? num(link->bytes_per_s / 1e9, "%.4g") : "-", link ? integer(link->points) : "-",
                             link ? num(100 * link->max_rel_err, "%.1f") : "-"}}});
   return t;

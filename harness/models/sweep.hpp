@@ -70,8 +70,8 @@ DatTable share_sweep(const std::string& dims = "article", int max_devices = 64,
                      const std::vector<Hardware>* presets = nullptr);
 
 // busbw per collective from a benchmark run, or from its CSV (bench_csv's format).
-// The model line is `machine`'s (default: the stored this-machine preset). The fit line is alpha
-// and the link rate fitted to the run's own all_reduce (fit_bench_link); `fit`, when given, gets it
+// The model line is `machine`'s (default: the stored this-machine preset). The fit line is launch,
+// alpha and the link rate fitted to the run's own collectives (fit_bench_link); `fit`, when given, gets it
 // (empty when the run cannot be fitted).
 DatTable busbw_table(const BenchResult& result, const std::string& source, const Hardware* machine = nullptr,
                      std::optional<LinkFit>* fit = nullptr);
@@ -85,10 +85,13 @@ struct MachineRates {
   std::size_t gemm_n = 0, reduce_bytes = 0;
 };
 MachineRates measure_machine_rates(std::size_t gemm_n = 512, std::size_t reduce_bytes = 8u << 20, int reps = 20);
-// The link of the this-machine preset: alpha and link rate fitted (fit_link) to a benchmark's
-// timings of our ring all_reduce, with the measured reduction rate. Error(unsupported) when the
-// run has fewer than two all_reduce sizes.
+// The link of the this-machine preset: launch, alpha and link rate fitted (fit_link) to a
+// benchmark's timings of our ring all_reduce, all_gather and reduce_scatter (2(p-1) steps against
+// p-1, so launch and alpha come apart), with the measured reduction rate; a collective with fewer
+// than two sizes is left out. Error(unsupported) when none has two sizes.
 LinkFit fit_bench_link(const BenchResult& bench, double reduce_bytes_per_s);
+// What a fit says of launch: fitted apart from alpha, or folded into it (one step count).
+std::string launch_note(const LinkFit& fit);
 // machine.dat: the rates, and the fitted link when there is one (else '-': the sim backend has no link).
 DatTable machine_table(const MachineRates& rates, const LinkFit* link = nullptr, const std::string& link_source = "");
 

@@ -252,7 +252,9 @@ CLUSTER_TIMEOUT=600 cluster_mpiexec 2 "$BIN/shardlab" sweep --what machine --bac
   >"$CLUSTER_DIR/sweep.out" 2>&1
 rc=$?
 sed 's/^/   /' "$CLUSTER_DIR/sweep.out" | grep -v 'wrote'
-fit=$(grep -v '^#' "$CLUSTER_DIR/machine.dat" 2>/dev/null | awk 'NF == 8 {print $6}')
+# The link_GBps column, found by its name in the "# columns: 1 gemm_n, 2 ..." row.
+fit=$(awk '/^# columns:/ { for (i = 2; i <= NF; i++) if ($i ~ /^link_GBps,?$/) col = $(i - 1) + 0 }
+           !/^#/ && NF && col { print $col; exit }' "$CLUSTER_DIR/machine.dat" 2>/dev/null)
 # tc counts whole frames; MPI moves the TCP payload: 1448 of every 1514 bytes at MTU 1500.
 want=$(echo "$(rate_bits "$RATE") / 8 / 1000000000 * 1448 / 1514" | bc -l)
 if [ $rc = 0 ] && [ -n "$fit" ]; then
