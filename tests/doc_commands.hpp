@@ -297,3 +297,46 @@ inline DocRunCounts run_doc_commands(const std::vector<DocCommand>& cmds, const 
 }
 
 }  // namespace shardlab::testing
+
+namespace shardlab::testing {
+
+// The options a --help text lists (its lines "  --name ..." or "  -h,--help ..."), not the flags
+// its descriptions mention.
+inline std::set<std::string> listed_options(const std::string& help) {
+  static const std::regex option("^  (?:-[a-zA-Z],)?(--[a-z][a-z0-9-]*)");
+  std::set<std::string> out;
+  std::istringstream in(help);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, option)) out.insert(m[1]);
+  return out;
+}
+
+// The subcommands a --help text lists under "Subcommands:".
+inline std::vector<std::string> listed_subcommands(const std::string& help) {
+  static const std::regex sub("^  ([a-z][a-z-]*)( |$)");
+  std::vector<std::string> out;
+  const auto at = help.find("Subcommands:");
+  if (at == std::string::npos) return out;
+  std::istringstream in(help.substr(at));
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, sub)) out.push_back(m[1]);
+  return out;
+}
+
+// Every shardlab command, "bench" expanded into its own: "matmul", "bench collectives", ...
+inline std::vector<std::string> shardlab_commands() {
+  std::vector<std::string> out;
+  const std::string shardlab = bin_dir() + "/shardlab";
+  for (const std::string& c : listed_subcommands(run_line(shardlab + " --help").out)) {
+    if (c != "bench") {
+      out.push_back(c);
+      continue;
+    }
+    for (const std::string& b : listed_subcommands(run_line(shardlab + " bench --help").out)) out.push_back("bench " + b);
+  }
+  return out;
+}
+
+}  // namespace shardlab::testing

@@ -3,6 +3,8 @@
 // run). The few commands not run are listed below, each with its reason.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "tests/doc_commands.hpp"
@@ -22,4 +24,29 @@ TEST_CASE("readme: every command README.md shows runs as printed") {
   const DocRunCounts n = run_doc_commands(cmds, not_run, long_sanitized, true);
   CHECK(n.found >= 6);
   CHECK(n.ran + n.not_run == n.flags_checked);
+}
+
+// The README's tables: a row for every lesson (`NN_name` in its first cell) and every shardlab
+// command (`name`), as the programs list them.
+TEST_CASE("readme: every lesson and every shardlab command has a row") {
+  const std::string readme = read_text("README.md");
+  int lessons = 0;
+  for (const auto& e : std::filesystem::directory_iterator("lessons")) {
+    if (e.path().extension() != ".cpp") continue;
+    const std::string row = "| `" + e.path().stem().string() + "` |";
+    CAPTURE(row);
+    CHECK(readme.find(row) != std::string::npos);
+    ++lessons;
+  }
+  CHECK(lessons == 20);
+  const std::vector<std::string> commands = shardlab_commands();
+  CHECK(commands.size() >= 19);
+  for (const std::string& c : commands) {
+    const std::string row = "| `" + c + "` |";
+    CAPTURE(row);
+    CHECK(readme.find(row) != std::string::npos);
+  }
+  int lines = 0;
+  for (char ch : readme) lines += ch == '\n';
+  CHECK(lines <= 200);
 }
