@@ -1,7 +1,7 @@
 # shardlab build. `make help` lists the targets.
 #   make deps    install missing Debian packages (apt-get; needs root or sudo)
 #   make         build the library, lessons, tests and build/bin/shardlab into build/
-#   make run     deps + build + every lesson in order on the simulated mesh
+#   make run     deps + build the lessons + every lesson in order on the simulated mesh
 #   make test    deps + build + every test (doctest suites, lessons, MPI suites)
 #   make sanitize  the suite under ThreadSanitizer and under ASan+UBSan
 #   make soak    random verified cases for SOAK_MINUTES (5) on sim and MPI, memory watched
@@ -250,8 +250,10 @@ $(BUILD)/bin/mpi_tests: $(MPI_TEST_OBJS) $(LIB)
 	@echo "  LINK $@"
 	@$(CXX) $(CXXFLAGS) $(MPI_TEST_OBJS) $(WHOLE_LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
+# make run builds only what the lessons need (the library, the lessons program and shardlab, whose
+# commands the lessons' Next: and Exercise: lines name); make and make test build the test suites.
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(LESSONS) $(SHARDLAB)
 	@set -e; for l in $(LESSONS); do echo; echo "===== $$l ====="; OPENBLAS_NUM_THREADS=1 $$l; done
 
 # Tests find binaries through SHARDLAB_BIN; one BLAS thread per device. The three parts run one

@@ -39,7 +39,7 @@ template <class T>
 xt::xarray<T> all_to_all(Device& dev, const xt::xarray<T>& local, const std::vector<std::string>& axes,
                          std::size_t split_dim, std::size_t concat_dim, const std::string& tensor);
 
-// Uneven blocks (issue 32), MPI_Allgatherv-like: the caller names every member's rows along the
+// Uneven blocks, MPI_Allgatherv-like: the caller names every member's rows along the
 // dim, in group order; the ring moves exactly those rows and the ledger row lists each member's
 // part (LedgerRow::part_bytes). Native MPI is not used for them.
 //   all_gather_v      member i holds counts[i] rows along dim; all get their concatenation

@@ -24,7 +24,7 @@ struct LedgerRow {
   double seconds = 0;
   double start_us = 0;   // when the call began, on the monotonic clock (core/trace.hpp)
   bool modeled = false;  // bytes from the cost model (native MPI collectives), not measured
-  // Uneven blocks (issue 32): the bytes of each member's part, in group order (all_gather: its
+  // Uneven blocks: the bytes of each member's part, in group order (all_gather: its
   // block; reduce_scatter: its slice of the sum; all_to_all: what this device sends it), and this
   // device's position in the group. Empty for calls whose parts are all equal.
   std::vector<std::size_t> part_bytes;

@@ -4,7 +4,7 @@
 // The backend itself (collectives/mpi_run.cpp, mpi_world, mpi_transport, mpich_calls) is a module
 // of its own, build/lib/libshardlab_mpi.so, the only code linked with MPICH. The first call below
 // loads it (collectives/mpi.cpp); a program on the sim backend never does, and so never maps
-// MPICH, UCX and hwloc (a third of a program's start here, and the suite starts thousands).
+// MPICH, UCX and hwloc (mapping them is much of a program's start, and the suite starts thousands).
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -125,8 +125,8 @@ MpiProcess::MpiProcess() {
   }
   crowded_ = local_size > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Hosts emulated on one machine (make cluster: network namespaces) each hold one rank, so hydra
-  // says 1, yet they share this machine's cores. Spinning there cost 10-25 ms a ring step at 4
-  // hosts on 2 cores (a rank that is not running does not drain its socket, and the link idles);
+  // says 1, yet they share one machine's cores. Spinning there stalls each ring step: a rank that is
+  // not running does not drain its socket, and the link idles (make cluster's 4 hosts show it);
   // SHARDLAB_CROWDED=1 makes them yield as crowded ranks do (=0: spin however many share).
   if (const char* c = std::getenv("SHARDLAB_CROWDED")) {
     if (std::string(c) != "0" && std::string(c) != "1") {
@@ -340,7 +340,7 @@ std::atomic<const std::string*> blocked_in{nullptr};
 
 // MPI_Finalize stuck after every rank's goodbye: the run is over and its status settled. Each rank
 // says so on stderr; the others exit with that status, and rank 0, a second later, ends whatever is
-// left (a rank stopped after its goodbye) with it. mpiexec's exit is then hydra's: 255 or 5 here.
+// left (a rank stopped after its goodbye) with it. mpiexec's exit is then hydra's (255 or 5).
 [[noreturn]] void finalize_hang(double waited) {
   const int status = exit_status.load(std::memory_order_relaxed), rank = MpiProcess::get().rank();
   std::fprintf(stderr, "note: device %d: MPI_Finalize hung %.0f s after every goodbye; ending with status %d\n",

@@ -26,7 +26,7 @@ std::size_t predicted_messages(const std::string& op, int group_size);
 std::size_t predicted_bytes_sent_by(const std::string& op, int group_size, std::size_t input_bytes,
                                     std::size_t element_bytes, int member);
 
-// Uneven parts (issue 32; LedgerRow::part_bytes): `part_bytes[i]` of member i, this device is
+// Uneven parts (LedgerRow::part_bytes): `part_bytes[i]` of member i, this device is
 // member `member`. Ring AllGather passes on every block but its successor's; ring ReduceScatter
 // sends a partial sum of every slice but its own; AllToAll sends every part but its own:
 //   all_gather      sum - part[member+1]      reduce_scatter, all_to_all   sum - part[member]

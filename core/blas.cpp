@@ -14,7 +14,7 @@ namespace {
 
 // OpenBLAS (DYNAMIC_ARCH) picks its kernel set once, in its load-time constructor, and lets only
 // OPENBLAS_CORETYPE override it. Its SkylakeX (AVX-512) dgemm and sgemm beat the Haswell (AVX2) ones
-// by about 1.5x and 1.8x here, so on an AVX-512 CPU, unless the user set OPENBLAS_CORETYPE, we
+// (`shardlab sweep --what machine` shows the GEMM rate), so on an AVX-512 CPU, unless the user set OPENBLAS_CORETYPE, we
 // re-execute the program with OPENBLAS_CORETYPE=SkylakeX before anything else has run.
 //
 // Why a re-exec and not setenv(): a function in .preinit_array runs before every shared library's

@@ -15,8 +15,8 @@ namespace shardlab {
 void keep_freed_memory(bool keep) {
   // One arena for every thread: glibc gives each device thread its own arena, capped at 64 MiB,
   // so any block of 64 MiB or more bypasses the heap and is mapped and unmapped on every use,
-  // whatever the threshold below says (measured: alloc/touch/free of 100 MiB five times in a
-  // thread faulted five times; with one arena, once). Devices allocate rarely and in large
+  // whatever the threshold below says (alloc/touch/free of 100 MiB five times in a thread faults
+  // five times; with one arena, once). Devices allocate rarely and in large
   // blocks, so the lock one arena shares costs nothing measurable.
   if (keep) mallopt(M_ARENA_MAX, 1);
   // A glibc that refuses the threshold (older ones cap it at 32 MiB on 64-bit) is left as it is:

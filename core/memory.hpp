@@ -1,9 +1,8 @@
 // How freed memory goes back to glibc's allocator. By default glibc maps blocks of a few MiB
 // afresh, or trims freed heap back to the kernel, so a tensor of that size often pays a page fault
 // per 4 KiB page on first touch; on this project's VMs such faults are slow. Devices allocate
-// several such tensors every step. Measured here (2026-11-23, sim backend, training step of the FFN
-// at B=64,S=8,M=512,H=2048, best of 5): gspmd on 2x4 0.92-1.08 s before, 0.41 s with memory kept
-// (and the operand copies dropped from core/einsum.cpp's contract); pairwise and data alike.
+// several such tensors every step, so every Runtime keeps freed memory for reuse; `shardlab bench
+// memory` times an FFN training step both ways (docs/performance.md has its figures).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -7,7 +7,7 @@
 
 namespace shardlab {
 
-// How a tensor dim that does not divide its mesh axes is split (issue 32):
+// How a tensor dim that does not divide its mesh axes is split:
 //   none   refused, as before: "dim 0 of A (size 50257) is not divisible by mesh axis X (size 8)"
 //   chunk  as torch.chunk / DTensor: blocks of ceil(d/n) rows, the last ones shorter (or empty)
 //   pad    as JAX: the same blocks, each stored (and sent) padded with zeros to ceil(d/n) rows

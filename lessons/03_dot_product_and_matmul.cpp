@@ -7,7 +7,7 @@
 // name k. Sharding a matmul (lessons 04-07) is choosing which of those sums each device does.
 //
 // Run:    build/bin/03_dot_product_and_matmul [--mesh X=2,Y=4] [--shape 4,16,4] [--backend sim|mpi] [--json]
-//         build/bin/03_dot_product_and_matmul --vocab   (50257 vocabulary rows over 8 devices, issue 32)
+//         build/bin/03_dot_product_and_matmul --vocab   (50257 vocabulary rows over 8 devices)
 //         mpiexec -n 8 build/bin/03_dot_product_and_matmul --backend mpi
 // Prints: the article's vectors split over the first mesh axis with each device's partial dot
 //         product and the AllReduce that adds them; the article's 2x4 by 4x2 matmul as a table of
@@ -82,7 +82,7 @@ std::string who_repeats(const Mesh& mesh, const std::string& X) {
 }
 }  // namespace
 
-// --vocab (issue 32): dims that do not divide, on a real vocabulary; harness/models/vocab_split.hpp.
+// --vocab: dims that do not divide, on a real vocabulary; harness/models/vocab_split.hpp.
 int vocab_section(const CommonOptions& common) {
   Session session("03_dot_product_and_matmul --vocab", common);
   const VocabSplit v = run_vocab_split(session.runtime(), session.mesh().devices(), 50257, common.seed);

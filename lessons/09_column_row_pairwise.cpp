@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
              "type; float32 or float64) or auto (sketch above 5e10 unsharded FLOPs, e.g. --dims article;\n"
              "full for bfloat16)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
-  cli.uneven_option();               // issue 32: M or H that do not split over the line
+  cli.uneven_option();               // M or H that do not split over the line
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -94,10 +94,10 @@ int main(int argc, char** argv) {
     const Einsum up = Einsum::parse("bsm,mh->bsh"), down = Einsum::parse("bsh,hm->bsm");
     // --verify full: the programs multiply in float64 and y is compared element by element with
     // the unsharded layer. sketch: they multiply in the element type (float32: sgemm, about 2x
-    // dgemm here, as the tool's layer does) and y is checked against g W_out by projections
+    // dgemm, as the tool's layer does) and y is checked against g W_out by projections
     // (harness/check/sketch.hpp), a pass over y instead of the layer's GEMMs again. auto: sketch
-    // above ffn_full_verify_flops (--dims article is 1.7e12): there the full check took the run
-    // to 114 s and 18.7 GB, the sketch 70 s and 13 GB (2026-11-28, 2 cores).
+    // above ffn_full_verify_flops (--dims article is 1.7e12), where the full check costs about 1.6x
+    // the sketch's time and 1.4x its memory (docs/performance.md, lesson 09 at article size).
     const bool sketch_y = verify == "sketch" || (verify == "auto" && session.dtype() != DType::bfloat16 && h_exact &&
                                                  pairwise.unsharded_flops() > ffn_full_verify_flops);
     const DType compute = sketch_y ? session.dtype() : DType::float64;

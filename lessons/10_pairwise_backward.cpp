@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (x and y are [B, S, M], W_in is [M, H], W_out is [H, M]; dims left out keep their "
              "defaults)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
-  cli.uneven_option();  // issue 32: dims that do not divide the mesh
+  cli.uneven_option();  // dims that do not divide the mesh
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

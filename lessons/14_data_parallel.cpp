@@ -68,7 +68,7 @@ TensorProgram with_sgd_step(GradientProgram& g, const std::vector<std::string>& 
 
 int main(int argc, char** argv) {
   Cli cli("14_data_parallel", "Lesson 14: one data-parallel training step, the batch split over every device", "X=8");
-  cli.uneven_option();  // issue 32: a mesh the batch (or the rows) does not divide
+  cli.uneven_option();  // a mesh the batch (or the rows) does not divide
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

@@ -74,7 +74,7 @@ double bytes_formula(ZeroMode mode, std::size_t d, const std::vector<std::size_t
 int main(int argc, char** argv) {
   Cli cli("15_zero", "Lesson 15: ZeRO stages 1-3 against plain data parallelism, article 004's La, Lb, Lc", "X=3");
   cli.mesh_follows_processes("X");
-  cli.uneven_option();  // issue 32: a device count that does not divide the layers' rows
+  cli.uneven_option();  // a device count that does not divide the layers' rows
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

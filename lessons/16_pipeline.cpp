@@ -33,7 +33,7 @@ using namespace shardlab;
 int main(int argc, char** argv) {
   Cli cli("16_pipeline", "Lesson 16: pipeline parallelism - naive split, GPipe, 1F1B, interleaved, and the bubble",
           "X=4");
-  cli.uneven_option();  // issue 32: section 7's layers and batch that do not divide the stages
+  cli.uneven_option();  // section 7's layers and batch that do not divide the stages
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

@@ -97,7 +97,7 @@ std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const R
 int main(int argc, char** argv) {
   Cli cli("17_3d_parallelism", "Lesson 17: data, pipeline and tensor parallelism on a D x P x T mesh, with ZeRO-1",
           "D=2,P=2,T=2");
-  cli.uneven_option();  // issue 32: a hidden width (or shard rows) that T (or D) does not divide
+  cli.uneven_option();  // a hidden width (or shard rows) that T (or D) does not divide
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

@@ -7,7 +7,7 @@
 set -uo pipefail
 jobs=$1 logdir=$2 bin=$3; shift 3
 # The files that take longest (measured with doctest -d): started first.
-slow=(test_readme_commands test_uneven test_lessons_dtype test_cmd_power test_lesson_reports test_sweep
+slow=(test_docs_commands test_readme_commands test_uneven test_lessons_dtype test_cmd_power test_lesson_reports test_sweep
       test_lesson_commands test_ffn test_hostile_input)
 ordered=()
 for s in "${slow[@]}"; do for f in "$@"; do [[ $f == */$s.cpp ]] && ordered+=("$f"); done; done

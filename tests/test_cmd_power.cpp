@@ -51,7 +51,7 @@ TEST_SUITE("cmd power") {
 
   TEST_CASE("shardlab power: a WEAK check lets a perturbation at the floor through, and says so") {
     // Lesson 11 in bfloat16 without its replay: the rounding bound against the unsharded reference
-    // alone is above the 3e-2 floor (README: what the replay adds). With the replay it is caught.
+    // alone is above the 3e-2 floor (docs/verification.md: the replay). With the replay it is caught.
     auto r = run_binary("shardlab power --lesson 11 --dtype bfloat16 --kinds perturb --replay off");
     CHECK(r.status == 1);
     CHECK(r.out.find("ESCAPED: ") != std::string::npos);

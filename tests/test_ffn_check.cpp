@@ -71,7 +71,7 @@ TEST_CASE("ffn_tensor_program is the program the shipped case file writes, and i
 TEST_CASE("ffn_full_checks: an exact copy of the layer passes with every tolerance far below the values, in each type") {
   // Per type: the margin each tolerance keeps below its tensor's largest value, the power the
   // rounding bound alone reaches (float32 and float64 their floors; bfloat16 about 0.1 x RMS, its 3e-2
-  // floor met by the replay, README "What a PASS guarantees"), and a relative change of the largest
+  // floor met by the replay, docs/verification.md), and a relative change of the largest
   // element of dW_out that must fail.
   struct Type {
     DType t;

@@ -100,9 +100,8 @@ std::string collectives_table(const std::vector<CollectiveSummary>& rows) {
 }
 
 std::string collectives_notes(const std::vector<CollectiveSummary>& rows) {
-  // What the two count columns mean (issue 18: "msgs" was never explained), with the ledger's
-  // counts (collectives/predict.cpp): each ring or pairwise step sends one message, all_reduce is
-  // a reduce_scatter then an all_gather.
+  // What the two count columns mean, with the ledger's counts (collectives/predict.cpp): each ring
+  // or pairwise step sends one message, all_reduce is a reduce_scatter then an all_gather.
   bool p2p = false, modeled = false, max = false, permute = false;
   for (const auto& r : rows)
     p2p |= r.peer >= 0, modeled |= r.modeled, max |= r.op == "all_reduce_max", permute |= r.op == "collective_permute";

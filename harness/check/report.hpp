@@ -78,6 +78,6 @@ PowerSummary power_summary(const Report& report);  // over report.checks, in rep
 // "power: the weakest check (dx) is sure to catch one wrong element off by 1.7e+03 x RMS; ..."
 // for the line before the verdict; empty when no check compared values.
 std::string power_line(const Report& report);
-std::string report_json(const Report& report);   // one JSON object (README lists the fields)
+std::string report_json(const Report& report);   // one JSON object (docs/schemas.md lists the fields)
 
 }  // namespace shardlab

@@ -112,7 +112,7 @@ int bench_ffn(const FfnBenchOptions& o) {
   const double planned = static_cast<double>(plan.peak_bytes_per_device) * mesh.devices() +
                          static_cast<double>(plan.unsharded_peak_bytes);
   const double rss = peak_rss_bytes();
-  const TouchRates touch = touch_rates();  // about 0.3 s here; after the peak is read, which it would raise
+  const TouchRates touch = touch_rates();  // after the peak is read, which it would raise
   // The plan's memory must be touched once, at the first-touch rate spread over the cores: a
   // cost the FLOP floor does not count (on this project's VMs 2 s of one core per GiB).
   const double touch_seconds = touch.first > 0 ? planned / touch.first / cores : 0;

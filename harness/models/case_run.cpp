@@ -122,9 +122,9 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
   return plan;
 }
 
-// A case is a small program checked in seconds: 128 MB of unsharded tensors already ran for 35 s
-// here (n = 100000 in an FFN), so by default a case may use at most 1 GiB however much the machine
-// has; --memory-limit raises it for a real layer a user means to wait for.
+// A case is a small program checked in seconds: a case of 128 MB of unsharded tensors (n = 100000
+// in an FFN) already runs for tens of seconds, so by default a case may use at most 1 GiB however
+// much the machine has; --memory-limit raises it for a real layer a user means to wait for.
 double parse_memory_limit(double gib) {
   if (!(gib > 0) || !std::isfinite(gib))
     throw Error(ErrorKind::parse, "--memory-limit takes a positive number of GiB, e.g. 8, not " + format_number(gib, "%g"));
@@ -139,7 +139,7 @@ void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int dev
     unsharded += n;
   }
   // The inputs, the reference's values, the assembled outputs and their comparison each hold about
-  // the unsharded tensors once (measured: 302 MB for 128 MB of them plus 26 MB of device peaks).
+  // the unsharded tensors once (302 MB for 128 MB of them plus 26 MB of device peaks).
   refuse_if_over_memory(4 * unsharded + devices_here * static_cast<double>(predicted_peak_bytes(plan)),
                         c.path + " (" + c.program.name + ")",
                         "check its plan with --plan-only, give smaller dims, or raise --memory-limit (GiB)",

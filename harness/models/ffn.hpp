@@ -103,8 +103,8 @@ struct FfnConfig {
 };
 // Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches. The full check costs
 // about 20 float32 GEMMs of the layer's size (ffn_check.hpp: four unsharded runs, the contractions
-// again in blocks, the bounds' float64 products): at 1e11 FLOPs 11 s here against a 1.1 s sharded
-// run, so at this limit about 5 s.
+// again in blocks, the bounds' float64 products), about ten times the sharded run, so the limit
+// keeps it to seconds (`shardlab bench ffn --verify full` times it).
 constexpr double ffn_full_verify_flops = 5e10;
 std::string parse_verify_mode(const std::string& text);  // "full" | "sketch" | "auto"; else Error(parse)
 

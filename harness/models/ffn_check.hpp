@@ -1,4 +1,4 @@
-// The FFN checked as every program is (issue 33, "one verifier"): its full verification runs the
+// The FFN checked as every program is: its full verification runs the
 // layer as a TensorProgram (harness/plan/program.hpp), the same three ops a case file writes
 // (harness/cases/gspmd_ffn.toml), with the gradient program derived by rule when there is a
 // backward, through the program checker's reference and bounds (checked_reference,

@@ -35,8 +35,8 @@ std::vector<MemoryPoint> memory_scaling(const FfnConfig& config, int max_devices
       FfnConfig c = config;
       c.finite_differences = false;
       // Memory is what this measures: each stage is still checked, by sketch, but not against four
-      // unsharded layers (the full check, ffn_check.hpp), which took 72 s of `make plots`' sweep
-      // under AddressSanitizer.
+      // unsharded layers (the full check, ffn_check.hpp), which would dominate `make plots`' sweep,
+      // above all under AddressSanitizer.
       c.verify = "sketch";
       const FfnResult r = run_ffn(runtime, mesh, c);
       p.measured = true;

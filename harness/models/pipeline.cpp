@@ -224,7 +224,7 @@ Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
     if (dev.id() >= c.stages) return {};  // a mesh larger than the pipeline: the rest stay idle
     // Virtual stage vs = part * P + s holds layers vs * per ... vs * per + per - 1; its neighbours
     // vs - 1 and vs + 1 are on devices s - 1 and s + 1 (mod P). With v = 1: stage s, layers s * per ...
-    // Uneven (issue 32): virtual stage vs holds stage_layers(c)[vs] layers from first_layer(c, vs);
+    // Uneven: virtual stage vs holds stage_layers(c)[vs] layers from first_layer(c, vs);
     // micro-batch k moves as micro_batch_stored(c, k) rows, zero rows after its real ones under pad.
     const int s = dev.id(), p = c.stages, v = c.virtual_stages, last = p * v - 1;
     const std::vector<int> layers_of = stage_layers(c);

@@ -36,10 +36,10 @@ struct RingConfig {
   std::size_t block_elements() const { return 2 * chunk * head; }  // one device's [2c, d]
 };
 // Error(parse), one sentence, for a ring under 2 devices or a chunk or head of 0; Error(unsupported)
-// for a ring of more than kMaxRingDevices (the sim's n - 1 steps of n threads: lesson 19 ran in
-// 1.1 s on 32 devices here, 7 to 16 s on 64), for S^2 d above kMaxRingWork (the reference and its tolerances: 2^24
-// ran in about 9 s, S = 1024 with d = 16 or S = 512 with d = 64), or for more memory than the
-// machine has (ring_run_bytes).
+// for a ring of more than kMaxRingDevices (the sim's n - 1 steps of n threads grow as n^2 on a
+// few cores), for S^2 d above kMaxRingWork (the reference and its tolerances at 2^24 already take
+// seconds: S = 1024 with d = 16 or S = 512 with d = 64), or for more memory than the machine has
+// (ring_run_bytes).
 constexpr int kMaxRingDevices = 32;
 constexpr double kMaxRingWork = 16777216.0;  // 2^24
 void check_ring(const RingConfig& c);

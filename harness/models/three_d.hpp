@@ -9,7 +9,7 @@
 // each micro-batch's gradient is reduce-scattered over D as soon as its backward has run: m
 // ReduceScatters a step instead of one (article 004 on why 3D parallelism stays with ZeRO-1).
 // Loss L = sum over the whole batch of y * R.
-// Sizes that do not divide the mesh (issue 32): under uneven chunk the hidden columns are cut over
+// Sizes that do not divide the mesh: under uneven chunk the hidden columns are cut over
 // T as torch.chunk cuts them and the shards' rows over D likewise, moved by the _v collectives;
 // under pad every cut is stored at ceil(n/parts) with zero padding, which stays zero (tanh(0) = 0,
 // its gradients are 0, and Adam does not move a weight whose gradient is 0).

@@ -1,6 +1,6 @@
 // Small pieces the training lessons share (15 ZeRO, 16 pipeline, 17 3D): Adam, the row or column
 // block a device owns of a whole tensor, and the collectives between devices' rows when the rows do
-// not divide the devices (issue 32).
+// not divide the devices.
 #pragma once
 #include <cstddef>
 #include <string>

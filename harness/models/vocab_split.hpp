@@ -1,4 +1,4 @@
-// Lesson 03's --vocab section (issue 32): a real vocabulary does not divide its mesh. GPT-2's
+// Lesson 03's --vocab section: a real vocabulary does not divide its mesh. GPT-2's
 // 50257 rows of the unembedding W[M, V] split over a line of devices, logits[B, V] = h[B, M] W[M, V]
 // computed per block and all-gathered, once with each rule of core/mesh.hpp's Uneven: chunk (the
 // last blocks shorter, as DTensor) and pad (every block ceil(V/n), zeros after, as JAX). Each run is

@@ -29,7 +29,7 @@ struct ZeroStage {
 
 // Error(parse) for an optimizer other than adam or sgd.
 double optimizer_state_bytes(const std::string& optimizer);  // K
-// P that does not divide D (issue 32): chunk (torch.chunk's parts of ceil(P/D), the busiest device
+// P that does not divide D: chunk (torch.chunk's parts of ceil(P/D), the busiest device
 // holds ceil(P/D) and sends P minus the smallest part per ring op), pad (ceil(P/D) each, D-1 padded
 // parts per op) or none (Error(not_divisible)).
 std::vector<ZeroStage> zero_stages(double params, int devices, const std::string& optimizer,

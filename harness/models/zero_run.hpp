@@ -33,7 +33,7 @@ struct ZeroModel {
   std::size_t micro_batch = 2;  // rows of x on each device
   int steps = 3;                // Adam steps
   AdamParams adam;
-  // D rows that do not divide the devices (issue 32): none refuses; chunk gives the first devices
+  // D rows that do not divide the devices: none refuses; chunk gives the first devices
   // ceil(D/N) rows and the last fewer (all_gather_v, reduce_scatter_v); pad gives every device
   // ceil(D/N) rows, zeros after the real ones, moved by the even collectives. Padding has zero
   // gradients, so Adam never moves it; the outputs keep it (assemble() reads the real rows).

@@ -44,7 +44,7 @@ MPI_SAME='"(pass|op|axes|tensor|group_size|messages|bytes_per_device|predicted_b
 failures=0
 fail() { echo "   FAIL: $*"; failures=$((failures + 1)); }
 # OUT ERR HOSTS CMD...: cluster_mpiexec with stdout to OUT and stderr to ERR (they may be the same
-# file). MPICH 4.0.2's finalize sometimes hangs over UCX's TCP after a run has finished (README):
+# file). MPICH 4.0.2's finalize sometimes hangs over UCX's TCP after a run has finished (docs/mpi.md):
 # the ranks say "MPI_Finalize hung" and the job ends non-zero. Such a run is repeated, up to twice,
 # saying so: lesson 02 on 4 unshaped hosts hung in 1 of 12 runs (1 of 12 too before the mpi
 # backend became a module), and one make cluster met it twice in a row on that run.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGINT and SIGTERM to mpiexec, N times each: mpiexec must return 130 and 143 every time, within
-# 5 s of the signal, with no process left (README, Exit status). Under MPICH 4.0.2's hydra a rank
+# 5 s of the signal, with no process left (docs/cli.md, Exit status). Under MPICH 4.0.2's hydra a rank
 # that _exits on a signal may be reported as 0; shardlab's ranks end the job with MPI_Abort(128 +
 # signal) instead (collectives/exit_signals.hpp). make test-mpi runs this twice per signal (in
 # fault_test.sh), make soak 20 times.

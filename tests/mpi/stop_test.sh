@@ -37,7 +37,7 @@ done
 # Stopped after every goodbye, inside the exit: the run is over and its status settled. Past
 # min(--collective-timeout, 10 s) the others' finalize gives up with a note, and rank 0 ends the
 # job (MPI_Abort): exit non-zero (hydra's 5 for a killed rank), the verdict printed, nothing left.
-# (MPICH 4.0.2's finalize hangs there by itself at times over UCX's TCP: tests/cluster, README.)
+# (MPICH 4.0.2's finalize hangs there by itself at times over UCX's TCP: tests/cluster, docs/mpi.md.)
 stopped_run goodbye
 said=$(grep -c "MPI_Finalize hung" "$DIR/err")
 echo "   rank 1 stopped after its goodbye: mpiexec exit $rc after $took s, notes $said," \
