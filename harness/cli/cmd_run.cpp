@@ -54,7 +54,7 @@ nlohmann::ordered_json model_json(const ProgramPlan& plan, const Hardware& hw);
 
 // A plan_only case without --plan-only: the plan, and the file's expectations held to it, with a
 // verdict (exit 0 or 1). Nothing runs and no tensor is built.
-// Dims that do not divide their mesh axes (a case file's uneven = "chunk" or "pad", issue 32): each
+// Dims that do not divide their mesh axes (a case file's uneven = "chunk" or "pad"): each
 // distinct split once, with the rows (heads, tokens ...) every device holds and, under pad, its
 // rows of padding ("6:7+1"). Empty when every split divides.
 std::string uneven_blocks_text(const ProgramPlan& plan) {

@@ -49,7 +49,7 @@ const std::vector<Hardware>& hardware_presets() {
        "A100 compute; reduction at 300 GB/s assumed. " NCCL_LAUNCH,
        20e-6, 6.6e-6, 12.5e9, 300e9, 312e12, 4, Topology::switched, 0, 0},
       {"this-machine", "2 MPICH processes on this 2-core machine (one host, ch4:ucx), float64",
-       "measured 2026-11-23 03:25 UTC on this 2-core AMD EPYC VM (load average 1.0): MPICH 4.0.2 ch4:ucx, "
+       "2026-11-23 03:25 UTC, this 2-core AMD EPYC VM (load average 1.0), measured with MPICH 4.0.2 ch4:ucx, "
        "OpenBLAS 0.3.21 (Haswell kernels), one BLAS thread per process, freed memory kept (core/memory.hpp). "
        "`mpiexec -n 2 build/bin/shardlab sweep --what machine --backend mpi`, three runs, the middle one: alpha "
        "1.98 us and link 4.46 GB/s fitted to our ring all_reduce from 8 B to 32 MiB (runs gave 1.97-2.00 us, "

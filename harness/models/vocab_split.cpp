@@ -66,7 +66,7 @@ VocabSplit run_vocab_split(Runtime& runtime, int devices, std::size_t vocab, std
   const std::size_t pad_rows = q * n - vocab;
   const std::size_t chunk_total = (n - 1) * vocab * b * eb, pad_total = n * (n - 1) * q * b * eb;
   const std::size_t chunk_busiest = vocab - smallest, pad_busiest = (n - 1) * q;
-  r.text += "Real sizes (issue 32): GPT-2's vocabulary of " + std::to_string(vocab) + " rows over X=" +
+  r.text += "Real sizes: GPT-2's vocabulary of " + std::to_string(vocab) + " rows over X=" +
             std::to_string(devices) + ".\n   " + std::to_string(vocab) + " = " + std::to_string(n) + " x " +
             std::to_string(vocab / n) + " + " + std::to_string(vocab % n) +
             ": no even split. logits[B, V_X] = h[B, M] x W[M, V_X] per block,\n"

@@ -1,4 +1,4 @@
-// Backward by rule (issue 13): the gradient program of L = sum over outputs y of sum(y * R_y),
+// Backward by rule: the gradient program of L = sum over outputs y of sum(y * R_y),
 // derived mechanically from a program's ops (harness/plan/program.hpp). The result is one program,
 // the forward ops followed by the backward ones, so it is propagated, planned, run and verified
 // exactly as a forward program is; nothing about a model is written by hand.

@@ -1,4 +1,4 @@
-// keep_gathered (issue 27): a case's forward pass gathers activations (sequence parallelism
+// keep_gathered: a case's forward pass gathers activations (sequence parallelism
 // all-gathers the layer-normed input before each block) and, by default, its backward pass gathers
 // them again, as Megatron does: a layer's backward runs long after its forward, and holding every
 // layer's gathered copies costs memory. keep_gathered = true keeps the forward's copies for the

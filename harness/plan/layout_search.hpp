@@ -1,4 +1,4 @@
-// The program's layout search (issue 27): propagation's rules 3-5 (harness/plan/propagate.hpp) give
+// The program's layout search: propagation's rules 3-5 (harness/plan/propagate.hpp) give
 // each op output that neither an annotation nor an annotated tensor of the same dims decides a
 // spec by following its operands, the articles' natural output (the program's inputs are where
 // the data is: an unannotated one keeps the spec the rules derive for it). Another layout of such a free tensor

@@ -83,7 +83,7 @@ struct Subject {
   Shape shape;
   std::size_t element_bytes;
   const Hardware* hw = nullptr;
-  // Moves may split a dim that does not divide (issue 32): only when the problem already has such
+  // Moves may split a dim that does not divide: only when the problem already has such
   // a dim and the mesh allows it, so that even problems are searched exactly as before.
   bool uneven = false;
 };
@@ -122,7 +122,7 @@ Cost cost_of(const Subject& t, const Shape& local, StepKind kind, const Axes& ax
 }
 
 // The cost of a move from spec `before` to `after`: cost_of, except for a step on a dim that does
-// not divide (issue 32), whose bytes each device's own blocks give (harness/plan/uneven_steps.hpp).
+// not divide, whose bytes each device's own blocks give (harness/plan/uneven_steps.hpp).
 Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Shape& local, StepKind kind,
                const Axes& axes, int dim, int to_dim) {
   if (!step_is_uneven(t.mesh, kind, dim, to_dim, before, after, t.shape)) return cost_of(t, local, kind, axes);

@@ -349,7 +349,7 @@ namespace {
 template <class T>
 xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x) {
   if (step_is_uneven(dev.mesh(), s.kind, s.dim, s.to_dim, s.before, s.after, s.global))
-    return apply_uneven_step(dev, s, x);  // a dim that does not divide (issue 32)
+    return apply_uneven_step(dev, s, x);  // a dim that does not divide
   switch (s.kind) {
     case StepKind::all_gather: return all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
     case StepKind::reduce_scatter: return reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);

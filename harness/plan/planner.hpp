@@ -57,7 +57,7 @@ struct PlanStep {
   std::size_t predicted_bytes = 0; // bytes sent by one device (0 for local steps)
   double flops = 0;                // contract only: per device
   std::string reason;              // why, in one phrase
-  Shape global;                    // the tensor's global shape: uneven blocks (issue 32) need it
+  Shape global;                    // the tensor's global shape: uneven blocks need it
   bool communicates() const { return kind != StepKind::contract && kind != StepKind::local_slice; }
 };
 

@@ -1,4 +1,4 @@
-// A program: ops over tensors whose dims are named by one letter each (issue 13's program form).
+// A program: ops over tensors whose dims are named by one letter each.
 // A user writes the inputs with their dims and the ops in order; every other tensor's dims are
 // derived here, and every error names the op (its number and output), the tensor and the dim.
 //

@@ -1,4 +1,4 @@
-// --explain for programs (issue 27): for each tensor a collective moves, why it lies as it does
+// --explain for programs: for each tensor a collective moves, why it lies as it does
 // (its spec's origin: annotated, like an annotated tensor of the same dims, derived by
 // propagation's rules, or chosen by the layout search), which collectives move it and for which
 // op, and what the alternatives cost: the whole program's bytes per device with that one tensor

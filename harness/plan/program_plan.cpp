@@ -55,7 +55,7 @@ RollSplit roll_split(const TensorProgram& p, const Mesh& mesh, const ProgramOp& 
   const long by = ((long(op.value) % size) + size) % size;
   const int n = mesh.axes_size(out.dims[r.dim]);
   if (n <= 1) return r;  // the dim is whole on every device: a local roll
-  if (size % n != 0)  // uneven blocks (issue 32): moving whole blocks would move padding or misalign
+  if (size % n != 0)  // uneven blocks: moving whole blocks would move padding or misalign
     throw Error(ErrorKind::unsupported, "roll of " + op.out + " along " + std::string(1, op.over[0]) + " (" +
                                             std::to_string(size) + ") split over " + axes_text(out.dims[r.dim]) +
                                             " (" + std::to_string(n) + " devices): a roll moves whole blocks, and " +
@@ -482,7 +482,7 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
       }
       Tensor y;
       std::map<CopyKey, Tensor> made;  // copies this op keeps, counted in `extra` until it ends
-      // Uneven::pad (issue 32): blocks are stored ceil(d/n) rows long, zeros after the real rows.
+      // Uneven::pad: blocks are stored ceil(d/n) rows long, zeros after the real rows.
       // An einsum may run on them as stored (zero rows add nothing and make zero rows), but a
       // softmax, a max, a mean's centring or an add of a bias would let padding into real results
       // or make it nonzero. So every other op reads only the real rows of its operands (masked, in

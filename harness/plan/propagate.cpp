@@ -173,7 +173,7 @@ class Propagator {
       std::size_t left = shape[d];
       for (const auto& a : it->second) {
         const std::size_t n = static_cast<std::size_t>(mesh_.axis_size(a));
-        const bool uneven = mesh_.uneven() != Uneven::none;  // then any size splits (issue 32)
+        const bool uneven = mesh_.uneven() != Uneven::none;  // then any size splits
         if (std::find(used.begin(), used.end(), a) != used.end() || (left % n != 0 && !uneven)) {
           dropped.push_back(a);
           continue;

@@ -1,4 +1,4 @@
-// Plan steps on uneven blocks (issue 32): a dim that does not divide its mesh axes, split as the
+// Plan steps on uneven blocks: a dim that does not divide its mesh axes, split as the
 // mesh's Uneven rule says (core/mesh.hpp, core/layout.hpp's dim_block).
 //
 //   chunk  blocks of different lengths: AllGather, ReduceScatter and AllToAll move exactly the
