@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "core/error.hpp"
+#include "core/subnormal.hpp"
 
 namespace shardlab {
 
@@ -21,6 +22,7 @@ template <class T, class Gemm>
 void run(Gemm gemm, std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const T* a, bool ta, const T* b,
          bool tb, T* c) {
   if (m == 0 || n == 0) return;
+  if (counting_subnormals()) count_contraction(a, batch * m * k, b, batch * k * n);
   if (k == 0) {  // an empty sum: BLAS is not asked (some reject k = 0 with lda checks)
     std::fill(c, c + batch * m * n, T(0));
     return;
@@ -29,6 +31,11 @@ void run(Gemm gemm, std::size_t batch, std::size_t m, std::size_t n, std::size_t
   for (std::size_t t = 0; t < batch; ++t)
     gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, dim(m), dim(n), dim(k), T(1),
          a + t * m * k, lda, b + t * k * n, ldb, T(0), c + t * m * n, ldc);
+  // A result below the smallest normal becomes zero (core/dtype.hpp): it may be the next GEMM's
+  // operand. Under FTZ (core/subnormal.hpp) BLAS has already done it; this pass holds whatever
+  // the thread's state, at one read of C against the k reads of each element's sum.
+  T* end = c + batch * m * n;
+  for (T* p = c; p != end; ++p) *p = flush_subnormal(*p);
 }
 
 }  // namespace

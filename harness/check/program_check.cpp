@@ -108,11 +108,22 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
   return out;
 }
 
+namespace {
+
+// Each run's rounding of an elementwise result flushes a value below the smallest normal L to zero
+// (core/dtype.hpp): off by at most L, not u times the value. It can happen only where either run's
+// value may lie below L: where |V| < L + move, `move` how far the other run's value can be from V.
+Tensor flush_bound(const Tensor& v, const Tensor& move, double smallest) {
+  return xt::where(xt::abs(v) < smallest + move, 2 * smallest, 0.0);
+}
+
+}  // namespace
+
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
                                int devices, const std::vector<int>& groups, const std::vector<bool>& on_partials) {
   ProgramReference r;
   std::map<std::string, Tensor> parts;  // M: the parts' magnitudes, summed over devices (einsums, linear ops)
-  const double u = unit_roundoff(dtype);
+  const double u = unit_roundoff(dtype), lam = smallest_normal(dtype);
   for (const auto& kv : p.inputs) {
     r.values[kv.first] = rounded(inputs.at(kv.first), dtype);
     r.bounds[kv.first] = xt::zeros<double>(p.shape(kv.first));
@@ -135,7 +146,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const GemmRounding one = gemm_rounding(dtype, terms, 1);
         const Tensor aa = abs_of(a), ab = abs_of(b);
         Tensor magnitude = contract(eq, aa, ab, DType::float64);
-        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v);
+        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v) + (g.absolute + one.absolute);
         // |A| E_B + E_A |B| + E_A E_B = |A| E_B + E_A (|B| + E_B): two contractions, each left out
         // where its bound is zero (an input's).
         const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
@@ -147,8 +158,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       case OpKind::unary:
         if (op.name == "roll")  // moves elements, rounds nothing
           e = roll_op(ea, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
-        else
-          e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
+        else {
+          const Tensor move = unary_move_bound(op.name, a, ea, op.value);
+          e = move + 2 * u * abs_of(v) + flush_bound(v, move, lam);
+        }
         break;
       case OpKind::binary: {
         const std::string& ad = p.dims.at(op.in[0]);
@@ -175,7 +188,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = ax * ey + ex * ay + ex * ey;
         else
           e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
-        e = e + 2 * u * abs_of(v);
+        e = e + 2 * u * abs_of(v) + flush_bound(v, e, lam);
         break;
       }
       case OpKind::rename:
@@ -192,7 +205,8 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       }
       case OpKind::broadcast: {
         const std::string& in_dims = p.dims.at(op.in[0]);
-        e = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale) + 2 * u * abs_of(v);
+        const Tensor move = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale);
+        e = move + 2 * u * abs_of(v) + flush_bound(v, move, lam);
         break;
       }
       case OpKind::reduce: {
@@ -203,7 +217,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = reduce_op("max", ea, in_dims, op.over);
         } else {
           e = reduce_op("sum", ea, in_dims, op.over) +
-              2 * (n + group) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
+              2 * (n + group) * (u * reduce_op("sum", abs_of(a), in_dims, op.over) + lam);
           if (op.name == "mean") e = e / n;
         }
         break;
@@ -215,7 +229,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           if (c != op.over[0]) kept += c;
         const Tensor d = broadcast_to(reduce_op("max", ea, out_dims, o), kept, out_dims, p.shape(op.out));
         const double n = double(p.sizes.at(op.over[0]));
-        e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
+        e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * (u * abs_of(v) + lam);
         break;
       }
     }
@@ -255,13 +269,13 @@ ProgramReference checked_reference(const TensorProgram& p, const std::map<std::s
       s = std::isnan(d) ? INFINITY : std::max(s, d);
     }
   }
-  const double u = unit_roundoff(dtype);
+  const double u = unit_roundoff(dtype), lam = smallest_normal(dtype);
   for (const auto& [name, s] : spread) {
     const Tensor& v = r.values.at(name);
     const double largest = v.size() ? double(xt::amax(xt::abs(v))()) : 0.0;
     if (!std::isfinite(s) || !std::isfinite(largest)) continue;
     Tensor& bound = r.bounds.at(name);
-    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest);
+    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest + 2 * lam);
   }
   return r;
 }
