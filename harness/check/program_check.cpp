@@ -111,11 +111,16 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
 namespace {
 
 // Each run's rounding of an elementwise result flushes a value below the smallest normal L to zero
-// (core/dtype.hpp): off by at most L, not u times the value. It can happen only where either run's
-// value may lie below L: where |V| < L + move, `move` how far the other run's value can be from V.
+// (core/dtype.hpp): off by at most L, not u times the value. The runs can differ by it only where
+// their inputs may differ (move > 0: the same function of the same values flushes alike) and
+// either value may lie below L: |V| < L + move, `move` how far the other run's value can be.
 Tensor flush_bound(const Tensor& v, const Tensor& move, double smallest) {
-  return xt::where(xt::abs(v) < smallest + move, 2 * smallest, 0.0);
+  return xt::where(move > 0 && xt::abs(v) < smallest + move, 2 * smallest, 0.0);
 }
+
+// Where a bound is already positive (something is nonzero or may move), `extra` more; where it is
+// 0 every term is exactly 0 in both runs, and nothing can be flushed.
+Tensor plus_where_positive(const Tensor& e, double extra) { return e + xt::where(e > 0, extra, 0.0); }
 
 }  // namespace
 
@@ -146,12 +151,13 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const GemmRounding one = gemm_rounding(dtype, terms, 1);
         const Tensor aa = abs_of(a), ab = abs_of(b);
         Tensor magnitude = contract(eq, aa, ab, DType::float64);
-        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v) + (g.absolute + one.absolute);
+        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v);
         // |A| E_B + E_A |B| + E_A E_B = |A| E_B + E_A (|B| + E_B): two contractions, each left out
         // where its bound is zero (an input's).
         const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
         if (b_moves) e = e + contract(eq, aa, eb, DType::float64);
         if (a_moves) e = e + contract(eq, ea, b_moves ? Tensor(ab + eb) : ab, DType::float64);
+        e = plus_where_positive(e, g.absolute + one.absolute);  // products and partial sums flushed
         if (!on_partials.empty()) parts[op.out] = std::move(magnitude);
         break;
       }
@@ -217,7 +223,8 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = reduce_op("max", ea, in_dims, op.over);
         } else {
           e = reduce_op("sum", ea, in_dims, op.over) +
-              2 * (n + group) * (u * reduce_op("sum", abs_of(a), in_dims, op.over) + lam);
+              2 * (n + group) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
+          e = plus_where_positive(e, 2 * (n + group) * lam);
           if (op.name == "mean") e = e / n;
         }
         break;
@@ -229,7 +236,10 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           if (c != op.over[0]) kept += c;
         const Tensor d = broadcast_to(reduce_op("max", ea, out_dims, o), kept, out_dims, p.shape(op.out));
         const double n = double(p.sizes.at(op.over[0]));
-        e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * (u * abs_of(v) + lam);
+        e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
+        // A value flushed in one run is below L there, so below L e^{2D} in the other.
+        const Tensor reach = 2 * lam * xt::exp(2 * d);
+        e = e + xt::where(abs_of(v) < reach, reach, 0.0);
         break;
       }
     }
@@ -242,7 +252,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       Tensor m = op.kind == OpKind::rename ? abs_of(parts.count(op.in[0]) ? parts.at(op.in[0]) : a) : part(op.in[0]);
       if (op.in.size() > 1) m = m + part(op.in[1]);
       if (op.name == "scale") m = m * std::abs(op.value);
-      e = e + double(group) * u * m;
+      e = e + double(group) * u * m + xt::where(m > 0, double(group) * lam, 0.0);
       parts[op.out] = m;
     }
     // inf * 0 in a bound (a divisor that may reach 0, times a zero) leaves NaN: the bound is unknown.
@@ -275,7 +285,7 @@ ProgramReference checked_reference(const TensorProgram& p, const std::map<std::s
     const double largest = v.size() ? double(xt::amax(xt::abs(v))()) : 0.0;
     if (!std::isfinite(s) || !std::isfinite(largest)) continue;
     Tensor& bound = r.bounds.at(name);
-    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest + 2 * lam);
+    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest + (s > 0 || largest > 0 ? 2 * lam : 0.0));
   }
   return r;
 }

@@ -27,9 +27,11 @@
 //                   both), or the row has no error at all; else 1
 //   Where a bound meets inf * 0 (a divisor that may reach 0, times a zero) it is unknown: inf.
 // Flush to zero (core/dtype.hpp): every rounding turns a value below the type's smallest normal L
-// into 0, an absolute error of at most L. An einsum adds each run's gemm_rounding().absolute;
-// unary, binary and broadcast add 2L where |V| < L + move (move: the bound before their own
-// rounding; elsewhere neither run can flush); a sum over n adds 2 (n + G) L, softmax 2 (n + 3) L.
+// into 0, an absolute error of at most L. An einsum adds each run's gemm_rounding().absolute and a
+// sum over n 2 (n + G) L, where their bound is positive (elsewhere every term is 0 in both runs);
+// unary, binary and broadcast add 2L where move > 0 and |V| < L + move (move: the bound before
+// their own rounding; the same function of the same values flushes alike); softmax adds
+// 2 L e^{2D} where |V| is below that; an op on partial sums G L.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -84,7 +86,7 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
 // element's bound becomes
 //     min(worst-case bound, kOrderSpreadFactor * S + 2 u max|R| + 2 L)
 // (2 u max|R| + 2 L: the two runs' last roundings or flushes, for a tensor every order happens to
-// compute alike).
+// compute alike; 0 for a tensor of zeros in every order).
 // This is statistical, not a proof: the sharded run is one more order, and it fails only if its
 // largest difference exceeds kOrderSpreadFactor times the largest of three others'.
 constexpr double kOrderSpreadFactor = 4.0;
