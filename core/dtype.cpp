@@ -105,17 +105,21 @@ double round_to(DType t, double v) {
 namespace {
 // The reduction step of every sim ReduceScatter/AllReduce: two loops whose pointers cannot alias,
 // vectorised with the full cost model (-O2's "very cheap" one leaves loops of unknown length
-// scalar). Two normal partial sums can cancel into the subnormal range: flushed (dtype.hpp).
+// scalar). Two normal partial sums can cancel into the subnormal range: flushed (dtype.hpp), as a
+// select of two values, which the vectoriser takes (flush_subnormal's multiply it does not).
+template <class T>
+inline T flushed(T v) { return std::fabs(v) < std::numeric_limits<T>::min() ? std::copysign(T(0), v) : v; }
+
 template <class T>
 __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void add_typed(void* out, const void* a, const void* b, std::size_t n) {
   T* __restrict o = static_cast<T*>(out);
   const T* __restrict y = static_cast<const T*>(b);
   if (out == a) {
-    for (std::size_t i = 0; i < n; ++i) o[i] = flush_subnormal(T(o[i] + y[i]));
+    for (std::size_t i = 0; i < n; ++i) o[i] = flushed(T(o[i] + y[i]));
     return;
   }
   const T* __restrict x = static_cast<const T*>(a);
-  for (std::size_t i = 0; i < n; ++i) o[i] = flush_subnormal(T(x[i] + y[i]));
+  for (std::size_t i = 0; i < n; ++i) o[i] = flushed(T(x[i] + y[i]));
 }
 
 template <class From>
