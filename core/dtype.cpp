@@ -18,6 +18,10 @@ bfloat16::bfloat16(float f) {
     bits = static_cast<std::uint16_t>((u >> 16) | 0x40u);
     return;
   }
+  if ((u & 0x7fffffffu) < 0x00800000u) {  // zero or subnormal: a zero of its sign (dtype.hpp)
+    bits = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+    return;
+  }
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow carries into inf
   bits = static_cast<std::uint16_t>(u >> 16);
 }
@@ -58,7 +62,7 @@ std::size_t element_bytes(DType t) {
 
 std::string dtype_text(DType t) { return dtype_name(t) + ", " + std::to_string(element_bytes(t)) + " B per element"; }
 
-double smallest_normal(DType t) {
+double smallest_normal(DType t) {  // the flush threshold of every rounding to t (dtype.hpp)
   return t == DType::float64 ? std::numeric_limits<double>::min() : double(std::numeric_limits<float>::min());
 }
 
@@ -75,6 +79,9 @@ double compute_roundoff(DType t) { return unit_roundoff(t == DType::bfloat16 ? D
 
 bfloat16 bfloat16_from_double(double v) {
   if (std::isnan(v) || std::isinf(v)) return bfloat16(static_cast<float>(v));
+  // Below float32's smallest normal, which is bfloat16's too: a zero of v's sign. Above it the
+  // float below is normal, so the steps that follow never make a subnormal.
+  if (std::fabs(v) < FLT_MIN) return bfloat16(static_cast<float>(v * 0.0));
   float f = static_cast<float>(v);  // to nearest; step back toward zero if that went past v
   if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
   if (static_cast<double>(f) != v && std::isfinite(f)) {
@@ -88,8 +95,8 @@ bfloat16 bfloat16_from_double(double v) {
 
 double round_to(DType t, double v) {
   switch (t) {
-    case DType::float32: return static_cast<float>(v);
-    case DType::float64: return v;
+    case DType::float32: return float_from_double(v);
+    case DType::float64: return flush_subnormal(v);
     case DType::bfloat16: return static_cast<float>(bfloat16_from_double(v));
   }
   return v;
@@ -98,17 +105,21 @@ double round_to(DType t, double v) {
 namespace {
 // The reduction step of every sim ReduceScatter/AllReduce: two loops whose pointers cannot alias,
 // vectorised with the full cost model (-O2's "very cheap" one leaves loops of unknown length
-// scalar).
+// scalar). Two normal partial sums can cancel into the subnormal range: flushed (dtype.hpp), as a
+// select of two values, which the vectoriser takes (flush_subnormal's multiply it does not).
+template <class T>
+inline T flushed(T v) { return std::fabs(v) < std::numeric_limits<T>::min() ? std::copysign(T(0), v) : v; }
+
 template <class T>
 __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void add_typed(void* out, const void* a, const void* b, std::size_t n) {
   T* __restrict o = static_cast<T*>(out);
   const T* __restrict y = static_cast<const T*>(b);
   if (out == a) {
-    for (std::size_t i = 0; i < n; ++i) o[i] += y[i];
+    for (std::size_t i = 0; i < n; ++i) o[i] = flushed(T(o[i] + y[i]));
     return;
   }
   const T* __restrict x = static_cast<const T*>(a);
-  for (std::size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+  for (std::size_t i = 0; i < n; ++i) o[i] = flushed(T(x[i] + y[i]));
 }
 
 template <class From>

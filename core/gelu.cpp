@@ -8,11 +8,8 @@
 namespace shardlab {
 
 namespace {
-// The arithmetic an element type computes in.
-template <class T> struct Compute { using type = float; };
-template <> struct Compute<double> { using type = double; };
-
-// Each element widened to C, f in C, the result rounded once to T.
+// Each element widened to C, f in C, the result rounded once to T (zero below T's smallest
+// normal: gelu'(h) is subnormal in float32 where h is near -13.5, core/dtype.hpp).
 template <class C, class T, class F>
 xt::xarray<T> map(const xt::xarray<T>& x, F f) {
   xt::xarray<T> y = xt::empty<T>(x.shape());
@@ -45,13 +42,12 @@ xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x) {
 template <class T>
 xt::xarray<T> multiply_as(const xt::xarray<T>& a, const xt::xarray<T>& b) {
   TraceSpan span("mul", [&] { return shape_text(shape_of(a)); });
-  using C = typename Compute<T>::type;
   if (a.shape() != b.shape())
     throw Error(ErrorKind::rank_mismatch, "elementwise product of " + shape_text(shape_of(a)) + " and " +
                                               shape_text(shape_of(b)));
   xt::xarray<T> y = xt::empty<T>(a.shape());
   for (std::size_t i = 0; i < a.size(); ++i)
-    y.data()[i] = element_cast<T>(element_cast<C>(a.data()[i]) * element_cast<C>(b.data()[i]));
+    y.data()[i] = element_cast<T>(element_cast<double>(a.data()[i]) * element_cast<double>(b.data()[i]));
   return y;
 }
 

@@ -119,10 +119,13 @@ TEST_SUITE("dtype") {
     CHECK(bf16_bits(float_of_bits(0x7F7F7FFFu)) == 0x7F7F);  // just below the tie: the largest finite
     CHECK(bf16_bits(float_of_bits(0x7F7F8000u)) == 0x7F80);  // the tie itself, 0x7F7F odd: up to inf
     CHECK(value_of_bits(0x7F7F) == std::ldexp(255.0, 120));  // (2 - 2^-7) 2^127
-    // Subnormal floats round like any other bits.
+    // Subnormal floats are a zero of their sign (no type holds subnormals, core/dtype.hpp); the
+    // smallest normal, 2^-126, is bfloat16's too.
     CHECK(bf16_bits(float_of_bits(0x00000001u)) == 0x0000);
-    CHECK(bf16_bits(float_of_bits(0x00018000u)) == 0x0002);
+    CHECK(bf16_bits(float_of_bits(0x00018000u)) == 0x0000);
+    CHECK(bf16_bits(float_of_bits(0x007FFFFFu)) == 0x0000);
     CHECK(bf16_bits(float_of_bits(0x80008000u)) == 0x8000);
+    CHECK(bf16_bits(float_of_bits(0x00800000u)) == 0x0080);
   }
 
   TEST_CASE("bfloat16 to float is exact: the bits shifted up") {
@@ -130,11 +133,12 @@ TEST_SUITE("dtype") {
     CHECK(static_cast<float>(bf16_from_bits(0x3F82)) == 1.015625f);  // 1 + 2^-6
     CHECK(static_cast<float>(bf16_from_bits(0x4049)) == 3.140625f);
     CHECK(static_cast<float>(bf16_from_bits(0xC2F7)) == -123.5f);    // -(1 + 119/128) 2^6
-    CHECK(static_cast<float>(bf16_from_bits(0x0001)) == std::ldexp(1.0f, -133));  // smallest subnormal
-    for (std::uint32_t b = 0; b <= 0xFFFF; ++b) {  // every non-NaN bfloat16 survives a round trip
-      const std::uint16_t h = static_cast<std::uint16_t>(b);
+    CHECK(bits_of_float(static_cast<float>(bf16_from_bits(0x0001))) == 0x00010000u);  // bits, not a compare (DAZ)
+    for (std::uint32_t b = 0; b <= 0xFFFF; ++b) {  // every non-NaN bfloat16 survives a round trip,
+      const std::uint16_t h = static_cast<std::uint16_t>(b);  // a subnormal as a zero of its sign
       if (is_nan_bits(h)) continue;
-      if (bf16_bits(static_cast<float>(bf16_from_bits(h))) != h) {
+      const bool subnormal = (h & 0x7F80u) == 0;
+      if (bf16_bits(static_cast<float>(bf16_from_bits(h))) != (subnormal ? (h & 0x8000u) : h)) {
         FAIL_CHECK("round trip changed bits " << b);
         break;
       }
@@ -262,9 +266,10 @@ TEST_SUITE("dtype") {
       CHECK(g[2] == 0x3F81);
       CHECK(g[3] == 0x8000);
     }
-    // bfloat16 -> wider types is exact, inf and NaN included.
+    // bfloat16 -> wider types is exact, inf and NaN included, down to the smallest normal 2^-126
+    // (no rounding makes a subnormal, core/dtype.hpp, and under DAZ one would read as zero).
     {
-      const std::vector<std::uint16_t> h = {0x3F82, 0xFF80, 0x7FC1, 0x0001};
+      const std::vector<std::uint16_t> h = {0x3F82, 0xFF80, 0x7FC1, 0x0080};
       std::vector<double> d(h.size());
       std::vector<float> f(h.size());
       convert_elements(DType::bfloat16, h.data(), DType::float64, d.data(), h.size());
@@ -272,11 +277,11 @@ TEST_SUITE("dtype") {
       CHECK(d[0] == 1.015625);
       CHECK(d[1] == -inf);
       CHECK(std::isnan(d[2]));
-      CHECK(d[3] == std::ldexp(1.0, -133));
+      CHECK(d[3] == std::ldexp(1.0, -126));
       CHECK(f[0] == 1.015625f);
       CHECK(std::isinf(f[1]));
       CHECK(std::isnan(f[2]));
-      CHECK(bits_of_float(f[3]) == 0x00010000u);
+      CHECK(bits_of_float(f[3]) == 0x00800000u);
     }
   }
 

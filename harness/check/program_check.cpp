@@ -108,11 +108,27 @@ std::map<std::string, Tensor> program_inputs(const TensorProgram& p, std::uint64
   return out;
 }
 
+namespace {
+
+// Each run's rounding of an elementwise result flushes a value below the smallest normal L to zero
+// (core/dtype.hpp): off by at most L, not u times the value. The runs can differ by it only where
+// their inputs may differ (move > 0: the same function of the same values flushes alike) and
+// either value may lie below L: |V| < L + move, `move` how far the other run's value can be.
+Tensor flush_bound(const Tensor& v, const Tensor& move, double smallest) {
+  return xt::where(move > 0 && xt::abs(v) < smallest + move, 2 * smallest, 0.0);
+}
+
+// Where a bound is already positive (something is nonzero or may move), `extra` more; where it is
+// 0 every term is exactly 0 in both runs, and nothing can be flushed.
+Tensor plus_where_positive(const Tensor& e, double extra) { return e + xt::where(e > 0, extra, 0.0); }
+
+}  // namespace
+
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
                                int devices, const std::vector<int>& groups, const std::vector<bool>& on_partials) {
   ProgramReference r;
   std::map<std::string, Tensor> parts;  // M: the parts' magnitudes, summed over devices (einsums, linear ops)
-  const double u = unit_roundoff(dtype);
+  const double u = unit_roundoff(dtype), lam = smallest_normal(dtype);
   for (const auto& kv : p.inputs) {
     r.values[kv.first] = rounded(inputs.at(kv.first), dtype);
     r.bounds[kv.first] = xt::zeros<double>(p.shape(kv.first));
@@ -141,14 +157,17 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
         if (b_moves) e = e + contract(eq, aa, eb, DType::float64);
         if (a_moves) e = e + contract(eq, ea, b_moves ? Tensor(ab + eb) : ab, DType::float64);
+        e = plus_where_positive(e, g.absolute + one.absolute);  // products and partial sums flushed
         if (!on_partials.empty()) parts[op.out] = std::move(magnitude);
         break;
       }
       case OpKind::unary:
         if (op.name == "roll")  // moves elements, rounds nothing
           e = roll_op(ea, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
-        else
-          e = unary_move_bound(op.name, a, ea, op.value) + 2 * u * abs_of(v);
+        else {
+          const Tensor move = unary_move_bound(op.name, a, ea, op.value);
+          e = move + 2 * u * abs_of(v) + flush_bound(v, move, lam);
+        }
         break;
       case OpKind::binary: {
         const std::string& ad = p.dims.at(op.in[0]);
@@ -175,7 +194,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = ax * ey + ex * ay + ex * ey;
         else
           e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
-        e = e + 2 * u * abs_of(v);
+        e = e + 2 * u * abs_of(v) + flush_bound(v, e, lam);
         break;
       }
       case OpKind::rename:
@@ -192,7 +211,8 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       }
       case OpKind::broadcast: {
         const std::string& in_dims = p.dims.at(op.in[0]);
-        e = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale) + 2 * u * abs_of(v);
+        const Tensor move = broadcast_to(ea, in_dims, out_dims, p.shape(op.out)) * std::abs(op.scale);
+        e = move + 2 * u * abs_of(v) + flush_bound(v, move, lam);
         break;
       }
       case OpKind::reduce: {
@@ -204,6 +224,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         } else {
           e = reduce_op("sum", ea, in_dims, op.over) +
               2 * (n + group) * u * reduce_op("sum", abs_of(a), in_dims, op.over);
+          e = plus_where_positive(e, 2 * (n + group) * lam);
           if (op.name == "mean") e = e / n;
         }
         break;
@@ -216,6 +237,9 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
         const Tensor d = broadcast_to(reduce_op("max", ea, out_dims, o), kept, out_dims, p.shape(op.out));
         const double n = double(p.sizes.at(op.over[0]));
         e = abs_of(v) * (xt::exp(2 * d) - 1) + 2 * (n + 3) * u * abs_of(v);
+        // A value flushed in one run is below L there, so below L e^{2D} in the other.
+        const Tensor reach = 2 * lam * xt::exp(2 * d);
+        e = e + xt::where(abs_of(v) < reach, reach, 0.0);
         break;
       }
     }
@@ -228,7 +252,7 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
       Tensor m = op.kind == OpKind::rename ? abs_of(parts.count(op.in[0]) ? parts.at(op.in[0]) : a) : part(op.in[0]);
       if (op.in.size() > 1) m = m + part(op.in[1]);
       if (op.name == "scale") m = m * std::abs(op.value);
-      e = e + double(group) * u * m;
+      e = e + double(group) * u * m + xt::where(m > 0, double(group) * lam, 0.0);
       parts[op.out] = m;
     }
     // inf * 0 in a bound (a divisor that may reach 0, times a zero) leaves NaN: the bound is unknown.
@@ -255,13 +279,13 @@ ProgramReference checked_reference(const TensorProgram& p, const std::map<std::s
       s = std::isnan(d) ? INFINITY : std::max(s, d);
     }
   }
-  const double u = unit_roundoff(dtype);
+  const double u = unit_roundoff(dtype), lam = smallest_normal(dtype);
   for (const auto& [name, s] : spread) {
     const Tensor& v = r.values.at(name);
     const double largest = v.size() ? double(xt::amax(xt::abs(v))()) : 0.0;
     if (!std::isfinite(s) || !std::isfinite(largest)) continue;
     Tensor& bound = r.bounds.at(name);
-    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest);
+    bound = xt::minimum(bound, kOrderSpreadFactor * s + 2 * u * largest + (s > 0 || largest > 0 ? 2 * lam : 0.0));
   }
   return r;
 }

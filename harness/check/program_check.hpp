@@ -26,6 +26,12 @@
 //                   strictly above all others (1 in both runs) or strictly below another (0 in
 //                   both), or the row has no error at all; else 1
 //   Where a bound meets inf * 0 (a divisor that may reach 0, times a zero) it is unknown: inf.
+// Flush to zero (core/dtype.hpp): every rounding turns a value below the type's smallest normal L
+// into 0, an absolute error of at most L. An einsum adds each run's gemm_rounding().absolute and a
+// sum over n 2 (n + G) L, where their bound is positive (elsewhere every term is 0 in both runs);
+// unary, binary and broadcast add 2L where move > 0 and |V| < L + move (move: the bound before
+// their own rounding; the same function of the same values flushes alike); softmax adds
+// 2 L e^{2D} where |V| is below that; an op on partial sums G L.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -78,8 +84,9 @@ Tensor op_value(const TensorProgram& p, const ProgramOp& op, const std::map<std:
 // a device's partial sum is. S = the largest |R_order - R| over a tensor's elements and the three
 // orders: how far a change of order moved it, rounding amplified by everything downstream. Each
 // element's bound becomes
-//     min(worst-case bound, kOrderSpreadFactor * S + 2 u max|R|)
-// (2 u max|R|: the two runs' last roundings, for a tensor every order happens to compute alike).
+//     min(worst-case bound, kOrderSpreadFactor * S + 2 u max|R| + 2 L)
+// (2 u max|R| + 2 L: the two runs' last roundings or flushes, for a tensor every order happens to
+// compute alike; 0 for a tensor of zeros in every order).
 // This is statistical, not a proof: the sharded run is one more order, and it fails only if its
 // largest difference exceeds kOrderSpreadFactor times the largest of three others'.
 constexpr double kOrderSpreadFactor = 4.0;

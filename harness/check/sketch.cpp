@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -36,7 +37,10 @@
 // delta = gamma_{N+K} (Higham Lemma 3.3). r and s are computed sums of nonnegative terms, so
 // r <= r^ / (1 - delta) and s <= s^ / (1 - delta). Hence
 //   T_i = (((gamma + delta) s^_i + (rho + delta) r^_i) / (1 - delta) + tiny) (1 + 32u)  >=  t_i + e_i,
-// where tiny = (N + K) 2^-1074 covers products that underflow, and (1 + 32u) makes the computed
+// where tiny = (N + K) 2^-1022 covers products that underflow in the check (flushed to zero, not
+// gradual: core/subnormal.hpp), plus N (3K + 1) L for C's own flushes (core/dtype.hpp: each of its
+// K products, K - 1 + G - 1 adds and stores, G <= K devices, may lose up to L, T's smallest normal,
+// outside the relative bounds gamma and rho), and (1 + 32u) makes the computed
 // T_i an upper bound despite its own few roundings ((1 - u)^30 (1 + 32u) > 1).
 //
 // A wrong C fails with probability >= 1 - 2^-k. The final subtraction rounds by at most
@@ -89,6 +93,14 @@
 namespace shardlab {
 
 namespace {
+
+// What flushes to zero can cost one element of a C of K-term sums held as T: (3K + 1) L (the
+// header's derivation).
+template <class T>
+double flushes(std::size_t inner) {
+  const double smallest = std::is_same_v<T, double> ? DBL_MIN : double(FLT_MIN);
+  return (3 * static_cast<double>(inner) + 1) * smallest;
+}
 
 using Matrix = std::array<std::size_t, 2>;
 using Vector = std::array<std::size_t, 1>;
@@ -306,7 +318,7 @@ RowCheck check_sampled(MatRef<T> c, std::size_t inner, double gamma, double resu
   // The computed row is within gk P of the exact one (a double sum of `inner` products, any order),
   // and P^ >= (1 - gk) P: see the header for the tolerance.
   const double u = double_unit_roundoff, gk = sum_gamma(inner, u), up = 1 + 32 * u;
-  const double tiny = static_cast<double>(inner + 1) * 0x1.0p-1074;
+  const double tiny = static_cast<double>(inner + 1) * DBL_MIN + flushes<T>(inner);
   for (std::size_t q = 0; q < r; ++q)
     for (std::size_t j = 0; j < n; ++j) {
       const double cij = at(c, picked[q], j), want = exact[j * r + q];
@@ -453,7 +465,7 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   std::size_t uncalibrated = 0;
 
   const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
-  const double tiny = static_cast<double>(n + inner) * 0x1.0p-1074;
+  const double tiny = static_cast<double>(n + inner) * DBL_MIN + static_cast<double>(n) * flushes<T>(inner);
   const double spread = 2 * std::log(2.0 * static_cast<double>(m) * static_cast<double>(k) / kFalseFail);
   const double rms = m * n > 0 ? std::sqrt(squares / (static_cast<double>(m) * static_cast<double>(n))) : 0.0;
   double largest_own = 0, guaranteed = 0;

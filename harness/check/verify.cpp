@@ -200,11 +200,12 @@ GemmRounding gemm_rounding(DType t, std::size_t terms, std::size_t group) {
   GemmRounding r;
   if (uc == ut) {
     r.product = sum_gamma(terms + adds, ut);
-    return r;
+  } else {
+    const double gc = sum_gamma(terms, uc), gt = sum_gamma(adds, ut);
+    r.product = gc + gt + gc * gt;
+    r.result = ut / (1 - ut);
   }
-  const double gc = sum_gamma(terms, uc), gt = sum_gamma(adds, ut);
-  r.product = gc + gt + gc * gt;
-  r.result = ut / (1 - ut);
+  r.absolute = double(2 * terms + (group > 0 ? group : 1)) * smallest_normal(t) * (1 + r.product + r.result);
   return r;
 }
 
@@ -218,7 +219,10 @@ double reduction_tolerance(std::size_t terms, double max_abs_term, DType t, int 
   if (t == DType::float64) return reduction_tolerance(terms, max_abs_term);
   if (terms == 0) return 0.0;
   const double n = static_cast<double>(terms);
-  return 2 * (n * compute_roundoff(t) + (devices + 1) * unit_roundoff(t)) * n * max_abs_term;
+  // Plus each side's flushes (core/dtype.hpp): at most one per product and per rounding, each
+  // below the smallest normal.
+  return 2 * (n * compute_roundoff(t) + (devices + 1) * unit_roundoff(t)) * n * max_abs_term +
+         2 * (2 * n + devices + 1) * smallest_normal(t);
 }
 
 double integer_sum_tolerance(std::size_t terms, double max_abs_term, DType t, int devices) {

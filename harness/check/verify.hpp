@@ -82,8 +82,14 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
 // but the last touches a partial sum whose terms are a subset of the product's, so they add
 // gamma_{group - 1}(u_t) relative to |A| |B| (Higham's Lemma 3.3 combines the two gammas), while
 // the last rounding is relative to the result itself: result = u_t / (1 - u_t).
+// Flush to zero (core/dtype.hpp): a product, partial sum or result below the type's smallest
+// normal L becomes 0, an error of at most L each, not relative to anything; a term whose operand
+// was flushed is off by at most L times the other operand's magnitude, and the operands' own
+// bounds (E_A, E_B) carry that. One run rounds at most 2 terms + group times, each error grown by
+// at most the relative factor after it: absolute = (2 terms + group) L (1 + product + result).
 struct GemmRounding {
   double product = 0, result = 0;
+  double absolute = 0;  // elementwise, added to |computed - exact|
 };
 GemmRounding gemm_rounding(DType t, std::size_t terms, std::size_t group = 1);
 
@@ -100,7 +106,9 @@ double reduction_tolerance(std::size_t terms, double max_abs_term);
 // result in t. Each side adds `terms` products in its compute arithmetic (unit roundoff u_c:
 // float32's for both) and stores a partial sum in t at most devices + 1 times (the local result,
 // each ring step of a ReduceScatter, the result), each within u_t of a value no larger than
-// terms * max_abs_term:   tol = 2 (terms u_c + (devices + 1) u_t) terms max_abs_term.
+// terms * max_abs_term; each product and rounding may also flush a value below the smallest
+// normal L to zero (core/dtype.hpp), at most L each:
+//     tol = 2 (terms u_c + (devices + 1) u_t) terms max_abs_term + 2 (2 terms + devices + 1) L.
 double reduction_tolerance(std::size_t terms, double max_abs_term, DType t, int devices = 1);
 // Integers whose sum stays within the type's exact integers (2^53, 2^24, 2^8): every order gives
 // the same sum, so 0; otherwise reduction_tolerance.

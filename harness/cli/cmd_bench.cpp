@@ -74,6 +74,10 @@ Command add_bench_command(CLI::App& app) {
   f->add_option("--verify", fo->verify, "full, sketch or auto (full up to 5e10 unsharded FLOPs)")
       ->capture_default_str();
   f->add_flag("--backward", fo->backward, "also the backward pass");
+  at_least(f->add_option("--steps", fo->steps,
+                         "also time N warm steps after the first, inputs and buffers resident (0: none)")
+               ->capture_default_str(),
+           0);
   f->add_flag("--json", fo->json, "print one JSON object instead of the table");
   f->add_option("--trace", fo->trace, "also write the run's timeline here (Chrome Trace JSON)");
   auto po = std::make_shared<PlanBenchOptions>();

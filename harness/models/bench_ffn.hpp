@@ -15,6 +15,7 @@ struct FfnBenchOptions {
   std::string dtype = "float32";
   std::string verify = "auto";
   bool backward = false;
+  int steps = 0;  // --steps N: N warm steps after the first, each timed (a training loop's steps)
   bool json = false;
   std::string trace;  // also write the run's timeline here (harness/check/trace.hpp)
 };

@@ -100,6 +100,9 @@ struct FfnConfig {
   // The sharded run's expected seconds, for the progress display's estimate (bench ffn sets it
   // from the GEMM rate it measures); 0: measured when the display is on and the layer is large.
   double expected_run_seconds = 0;
+  // Warm steps (bench ffn --steps): the sharded run repeated this many times after the first, on
+  // the same inputs, each timed (not verified: the first run is, and the program is the same).
+  int steps = 0;
 };
 // Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches. The full check costs
 // about 20 float32 GEMMs of the layer's size (ffn_check.hpp: four unsharded runs, the contractions
@@ -193,6 +196,7 @@ struct FfnResult {
   std::string verify;           // "full" or "sketch": what was used
   // Wall time of each phase (root): generating inputs, the sharded run, verification.
   double seconds_inputs = 0, seconds_run = 0, seconds_verify = 0;
+  std::vector<double> seconds_steps;  // each warm step after the first (FfnConfig::steps)
   bool pass() const;
 };
 

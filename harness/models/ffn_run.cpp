@@ -404,6 +404,20 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
   const bool sink = backend == Backend::sim && !runtime.replaying();
   const RunResult run = runner(typed_program<T>(plan, in, sink ? &blocks : nullptr, sketch));
   r.seconds_run = seconds_since(t0);
+  // Warm steps, as a training loop runs them: the inputs already generated and in place, the
+  // allocator holding the memory the first step faulted in (core/memory.hpp), each step's results
+  // handed to one sink whose blocks the next step replaces. Every rank runs them (they are
+  // collective); the first run alone is verified.
+  if (c.steps > 0) {
+    shown.emplace(std::to_string(c.steps) + " warm steps on " + std::to_string(mesh.devices()) + " devices",
+                  expected * c.steps);
+    Blocks<T> warm(static_cast<std::size_t>(mesh.devices()));
+    for (int s = 0; s < c.steps; ++s) {
+      const auto ts = std::chrono::steady_clock::now();
+      runner(typed_program<T>(plan, in, sink ? &warm : nullptr, false));
+      r.seconds_steps.push_back(seconds_since(ts));
+    }
+  }
   if (!root) return r;
 
   shown.emplace(r.verify + " verification against the unsharded layer");

@@ -6,6 +6,7 @@
 
 #include "collectives/collectives.hpp"
 #include "core/error.hpp"
+#include "core/subnormal.hpp"
 
 namespace shardlab {
 
@@ -89,15 +90,25 @@ std::size_t moe_all_to_all_bytes(const MoeShape& s, std::size_t capacity, int ex
 
 namespace {
 
+// While a test counts subnormals (core/subnormal.hpp): one contraction's two operands, values of
+// type t held as double.
+void count_operands(const double* a, std::size_t na, const double* b, std::size_t nb, DType t) {
+  if (!counting_subnormals()) return;
+  count_operand(a, na, t, true);
+  count_operand(b, nb, t, false);
+}
+
 // One expert on one token: h = x W_in[e] (kept for the backward), y = relu(h) W_out[e].
 // Sums run in index order; h and y are rounded to t.
 void expert_forward(const Tensor& w_in, const Tensor& w_out, std::size_t e, const double* x, double* h, double* y,
                     std::size_t m, std::size_t hid, DType t) {
+  count_operands(x, m, &w_in(e, 0, 0), m * hid, t);
   for (std::size_t i = 0; i < hid; ++i) {
     double acc = 0;
     for (std::size_t j = 0; j < m; ++j) acc += x[j] * w_in(e, j, i);
     h[i] = round_to(t, acc);
   }
+  count_operands(h, hid, &w_out(e, 0, 0), hid * m, t);
   for (std::size_t j = 0; j < m; ++j) {
     double acc = 0;
     for (std::size_t i = 0; i < hid; ++i) acc += std::max(h[i], 0.0) * w_out(e, i, j);
@@ -110,11 +121,15 @@ void expert_backward(const Tensor& w_in, const Tensor& w_out, std::size_t e, con
                      const double* dy, double* dx, double* dw_in, double* dw_out, std::size_t m, std::size_t hid,
                      DType t) {
   std::vector<double> dh(hid);
+  count_operands(dy, m, &w_out(e, 0, 0), hid * m, t);
   for (std::size_t i = 0; i < hid; ++i) {
     double acc = 0;
     for (std::size_t j = 0; j < m; ++j) acc += dy[j] * w_out(e, i, j);
     dh[i] = h[i] > 0 ? round_to(t, acc) : 0.0;
   }
+  count_operands(dh.data(), hid, &w_in(e, 0, 0), m * hid, t);
+  count_operands(h, hid, dy, m, t);
+  count_operands(x, m, dh.data(), hid, t);
   for (std::size_t j = 0; j < m; ++j) {
     double acc = 0;
     for (std::size_t i = 0; i < hid; ++i) acc += dh[i] * w_in(e, j, i);
@@ -129,6 +144,7 @@ void expert_backward(const Tensor& w_in, const Tensor& w_out, std::size_t e, con
 std::vector<double> token_logits(const MoeInputs& in, std::size_t token, int experts, DType t) {
   const std::size_t m = in.x.shape()[1];
   std::vector<double> l(static_cast<std::size_t>(experts));
+  count_operands(&in.x(token, 0), m, in.w_router.data(), in.w_router.size(), t);
   for (int e = 0; e < experts; ++e) {
     double acc = 0;
     for (std::size_t j = 0; j < m; ++j) acc += in.x(token, j) * in.w_router(j, e);
