@@ -24,6 +24,7 @@
 #include "harness/cost/cost.hpp"
 #include "harness/plan/natural.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/plan_ledger.hpp"
 

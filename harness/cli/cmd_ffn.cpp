@@ -14,6 +14,7 @@
 #include "harness/models/ffn.hpp"
 #include "harness/cost/machine.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 #include "harness/check/session.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"

@@ -19,6 +19,7 @@
 #include "harness/check/program_check.hpp"
 #include "core/write_file.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 #include "harness/plan/planner.hpp"
 #include "harness/check/session.hpp"
 #include "core/table.hpp"

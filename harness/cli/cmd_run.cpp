@@ -21,6 +21,7 @@
 #include "harness/models/program_cost.hpp"
 #include "harness/plan/keep_gathered.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 #include "harness/plan/program_explain.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"

@@ -11,6 +11,7 @@
 #include "harness/check/pictures.hpp"
 #include "harness/check/program_check.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/plan_ledger.hpp"
 

@@ -8,6 +8,7 @@
 #include "core/wrap.hpp"
 #include "harness/plan/layout_search.hpp"
 #include "harness/plan/plan_search.hpp"
+#include "harness/plan/search_text.hpp"
 
 namespace shardlab {
 
