@@ -31,10 +31,10 @@ const Row table1[] = {
 // Ours for a row: its t, p and GPUs, full recomputation, no ZeRO or SP (Megatron-LM in 2021); the
 // micro-batch and interleaving, which Table 1 does not state, searched.
 JobCost predicted(const Row& r) {
-  SearchOptions o;
+  JobSearchOptions o;
   o.devices = r.gpus, o.fix_tp = r.t, o.fix_pp = r.p;
   o.only_full_recompute = true, o.allow_zero = false, o.allow_sp = false;
-  const SearchResult s = search_layouts(load_model(r.model), load_cluster("dgx-a100"), o);
+  const JobSearchResult s = search_layouts(load_model(r.model), load_cluster("dgx-a100"), o);
   REQUIRE(!s.fitting.empty());
   return s.fitting[0];
 }
@@ -104,11 +104,11 @@ TEST_SUITE("plan-model") {
   }
 
   TEST_CASE("search: GPT-3 175B on 1024 A100s fits, keeps TP in a node, and is quick") {
-    SearchOptions o;
+    JobSearchOptions o;
     o.devices = 1024;
     const ModelSpec m = load_model("gpt3-175b");
     const ClusterSpec c = load_cluster("dgx-a100");
-    const SearchResult r = search_layouts(m, c, o);
+    const JobSearchResult r = search_layouts(m, c, o);
     REQUIRE(!r.fitting.empty());
     const JobCost& best = r.fitting[0];
     CHECK(best.memory.total() <= c.memory_bytes);
@@ -127,7 +127,7 @@ TEST_SUITE("plan-model") {
   TEST_CASE("bad input: unknown presets and device counts that are not whole nodes") {
     CHECK_THROWS_WITH_AS(load_model("gpt-9"), doctest::Contains("unknown model gpt-9"), Error);
     CHECK_THROWS_AS(load_cluster("dgx-z"), Error);
-    SearchOptions o;
+    JobSearchOptions o;
     o.devices = 12;
     CHECK_THROWS_AS(search_layouts(load_model("gpt3-175b"), load_cluster("dgx-a100"), o), Error);
   }

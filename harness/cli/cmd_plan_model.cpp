@@ -41,10 +41,10 @@ int run(const PlanModelOptions& o) {
   }
   const ModelSpec m = load_model(o.model);
   const ClusterSpec c = load_cluster(o.cluster);
-  SearchOptions s;
+  JobSearchOptions s;
   s.devices = o.devices;
   s.plan.overlap_dp = o.overlap_dp;
-  const SearchResult r = search_layouts(m, c, s);
+  const JobSearchResult r = search_layouts(m, c, s);
   if (r.fitting.empty()) {
     double need = 1e300;
     for (const auto& j : r.too_big) need = std::min(need, j.memory.total());

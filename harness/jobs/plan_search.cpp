@@ -10,12 +10,12 @@
 
 namespace shardlab {
 
-SearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o) {
+JobSearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o) {
   const int n = o.devices, node = c.devices_per_node;
   if (n < 1 || (n >= node && n % node) || (n < node && node % n))
     throw Error(ErrorKind::parse, "--devices " + std::to_string(n) + " is not a whole number of " + c.name +
                                       " nodes of " + std::to_string(node) + " devices (or a divisor of one)");
-  SearchResult r;
+  JobSearchResult r;
   std::vector<int> eps = {1};
   if (m.moe())
     for (int e = 2; e <= m.experts; e *= 2) eps.push_back(e);
@@ -95,7 +95,7 @@ std::string wrapped(const std::string& text) {
 
 }  // namespace
 
-std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const SearchResult& r,
+std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o, const JobSearchResult& r,
                       int top) {
   std::ostringstream out;
   out << "plan-model: " << m.name << " (" << format_number(model_params(m) / 1e9, "%.1f") << "B parameters, "

@@ -9,7 +9,7 @@
 
 namespace shardlab {
 
-struct SearchOptions {
+struct JobSearchOptions {
   int devices = 0;
   PlanOptions plan;
   int fix_tp = 0, fix_pp = 0;  // 0: searched
@@ -17,7 +17,7 @@ struct SearchOptions {
   bool allow_zero = true, allow_sp = true;
 };
 
-struct SearchResult {
+struct JobSearchResult {
   std::vector<JobCost> fitting;  // fastest first
   std::vector<JobCost> too_big;  // fastest first
   long evaluated = 0;
@@ -25,11 +25,11 @@ struct SearchResult {
 
 // Error(parse) when the device count is not a multiple of a node (or under one node, not a
 // divisor of it), or no layout exists at all for these degrees.
-SearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o);
+JobSearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o);
 
 // The best `top` layouts with memory and time by part, the rules, the runners-up and the layouts
 // that do not fit; every line within 100 columns.
-std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const SearchResult& r,
+std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o, const JobSearchResult& r,
                       int top);
 
 }  // namespace shardlab
