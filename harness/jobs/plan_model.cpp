@@ -102,7 +102,7 @@ double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const 
   return double(m.layers) / l.pp * micro_batches * per_layer * one;
 }
 
-JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PlanOptions& o) {
+JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const JobPlanOptions& o) {
   JobCost j;
   j.layout = l;
   j.peak = c.peak(o.dtype);

@@ -31,7 +31,7 @@
 //   DP           an AllReduce of the bf16 gradients over DP, or ZeRO's ReduceScatter + AllGather
 //                (the same bytes); ZeRO-2 reduce-scatters every micro-batch and ZeRO-3 gathers the
 //                weights twice a micro-batch (article 004, harness/models/three_d.hpp). Exposed
-//                unless PlanOptions::overlap_dp.
+//                unless JobPlanOptions::overlap_dp.
 //   EP           4 AllToAlls of b s k h a MoE layer and micro-batch (harness/models/moe_cost.hpp)
 //   optimizer    Adam reads and writes 28 bytes a parameter it owns through HBM
 // Collectives are priced by collective_seconds (ring) on the cluster's intra- or inter-node link.
@@ -55,7 +55,7 @@ struct Layout {
   std::string text() const;  // "DP 16 x TP 8+SP x PP 8 (v2), ZeRO-1, b 1, selective"
 };
 
-struct PlanOptions {
+struct JobPlanOptions {
   std::string dtype = "bf16";  // peak FLOP/s used for compute
   bool overlap_dp = false;     // DP communication hidden behind the backward pass
 };
@@ -90,7 +90,7 @@ struct JobCost {
 // Why a layout is impossible for this model and device count ("" when it is possible): degrees
 // that do not divide heads, layers, the batch or the devices.
 std::string layout_problem(const ModelSpec& m, const ClusterSpec& c, int devices, const Layout& l);
-JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const PlanOptions& o = {});
+JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const JobPlanOptions& o = {});
 
 // Pieces, exposed for the tests.
 double activation_bytes_per_layer(const ModelSpec& m, int micro_batch, const Layout& l, Recompute r);
