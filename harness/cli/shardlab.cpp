@@ -18,6 +18,7 @@
 #include "harness/cli/cmd_run.hpp"
 #include "harness/cli/cmd_sweep.hpp"
 #include "harness/cli/cmd_pipeline.hpp"
+#include "harness/cli/cmd_plan_model.hpp"
 #include "harness/cli/cmd_zero.hpp"
 #include "harness/cli/cmd_moe.hpp"
 #include "harness/cli/cmd_power.hpp"
@@ -45,6 +46,7 @@ int shardlab_main(int argc, char** argv) {
   Command check = add_check_command(app);
   Command zero = add_zero_command(app);
   Command pipeline = add_pipeline_command(app);
+  Command plan_model = add_plan_model_command(app);
   Command soak = add_soak_command(app);
   Command exercise = add_exercise_command(app);
   Command power = add_power_command(app);
@@ -86,6 +88,7 @@ int shardlab_main(int argc, char** argv) {
     if (*check.app) return check.run();
     if (*zero.app) return zero.run();
     if (*pipeline.app) return pipeline.run();
+    if (*plan_model.app) return plan_model.run();
     if (*soak.app) return soak.run();
     if (*exercise.app) return exercise.run();
     if (*power.app) return power.run();

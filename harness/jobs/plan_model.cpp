@@ -1,0 +1,174 @@
+#include "harness/jobs/plan_model.hpp"
+
+#include <algorithm>
+
+#include "core/text.hpp"
+#include "harness/models/pipeline.hpp"
+
+namespace shardlab {
+
+std::string recompute_name(Recompute r) {
+  return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full";
+}
+
+std::string Layout::text() const {
+  std::string s = "DP " + std::to_string(dp) + " x TP " + std::to_string(tp) + (sp ? "+SP" : "") + " x PP " +
+                  std::to_string(pp) + (vp > 1 ? " (v" + std::to_string(vp) + ")" : "");
+  if (ep > 1) s += " x EP " + std::to_string(ep);
+  return s + ", ZeRO-" + std::to_string(zero) + ", b " + std::to_string(micro_batch) + ", " + recompute_name(recompute);
+}
+
+double JobCost::mfu() const {
+  const double step = time.step();
+  return step > 0 ? model_flops / (step * layout.devices() * peak) : 0;
+}
+
+std::string layout_problem(const ModelSpec& m, const ClusterSpec& c, int devices, const Layout& l) {
+  if (l.devices() != devices) return "DP x TP x PP is not the device count";
+  if (m.heads % l.tp || m.kv_heads % std::min(l.tp, m.kv_heads) || m.ffn % l.tp) return "TP does not divide the heads";
+  if (m.layers % (l.pp * l.vp)) return "PP x virtual stages does not divide the layers";
+  const double per_replica = m.global_batch / l.dp;
+  if (per_replica != static_cast<long long>(per_replica)) return "DP does not divide the batch";
+  const long long b = static_cast<long long>(per_replica);
+  if (b % l.micro_batch) return "the micro-batch does not divide a replica's batch";
+  const long long mb = b / l.micro_batch;
+  if (l.vp > 1 && (l.pp < 2 || mb % l.pp)) return "interleaving needs PP >= 2 and micro-batches a multiple of PP";
+  if (l.sp && l.tp < 2) return "SP needs TP";
+  if (l.ep > 1 && (!m.moe() || m.experts % l.ep || l.dp % l.ep)) return "EP must divide the experts and DP";
+  if (c.max_nodes > 0 && devices > c.max_nodes * c.devices_per_node) return "more devices than the cluster has";
+  return "";
+}
+
+namespace {
+
+// Korthikanti et al. 2022's per-layer terms, generalized to grouped-query attention, any FFN
+// width, SwiGLU and top-k experts: the parts every TP rank holds whole, and the parts TP splits.
+struct ActTerms {
+  double whole = 0, split = 0, scores = 0;  // bytes per (s b); scores: 5 a s, split by TP
+};
+
+ActTerms act_terms(const ModelSpec& m) {
+  const double h = m.hidden, f = m.ffn, kv = double(m.kv_heads) / m.heads;
+  ActTerms t;
+  // Attention: LayerNorm output into QKV (2h) and the output dropout mask (h) are whole; Q (2h),
+  // K and V (2h each, fewer with GQA), and the output projection's input (2h) are split.
+  // MLP: its input (2h) and dropout mask (h) whole; the activation's input and output, 2f each
+  // (SwiGLU: gate and up 2f each, then 2f), split, once per expert a token visits.
+  // LayerNorms: their inputs, 2h each, whole. For the GPT block: whole 10h, split 24h.
+  t.whole = 3 * h + 3 * h + 4 * h;
+  t.split = 2 * h + 4 * h * kv + 2 * h + (m.gated_ffn ? 6 : 4) * f * std::max(1, m.top_k);
+  if (!m.flash_attention) t.scores = 5.0 * m.heads * m.seq;
+  return t;
+}
+
+double matmul_params(const ModelSpec& m) {  // a layer's matmul weights a token uses
+  const double h = m.hidden, hd = h / m.heads;
+  const double attn = 2 * h * h + 2 * h * m.kv_heads * hd;
+  return attn + (m.gated_ffn ? 3 : 2) * h * m.ffn * std::max(1, m.top_k);
+}
+
+const Hardware& link_for(const ClusterSpec& c, bool inside) { return inside ? c.intra : c.inter; }
+
+}  // namespace
+
+double activation_bytes_per_layer(const ModelSpec& m, int b, const Layout& l, Recompute r) {
+  const double sb = double(m.seq) * b, t = l.tp;
+  const ActTerms a = act_terms(m);
+  if (r == Recompute::full) return 2.0 * m.hidden * sb / (l.sp ? t : 1);
+  const double scores = r == Recompute::selective ? 0 : a.scores;
+  if (l.sp) return sb * (a.whole + a.split + scores) / t;
+  return sb * (a.whole + (a.split + scores) / t);
+}
+
+double step_flops(const ModelSpec& m, Recompute r) {
+  const double tokens = m.global_batch * m.seq;
+  const double layer_fwd = 2 * matmul_params(m) + 4.0 * m.seq * m.hidden;
+  const double logits = 2.0 * m.vocab * m.hidden;
+  double passes = 3 * (m.layers * layer_fwd + logits);
+  if (r == Recompute::full) passes += m.layers * layer_fwd;
+  if (r == Recompute::selective) passes += m.layers * 4.0 * m.seq * m.hidden;  // the attention core again
+  return tokens * passes;
+}
+
+bool tp_inside_node(const ClusterSpec& c, const Layout& l) { return l.tp <= c.devices_per_node; }
+
+double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link) {
+  if (l.tp < 2) return 0;
+  const double n = 2.0 * m.seq * l.micro_batch * m.hidden;  // b s h in bf16
+  const int per_layer = l.recompute == Recompute::full ? 6 : 4;
+  const double one = l.sp ? collective_seconds("all_gather", Algorithm::ring, l.tp, n, link) +
+                                collective_seconds("reduce_scatter", Algorithm::ring, l.tp, n, link)
+                          : collective_seconds("all_reduce", Algorithm::ring, l.tp, n, link);
+  return double(m.layers) / l.pp * micro_batches * per_layer * one;
+}
+
+JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const JobPlanOptions& o) {
+  JobCost j;
+  j.layout = l;
+  j.peak = c.peak(o.dtype);
+  const int devices = l.devices();
+  j.micro_batches = static_cast<int>(m.global_batch / l.dp / l.micro_batch);
+  const int mb = j.micro_batches;
+  const double layers_here = double(m.layers) / l.pp;
+  // Parameters on the first stage: its layers (experts over EP too) and the input embedding.
+  const double dense_layer = layer_params(m) - expert_params(m);
+  double pd = layers_here * (dense_layer / l.tp + expert_params(m) / (l.tp * l.ep));
+  pd += (double(m.vocab) * m.hidden) / l.tp + (m.learned_positions ? double(m.seq) * m.hidden : 0);
+  if (l.pp == 1 && !m.tied_embeddings) pd += double(m.vocab) * m.hidden / l.tp;
+  j.params_per_device = pd;
+  const double d = l.dp;
+  j.memory.params = 2 * pd / (l.zero >= 3 ? d : 1);
+  j.memory.grads = 2 * pd / (l.zero >= 2 ? d : 1);
+  j.memory.optimizer = 12 * pd / (l.zero >= 1 ? d : 1);
+  // Activations: the stash of the first stage, plus one layer's working set under full recomputation.
+  const PipeSchedule sched = l.vp > 1 ? PipeSchedule::interleaved : PipeSchedule::one_f_one_b;
+  j.memory.stash = stash_formula(sched, l.pp, mb, 0, l.vp);
+  const double stash_layers = double(j.memory.stash) * m.layers / (l.pp * l.vp);
+  const double none = activation_bytes_per_layer(m, l.micro_batch, l, Recompute::none);
+  j.memory.activations_none = stash_layers * none;
+  j.memory.activations = stash_layers * activation_bytes_per_layer(m, l.micro_batch, l, l.recompute);
+  if (l.recompute == Recompute::full) j.memory.activations += none;
+  j.fits = j.memory.total() <= c.memory_bytes;
+
+  // Compute: GEMMs at the measured efficiency, memory-bound kernels at HBM bandwidth.
+  j.model_flops = step_flops(m, Recompute::none);
+  j.hardware_flops = step_flops(m, l.recompute);
+  const double passes = l.recompute == Recompute::full ? 8 : 6;  // 2 x (forward 1 + backward 2 + recompute 1)
+  const double hbm = passes * layers_here * mb * none / c.hbm_bytes_per_s;
+  j.time.compute = j.hardware_flops / devices / (j.peak * c.gemm_efficiency) + hbm;
+  j.time.tp = tp_seconds(m, l, mb, link_for(c, tp_inside_node(c, l)));
+  if (m.moe() && l.ep > 1) {
+    const double n = 2.0 * m.seq * l.micro_batch * m.top_k * m.hidden;
+    const bool inside = l.tp * l.ep <= c.devices_per_node;
+    const int count = l.recompute == Recompute::full ? 6 : 4;
+    j.time.ep = layers_here * mb * count *
+                collective_seconds("all_to_all", Algorithm::ring, l.ep, n, link_for(c, inside));
+  }
+  const double ideal = j.time.compute + j.time.tp + j.time.ep;
+  if (l.pp > 1) {
+    const double f = bubble_formula(l.pp, mb, l.vp);  // share of the whole: (p-1)/(v m + p-1)
+    j.time.bubble = ideal * f / (1 - f);
+    const bool inside = l.tp * l.dp * 2 <= c.devices_per_node;  // ranks: TP, then DP, then PP
+    const double n = 2.0 * m.seq * l.micro_batch * m.hidden / l.tp;
+    const Hardware& hw = link_for(c, inside);
+    j.time.p2p = 2.0 * l.vp * mb * (hw.launch + hw.alpha + n / hw.bytes_per_s);
+  }
+  if (l.dp > 1) {
+    const bool inside = l.tp * l.dp <= c.devices_per_node;
+    const Hardware& hw = link_for(c, inside);
+    const double g = 2 * pd;  // bf16 gradients
+    const double rs = collective_seconds("reduce_scatter", Algorithm::ring, l.dp, g, hw);
+    const double ag = collective_seconds("all_gather", Algorithm::ring, l.dp, g, hw);
+    if (l.zero <= 1) j.time.dp = collective_seconds("all_reduce", Algorithm::ring, l.dp, g, hw);
+    else if (l.zero == 2) j.time.dp = mb * rs + ag;
+    else j.time.dp = mb * (rs + 2 * ag);
+    j.time.dp_exposed = o.overlap_dp ? 0 : j.time.dp;
+  }
+  j.time.optimizer = 28 * pd / (l.zero >= 1 ? d : 1) / c.hbm_bytes_per_s;
+  const double step = j.time.step();
+  j.tokens_per_s = m.global_batch * m.seq / step;
+  j.achieved_flops = j.hardware_flops / (step * devices);
+  return j;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,102 @@
+// The memory and step time of one training layout of a whole model on a cluster. Every term is a
+// formula with a source; none is fitted to the measurements it is tested against.
+//
+// Memory per device (bytes), on the first pipeline stage (it holds the embedding and the most
+// stashed micro-batches):
+//   states       2 + 2 + 12 bytes a parameter (bf16 weights and gradients, Adam's fp32 master copy,
+//                momentum, variance), divided over DP by ZeRO stage (Rajbhandari et al. 2020, Section
+//                5; harness/models/zero.hpp)
+//   activations  one layer, one micro-batch (Korthikanti et al. 2022, Section 4, Table 2):
+//                s b h (34 + 5 a s / h) with no parallelism; s b h (10 + 24/t + 5 a s / (h t)) under
+//                TP alone; s b h (34 + 5 a s / h) / t with TP+SP. Selective recomputation (Section 5)
+//                drops the 5 a s / h term (so does flash attention); full recomputation keeps each
+//                layer's input, 2 s b h (/t with SP), plus one layer's working set.
+//   stash        1F1B holds min(p, m) micro-batches of its L/p layers at stage 1; interleaved,
+//                harness/models/pipeline.hpp's stash_formula (Narayanan et al. 2021, Section 2.2)
+// Step time on one device (seconds):
+//   compute      GEMM FLOPs at the cluster's measured efficiency, plus the memory-bound kernels
+//                (LayerNorm, GeLU, dropout, softmax): twice the stored activations' bytes through
+//                HBM per pass (written by one kernel, read by the next), forward 1 pass, backward
+//                2, recomputation 1
+//   FLOPs        Narayanan et al. 2021, Section 5.1: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) with
+//                full recomputation, 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) without; in general 3
+//                (or 4) passes of 2 x matmul weights + 4 s h a token a layer, and 6 V h for logits
+//   TP           per layer and micro-batch, 2 AllReduces of b s h forward and 2 backward (Shoeybi
+//                et al. 2019, Section 3, the f and g operators; 2 more with full recomputation);
+//                with SP each is an AllGather plus a ReduceScatter (Korthikanti Section 4.2.2);
+//                not overlapped. Over NVLink when TP fits in a node, else over the network.
+//   bubble       (p-1)/(v m) of the ideal time (Narayanan Section 2.2; bubble_formula)
+//   p2p          each micro-batch's activation forward and gradient backward per virtual stage, b s
+//                h / t bytes each with the scatter/gather optimization (Narayanan Section 4.1)
+//   DP           an AllReduce of the bf16 gradients over DP, or ZeRO's ReduceScatter + AllGather
+//                (the same bytes); ZeRO-2 reduce-scatters every micro-batch and ZeRO-3 gathers the
+//                weights twice a micro-batch (article 004, harness/models/three_d.hpp). Exposed
+//                unless JobPlanOptions::overlap_dp.
+//   EP           4 AllToAlls of b s k h a MoE layer and micro-batch (harness/models/moe_cost.hpp)
+//   optimizer    Adam reads and writes 28 bytes a parameter it owns through HBM
+// Collectives are priced by collective_seconds (ring) on the cluster's intra- or inter-node link.
+#pragma once
+#include <string>
+
+#include "harness/jobs/job_inputs.hpp"
+
+namespace shardlab {
+
+enum class Recompute { none, selective, full };
+std::string recompute_name(Recompute r);  // "none", "selective", "full"
+
+struct Layout {
+  int dp = 1, tp = 1, pp = 1, vp = 1, ep = 1;  // vp: virtual stages a device (interleaving)
+  bool sp = false;                             // sequence parallelism beside TP
+  int zero = 0;                                // ZeRO stage 0-3
+  int micro_batch = 1;
+  Recompute recompute = Recompute::none;
+  int devices() const { return dp * tp * pp; }
+  std::string text() const;  // "DP 16 x TP 8+SP x PP 8 (v2), ZeRO-1, b 1, selective"
+};
+
+struct JobPlanOptions {
+  std::string dtype = "bf16";  // peak FLOP/s used for compute
+  bool overlap_dp = false;     // DP communication hidden behind the backward pass
+};
+
+struct MemoryParts {
+  double params = 0, grads = 0, optimizer = 0;
+  double activations = 0;           // with the layout's recomputation, stash included
+  double activations_none = 0;      // the same without recomputation
+  int stash = 0;                    // micro-batches (or micro-batch and chunk pairs) held
+  double total() const { return params + grads + optimizer + activations; }
+};
+
+struct TimeParts {
+  double compute = 0, tp = 0, bubble = 0, p2p = 0, dp = 0, dp_exposed = 0, ep = 0, optimizer = 0;
+  double step() const { return compute + tp + bubble + p2p + dp_exposed + ep + optimizer; }
+};
+
+struct JobCost {
+  Layout layout;
+  int micro_batches = 0;           // m, a pipeline's micro-batches a step
+  double params_per_device = 0;
+  MemoryParts memory;
+  TimeParts time;
+  double model_flops = 0, hardware_flops = 0;  // a step, the whole job
+  bool fits = false;
+  double mfu() const;              // model FLOPs / (step x devices x peak)
+  double tokens_per_s = 0;
+  double achieved_flops = 0;       // hardware FLOPs a second a device (Narayanan's metric)
+  double peak = 0;
+};
+
+// Why a layout is impossible for this model and device count ("" when it is possible): degrees
+// that do not divide heads, layers, the batch or the devices.
+std::string layout_problem(const ModelSpec& m, const ClusterSpec& c, int devices, const Layout& l);
+JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const JobPlanOptions& o = {});
+
+// Pieces, exposed for the tests.
+double activation_bytes_per_layer(const ModelSpec& m, int micro_batch, const Layout& l, Recompute r);
+double step_flops(const ModelSpec& m, Recompute r);  // the whole global batch, one step
+// The TP communication of one step on `link` (the layout's own, or another to compare).
+double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link);
+bool tp_inside_node(const ClusterSpec& c, const Layout& l);
+
+}  // namespace shardlab
