@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "harness/jobs/plan_search.hpp"
+#include "harness/jobs/job_search.hpp"
 
 using namespace shardlab;
 

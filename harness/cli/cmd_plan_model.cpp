@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "harness/jobs/plan_search.hpp"
+#include "harness/jobs/job_search.hpp"
 
 namespace shardlab {
 

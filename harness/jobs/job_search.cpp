@@ -1,4 +1,4 @@
-#include "harness/jobs/plan_search.hpp"
+#include "harness/jobs/job_search.hpp"
 
 #include <algorithm>
 #include <functional>
