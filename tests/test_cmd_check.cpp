@@ -60,10 +60,12 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CHECK(r.out.find("PASS attention_12_heads: 2 collectives, 1792 B/device") != std::string::npos);  // uneven heads
   CHECK(r.out.find("PASS nested_4x4_embedding_softmax: 7 collectives, 2304 B/device") != std::string::npos);
   CHECK(r.out.find("PASS softmax_padded_sequence: 3 collectives, 204 B/device") != std::string::npos);  // pad
-  CHECK(r.out.find("24 passed, 0 failed") != std::string::npos);
+  // s = sum over m of relu(x[b_X, m_Y]): one AllReduce over Y of s's 4-float block, as DTensor.
+  CHECK(r.out.find("PASS dtensor_relu_sum: 1 collective, 24 B/device") != std::string::npos);
+  CHECK(r.out.find("25 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 24);
+  CHECK(count(doc, "/testsuites/testsuite") == 25);
   CHECK(count(doc, "//failure") == 0);
   // FFN forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against
   // the unsharded program and each against central differences. Attention (backward): y and the
@@ -77,7 +79,8 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
             (12 + 11 + 1 + 2 + 1) + 1 + (6 + 5 + 1 + 2 + 1) +  // 12 heads on Y=8, two expectations
             (1 + 3 + 3 + 1 + 1 + 1) +  // nested 4x4: p, 3 gradients and their central differences, ledger, bytes, memory
             (4 + 3 + 1 + 1 + 1) +      // fused QKV: y, 3 gradients, their central differences, ledger, expectation, memory
-            (2 + 2 + 2 + 1 + 2 + 1));  // padded sequence: z, p, 2 gradients and their central differences, ledger, 2 expectations, memory
+            (2 + 2 + 2 + 1 + 2 + 1) +  // padded sequence: z, p, 2 gradients and their central differences, ledger, 2 expectations, memory
+            5);                        // DTensor's relu then sum: s, the ledger, 2 expectations, memory
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6 + 3);  // FFNs, layers
   // Every comparison of values carries its power and floor; no shipped case has a WEAK check.
   const auto powers = doc.select_nodes("//testcase/properties/property[@name='power']");
