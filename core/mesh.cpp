@@ -133,34 +133,56 @@ std::string Mesh::text() const {
   return join(parts, ",");
 }
 
-std::string Mesh::picture(const std::function<std::string(int)>& label) const {
-  auto text_of = [&](int d) { return label ? label(d) : "d" + std::to_string(d); };
-  std::size_t width = 0;
-  for (int d = 0; d < devices(); ++d) width = std::max(width, text_of(d).size());
+std::string Mesh::picture(const std::function<std::string(int)>& label, std::size_t columns) const {
   const int cols = sizes_.back();
   const int rows = rank() >= 2 ? sizes_[rank() - 2] : 1;
   const int planes = devices() / (rows * cols);
   const std::string row_axis = rank() >= 2 ? names_[rank() - 2] : "";
+  // Each row of boxes starts with its coordinate, "X=0  ", padded to the same width on every row.
+  const std::size_t lead =
+      row_axis.empty() ? 0 : row_axis.size() + 2 + std::max<std::size_t>(2, std::to_string(rows - 1).size());
+  // A box is its label, a space either side and a bar: width + 3 columns, after the row's first bar.
+  const std::size_t room = columns > lead + 1 ? columns - lead - 1 : 0;
+  const std::size_t most = room > 4 ? room - 3 : 1;  // the widest label one box in a line can hold
+  auto text_of = [&](int d) {
+    std::string s = label ? label(d) : "d" + std::to_string(d);
+    return s.size() > most ? s.substr(0, most - 1) + "~" : s;  // a label too wide for any line, cut
+  };
+  std::size_t width = 0;
+  for (int d = 0; d < devices(); ++d) width = std::max(width, text_of(d).size());
+  // Too many boxes for one line: the columns go in bands of equal size, one under the other, each
+  // headed by the indices of the last axis it shows, so no line is wider than `columns`.
+  const int fit = std::max(1, static_cast<int>(room / (width + 3)));
+  const int bands = (cols + fit - 1) / fit;
+  const int per = (cols + bands - 1) / bands;
+  const std::string indent(lead, ' ');
   std::ostringstream out;
-  std::string rule = "+";
-  for (int c = 0; c < cols; ++c) rule += std::string(width + 2, '-') + "+";
-  const std::string indent(row_axis.empty() ? 0 : row_axis.size() + 4, ' ');
   for (int p = 0; p < planes; ++p) {
     if (rank() > 2) {
       auto c0 = coords(p * rows * cols);
-      std::vector<std::string> lead;
-      for (int i = 0; i < rank() - 2; ++i) lead.push_back(names_[i] + "=" + std::to_string(c0[i]));
-      out << join(lead, ", ") << ":\n";
+      std::vector<std::string> lead_axes;
+      for (int i = 0; i < rank() - 2; ++i) lead_axes.push_back(names_[i] + "=" + std::to_string(c0[i]));
+      out << join(lead_axes, ", ") << ":\n";
     }
-    out << indent << " " << names_.back() << " ->\n" << indent << rule << "\n";
-    for (int r = 0; r < rows; ++r) {
-      if (!row_axis.empty()) out << row_axis << "=" << r << (r < 10 ? "  " : " ");
-      out << "|";
-      for (int c = 0; c < cols; ++c) {
-        std::string s = text_of(p * rows * cols + r * cols + c);
-        out << " " << s << std::string(width - s.size(), ' ') << " |";
+    for (int first = 0; first < cols; first += per) {
+      const int last = std::min(cols, first + per);
+      std::string rule = "+";
+      for (int c = first; c < last; ++c) rule += std::string(width + 2, '-') + "+";
+      out << indent << " " << names_.back();
+      if (bands > 1) out << "=" << first << ".." << last - 1 << " of " << cols;
+      out << " ->\n" << indent << rule << "\n";
+      for (int r = 0; r < rows; ++r) {
+        if (!row_axis.empty()) {
+          const std::string tag = row_axis + "=" + std::to_string(r);
+          out << tag << std::string(lead - tag.size(), ' ');
+        }
+        out << "|";
+        for (int c = first; c < last; ++c) {
+          std::string s = text_of(p * rows * cols + r * cols + c);
+          out << " " << s << std::string(width - s.size(), ' ') << " |";
+        }
+        out << "\n" << indent << rule << "\n";
       }
-      out << "\n" << indent << rule << "\n";
     }
   }
   return out.str();

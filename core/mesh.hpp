@@ -51,8 +51,10 @@ class Mesh {
   Uneven uneven() const { return uneven_; }
   void set_uneven(Uneven u) { uneven_ = u; }
   // ASCII picture: a grid of the last two axes, one grid per index of the leading axes.
-  // `label(d)` fills device d's box (defaults to "d<id>").
-  std::string picture(const std::function<std::string(int)>& label = nullptr) const;
+  // `label(d)` fills device d's box (defaults to "d<id>"). No line is wider than `columns`: a grid
+  // too wide goes in bands of the last axis's indices, one under another, and a label too wide for
+  // a line on its own is cut, ending in '~'.
+  std::string picture(const std::function<std::string(int)>& label = nullptr, std::size_t columns = 100) const;
 
  private:
   std::vector<std::string> names_;

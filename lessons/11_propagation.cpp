@@ -106,11 +106,11 @@ int main(int argc, char** argv) {
                                             ref.bounds.at(name)));
     for (const auto& v : central_difference_checks(p, g, cli.common.seed)) report.checks.push_back(v);
     // The forward ops' collectives come first in the ledger, then the backward's.
-    std::size_t forward_collectives = 0, forward_bytes = 0;
-    for (std::size_t j = 0; j < g.forward_ops; ++j)
+    std::size_t forward_collectives = 0, forward_bytes = 0, backward_bytes = 0;
+    for (std::size_t j = 0; j < plan.ops.size(); ++j)
       for (const PlanStep* s : plan.ops[j].collectives()) {
-        ++forward_collectives;
-        forward_bytes += s->predicted_bytes;
+        forward_collectives += j < g.forward_ops;
+        (j < g.forward_ops ? forward_bytes : backward_bytes) += s->predicted_bytes;
       }
     std::vector<std::string> ran, ran_backward;
     for (const auto& c : report.collectives)
@@ -120,11 +120,6 @@ int main(int argc, char** argv) {
     for (const auto& [c, axis] : std::vector<std::pair<std::string, std::string>>{
              {"all_gather x over ", Y}, {"all_gather W_in over ", X}, {"all_gather W_out over ", X}, {"reduce_scatter y over ", Y}})
       if (mesh.axis_size(axis) > 1) lesson08.push_back(c + axis);
-    Verdict same;
-    same.name = "the same collectives as lesson 08";
-    same.pass = ran == lesson08;
-    if (!same.pass) same.detail = "ran " + join(ran, "; ") + ", lesson 08 makes " + join(lesson08, "; ");
-    report.checks.push_back(same);
     // The backward shardlab ffn plans by hand (harness/models/ffn.cpp), with the same layout.
     FfnConfig by_hand;
     by_hand.strategy = "gspmd";
@@ -136,12 +131,28 @@ int main(int argc, char** argv) {
     for (const PlanStep* s : ffn_plan.collectives(FfnPhase::backward))
       if (mesh.axes_size(s->axes) > 1)  // as for lesson 08's: over a group of one nothing moves
         ffn_backward.push_back(step_kind_name(s->kind) + " " + s->tensor + " over " + axes_text(s->axes));
-    Verdict same_backward;
-    same_backward.name = "the same backward collectives as shardlab ffn --backward";
-    same_backward.pass = ran_backward == ffn_backward;
-    if (!same_backward.pass)
-      same_backward.detail = "ran " + join(ran_backward, "; ") + ", ffn plans " + join(ffn_backward, "; ");
-    report.checks.push_back(same_backward);
+    // The search takes the fewest bytes. Where the hand-written plan is not the cheapest (a batch
+    // that splits into blocks smaller than the weights' shards, as b = 8 over X = 8 with Y = 1), it
+    // finds another route: the check is then that the route sends fewer bytes, stated with both.
+    auto against = [&](const char* name, const std::vector<std::string>& want, const std::vector<std::string>& got,
+                       std::size_t hand_bytes, std::size_t search_bytes) {
+      Verdict v;
+      v.name = name;
+      v.pass = got == want;
+      if (!v.pass && search_bytes < hand_bytes) {
+        v.name += std::string(" or fewer bytes: ") + std::to_string(search_bytes) + " B per device against " +
+                  std::to_string(hand_bytes);
+        v.pass = true;
+      }
+      if (!v.pass) v.detail = "ran " + join(got, "; ") + ", by hand " + join(want, "; ");
+      report.checks.push_back(v);
+      return got == want;
+    };
+    const bool same = against("the same collectives as lesson 08", lesson08, ran,
+                              ffn_plan.predicted_bytes_per_device(FfnPhase::forward), forward_bytes);
+    const bool same_backward = against("the same backward collectives as shardlab ffn --backward", ffn_backward,
+                                       ran_backward, ffn_plan.predicted_bytes_per_device(FfnPhase::backward),
+                                       backward_bytes);
     report.numbers["annotated_tensors"] = prop.annotated;
     report.numbers["tensors"] = static_cast<double>(prop.specs.size());
 
@@ -181,9 +192,14 @@ int main(int argc, char** argv) {
         << forward.specs.size() << " forward, " << prop.specs.size() - forward.specs.size()
         << " backward) were annotated; the rest were derived.\n"
         << "\nTakeaway: annotate the inputs and weights; propagation lays out every other tensor, the gradients\n"
-           "          follow by rule, and the planner derives the collectives - here exactly the four lesson\n"
-           "          08 wrote by hand and the seven of the hand-written backward.\n"
-           "Next:     build/bin/shardlab run harness/cases/gspmd_ffn.toml\n"
+        << (same && same_backward
+                ? "          follow by rule, and the planner derives the collectives - here exactly the " +
+                      std::to_string(lesson08.size()) + "\n          lesson 08 wrote by hand and the " +
+                      std::to_string(ffn_backward.size()) + " of the hand-written backward.\n"
+                : std::string("          follow by rule, and the planner derives the collectives - here a route "
+                              "with fewer\n          bytes than lesson 08's hand-written plan for this mesh and "
+                              "these dims.\n"))
+        << "Next:     build/bin/shardlab run harness/cases/gspmd_ffn.toml\n"
            "          the same program as a case file, for CI.\n"
            "Exercise: build/bin/shardlab exercise --lesson 11\n";
     return session.finish();

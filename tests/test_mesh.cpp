@@ -2,6 +2,7 @@
 // the ASCII picture.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -254,4 +255,31 @@ TEST_CASE("picture of 1-D and 3-D meshes") {
   CHECK(has(p, "Y=0  | d4 | d5 |"));
   CHECK(has(p, "Y=1  | d6 | d7 |"));
   CHECK(p.find("X=0:") < p.find("X=1:"));
+}
+
+TEST_CASE("picture too wide for its columns goes in bands of the last axis, each line within them") {
+  auto widest = [](const std::string& p) {
+    std::size_t w = 0, at = 0;
+    for (std::size_t nl = p.find('\n'); nl != std::string::npos; at = nl + 1, nl = p.find('\n', at))
+      w = std::max(w, nl - at);
+    return w;
+  };
+  const Mesh row = Mesh::parse("X=1,Y=8");
+  const auto label = [](int d) { return "[0:16, " + std::to_string(d * 16) + ":" + std::to_string(d * 16 + 16) + "]"; };
+  const std::string p = row.picture(label);
+  CHECK(widest(p) <= 100);
+  CHECK(has(p, " Y=0..3 of 8 ->\n"));  // two bands of four boxes, not six and two
+  CHECK(has(p, " Y=4..7 of 8 ->\n"));
+  CHECK(has(p, "X=0  | [0:16, 64:80]   | [0:16, 80:96]   | [0:16, 96:112]  | [0:16, 112:128] |\n"));
+  CHECK(p.find("Y=0..3") < p.find("Y=4..7"));
+  // A narrow picture stays one grid, as before.
+  CHECK(Mesh::parse("X=1,Y=8").picture().find("..") == std::string::npos);
+  // Any width, any label: one box per line at worst, and a label too wide for that cut with '~'.
+  for (std::size_t columns : {40, 60, 100}) {
+    CAPTURE(columns);
+    const std::string q = Mesh::parse("X=2,Y=8").picture([](int) { return std::string(150, 'a'); }, columns);
+    CHECK(widest(q) <= columns);
+    CHECK(has(q, "a~ |"));
+    CHECK(widest(Mesh::parse("A=2,B=2,C=16").picture(nullptr, columns)) <= columns);
+  }
 }
