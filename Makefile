@@ -252,18 +252,21 @@ $(BUILD)/bin/mpi_tests: $(MPI_TEST_OBJS) $(LIB)
 
 # make run builds only what the lessons need (the library, the lessons program and shardlab, whose
 # commands the lessons' Next: and Exercise: lines name); make and make test build the test suites.
+# Without a -j of the user's, the build inside run and test uses every core (AUTO_JOBS): a plain
+# `make run`, as the README gives it, would otherwise compile one unit at a time.
+AUTO_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc))
 run: deps
-	@$(MAKE) --no-print-directory $(LESSONS) $(SHARDLAB)
+	@$(MAKE) --no-print-directory $(AUTO_JOBS) $(LESSONS) $(SHARDLAB)
 	@set -e; for l in $(LESSONS); do echo; echo "===== $$l ====="; OPENBLAS_NUM_THREADS=1 $$l; done
 
 # Tests find binaries through SHARDLAB_BIN; one BLAS thread per device. The three parts run one
 # after another even under make -j: their logs stay readable and no MPI run shares the 2 cores.
 # Each part prints its seconds when it ends, so a slow one shows in the log.
-timed = t=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; echo "== make $(1) took $$(( $$(date +%s) - t )) s"
+timed = t=$$(date +%s); $(MAKE) --no-print-directory $(2) $(1) || exit 1; echo "== make $(1) took $$(( $$(date +%s) - t )) s"
 # '+': make cannot see the $(MAKE) inside the call, so without it the sub-make got no jobserver and
 # built with -j1 ("jobserver unavailable"): a fresh clone's build took 11 minutes instead of 5-6.
 test: deps
-	@+$(call timed,all)
+	@+$(call timed,all,$(AUTO_JOBS))
 	@+$(call timed,test-unit)
 	@+$(call timed,test-cases)
 	@+$(call timed,test-mpi)
@@ -461,8 +464,8 @@ ASAN_ENV := SHARDLAB_BIN=build/asan/bin ASAN_OPTIONS=detect_leaks=1:exitcode=86 
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87 OPENBLAS_NUM_THREADS=1
 .PHONY: sanitize-suites tsan-suite asan-suite
 sanitize: deps
-	@$(MAKE) --no-print-directory SAN=thread bins
-	@$(MAKE) --no-print-directory sanitize-suites
+	@$(MAKE) --no-print-directory $(AUTO_JOBS) SAN=thread bins
+	@$(MAKE) --no-print-directory $(AUTO_JOBS) sanitize-suites
 
 sanitize-suites: tsan-suite asan-suite
 
