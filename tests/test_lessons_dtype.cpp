@@ -47,14 +47,15 @@ bool runs_in(std::size_t k, const Type& t) {
 
 TEST_SUITE("lessons") {
   TEST_CASE("every lesson in every element type: pass, its dtype, and float64's bytes scaled by the element size") {
-    for (const char* lesson : kLessons) {
-      const std::string name = lesson;
+    for (std::size_t k = 0; k < std::size(kLessons); ++k) {
+      const std::string name = kLessons[k];
       CAPTURE(name);
       const auto base = run_json(name + " --dtype float64 --json");
       REQUIRE(base["dtype"] == "float64");
       REQUIRE(base["element_bytes"] == 8);
       for (const Type& t : kTypes) {
         const std::string type = t.name;
+        if (type != "float64" && !runs_in(k, t)) continue;
         CAPTURE(type);
         const auto j = type == "float64" ? base : run_json(name + " --dtype " + type + " --json");
         CHECK(j["pass"] == true);
