@@ -21,6 +21,8 @@
 #include <iterator>
 
 #include "collectives/mpi_transport.hpp"
+#include "collectives/mpi_monitor.hpp"
+#include "collectives/mpi_watchdog.hpp"
 #include "collectives/mpi_world.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"

@@ -6,6 +6,7 @@
 
 #include "collectives/mpi_module.hpp"
 #include "collectives/mpi_transport.hpp"
+#include "collectives/mpi_watchdog.hpp"
 #include "collectives/mpi_world.hpp"
 #include "core/error.hpp"
 
@@ -44,7 +45,7 @@ class Mpich : public mpi::MpichCollectives {
     const int c = static_cast<int>(count), e = static_cast<int>(each);
     const MPI_Datatype ty = mpi_type(t);
     // A member that stops inside MPICH would leave these blocking calls hanging: the watchdog
-    // aborts the job past the collective timeout (collectives/mpi_world.hpp).
+    // aborts the job past the collective timeout (collectives/mpi_watchdog.hpp).
     if (op == "all_reduce") {
       BlockingCall guard(what_[0]);
       check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");
