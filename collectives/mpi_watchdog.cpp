@@ -5,28 +5,73 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
-#include "collectives/mpi_world.hpp"
 #include "collectives/watchdog.hpp"
 
 namespace shardlab {
 
-const std::string kFinalizing = "MPI_Finalize (the exit handshake)";
-const double kFinalizeSeconds = 10;  // a finalize after every goodbye takes well under 1 s
-std::atomic<int> exit_status{0};  // what the program exits with, once leave() has begun
-
 namespace {
-// Ends the job: every rank, mpiexec with `status` where hydra passes it on. MPI_Abort prints a
-// line of its own ("Abort(3) on node 0 ..."): one sentence is the rule, so stderr goes first.
-[[noreturn]] void abort_job(int status) {
+using Clock = std::chrono::steady_clock;
+std::atomic<int> watched_rank{0};
+std::atomic<MpiStage> watched_stage{MpiStage::starting};
+
+// The blocking call being watched, if any (what == nullptr: none).
+struct Watched {
+  const std::string* what = nullptr;
+  Clock::time_point since;
+  double seconds = 0;
+};
+std::mutex watched_mutex;
+Watched watched;  // guarded by watched_mutex
+
+// Asks mpiexec (hydra, over the PMI-1 socket it passed in PMI_FD) to end the job with `status`:
+// the message MPI_Abort itself sends, so hydra kills every rank, a stopped one too, and exits with
+// `status`. False when there is no such socket.
+bool ask_launcher_to_abort(int status) {
+  const char* fd = std::getenv("PMI_FD");
+  if (!fd) return false;
+  const std::string command = "cmd=abort exitcode=" + std::to_string(status) + "\n";
+  return ::write(std::atoi(fd), command.data(), command.size()) == static_cast<ssize_t>(command.size());
+}
+
+// Ends the job with `status`. While MPI runs, MPI_Abort (it prints a line of its own, "Abort(3) on
+// node 0 ...": one sentence is the rule, so stderr goes first). Before MPI_Init has returned there
+// is no MPI to abort, and once MPI_Finalize has begun MPI_Abort may wait on the finalize: then the
+// abort goes to mpiexec directly. A rank that only exited would not do: hydra combines the
+// statuses of every rank, and with a stopped rank killed that made 9 of 3.
+[[noreturn]] void end_job(int status) {
   const int null = ::open("/dev/null", O_WRONLY);
   if (null >= 0) ::dup2(null, 2);
-  MPI_Abort(MPI_COMM_WORLD, status);
+  if (watched_stage.load() == MpiStage::running) MPI_Abort(MPI_COMM_WORLD, status);
+  if (ask_launcher_to_abort(status)) std::this_thread::sleep_for(std::chrono::seconds(5));  // to be killed
   ::_exit(status);
+}
+
+void watch_blocking_calls() {
+  for (;;) {
+    double seconds = collective_timeout();
+    {
+      const std::lock_guard<std::mutex> lock(watched_mutex);
+      if (watched.what) seconds = watched.seconds;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, seconds / 10)));
+    std::string sentence;
+    {
+      const std::lock_guard<std::mutex> lock(watched_mutex);
+      if (!watched.what) continue;
+      const double waited = std::chrono::duration<double>(Clock::now() - watched.since).count();
+      if (waited < watched.seconds) continue;
+      sentence = "collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
+                 std::to_string(watched_rank.load()) + " waited " + seconds_text(waited) + " inside " + *watched.what;
+    }
+    mpi_fault_exit(sentence, 500);
+  }
 }
 }  // namespace
 
@@ -35,7 +80,7 @@ void mpi_fault_exit(const std::string& sentence, int linger_ms) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (linger_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
-  abort_job(3);
+  end_job(3);
 }
 
 void mpi_harness_timeout(int rank, double waited, const std::string& what) {
@@ -44,54 +89,33 @@ void mpi_harness_timeout(int rank, double waited, const std::string& what) {
                  500);
 }
 
-namespace {
-using Clock = std::chrono::steady_clock;
-std::atomic<std::int64_t> blocked_since{0};  // steady_clock ticks when a BlockingCall began; 0: none
-std::atomic<const std::string*> blocked_in{nullptr};
-
-// MPI_Finalize stuck after every rank's goodbye: the run is over and its status settled. Each rank
-// says so on stderr; the others exit with that status, and rank 0, a second later, ends whatever is
-// left (a rank stopped after its goodbye) with it. mpiexec's exit is then hydra's (255 or 5).
-[[noreturn]] void finalize_hang(double waited) {
-  const int status = exit_status.load(std::memory_order_relaxed), rank = MpiProcess::get().rank();
-  std::fprintf(stderr, "note: device %d: MPI_Finalize hung %.0f s after every goodbye; ending with status %d\n",
-               rank, waited, status);
-  std::fflush(nullptr);
-  if (rank != 0) std::_Exit(status);
-  abort_job(status);
+void mpi_watch_as(int rank, MpiStage stage) {
+  watched_rank.store(rank);
+  watched_stage.store(stage);
 }
 
-void watch_blocking_calls() {
-  for (;;) {
-    const double limit = blocked_in.load(std::memory_order_acquire) == &kFinalizing
-                             ? std::min(collective_timeout(), kFinalizeSeconds) + (MpiProcess::get().rank() == 0 ? 1 : 0)
-                             : collective_timeout();
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, limit / 10)));
-    const std::int64_t since = blocked_since.load(std::memory_order_acquire);
-    if (since == 0) continue;
-    const double waited =
-        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
-    const std::string* what = blocked_in.load(std::memory_order_acquire);
-    if (waited < limit || blocked_since.load(std::memory_order_acquire) != since || !what) continue;
-    if (what == &kFinalizing) finalize_hang(waited);
-    mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(limit) + "): device " +
-                       std::to_string(MpiProcess::get().rank()) + " waited " + seconds_text(waited) + " inside " +
-                       *what + ", not all of whom have arrived",
-                   500);
-  }
+std::string mpi_waiting_for(const std::vector<int>& others) {
+  std::string ids;
+  for (int r : others) ids += (ids.empty() ? "" : ", ") + std::to_string(r);
+  return others.size() == 1 ? "device " + ids + ", which has not arrived"
+                            : "devices " + ids + ", not all of whom have arrived";
 }
-}  // namespace
 
-BlockingCall::BlockingCall(const std::string& what) {
+BlockingCall::BlockingCall(const std::string& what) : BlockingCall(what, collective_timeout()) {}
+
+BlockingCall::BlockingCall(const std::string& what, double seconds) {
   static const bool started = [] {
     std::thread(watch_blocking_calls).detach();
     return true;
   }();
   (void)started;
-  blocked_in.store(&what, std::memory_order_release);
-  blocked_since.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  const std::lock_guard<std::mutex> lock(watched_mutex);
+  watched = {&what, Clock::now(), seconds};
 }
 
-BlockingCall::~BlockingCall() { blocked_since.store(0, std::memory_order_release); }
+BlockingCall::~BlockingCall() {
+  const std::lock_guard<std::mutex> lock(watched_mutex);
+  watched.what = nullptr;
+}
 
 }  // namespace shardlab

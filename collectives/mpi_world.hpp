@@ -49,21 +49,38 @@ class MpiProcess {
   int next_epoch() { return ++epoch_; }
 
   int agree(int status);  // largest status over ranks; a rank that already left counts as 2
-  // At exit: a last handshake with rank 0 (which answers whoever still waits to agree or to start
-  // a run with "rank 0 left"), so no message is left unmatched, then MPI_Finalize. `status`: what
-  // the program exits with (on_exit), kept if MPI_Finalize hangs after the handshake.
-  void leave(int status = 0);
+  // At exit: a goodbye to rank 0 (which answers whoever still waits to agree or to start a run with
+  // "rank 0 left", then answers every goodbye), so no message is left unmatched; then MPI_Finalize.
+  void leave();
   // Rank 0, before a run: true when rank r has left (or is not where rank 0 is); consumes its note.
   bool left_early(int r);
 
-  // Harness tags. Run tags: kRunTags + epoch * kRunKinds + kind.
-  static constexpr int kTagAgree = 1, kTagAgreeReply = 2, kTagGroups = 3, kRunTags = 16;
+  // Harness tags: a status to agree on, or a goodbye (kGoodbye in place of a status), and rank 0's
+  // answer; the roll call before each group communicator is made, and the making itself. A run's
+  // tags follow: kRunTags + (epoch mod the epochs tags can hold) * kRunKinds + kind.
+  static constexpr int kTagAgree = 1, kTagAgreeReply = 2, kTagGroups = 3, kTagRollCall = 4, kRunTags = 16;
+  static constexpr int kGoodbye = -1;
   enum RunKind { note = 0, result = 1, verdict = 2, enter = 3, go = 4, kRunKinds = 5 };
   int run_tag(int epoch, RunKind kind) const;
 
  private:
-  void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
   MpiProcess();
+  void start_mpi(int launcher_rank);  // MPI_Init and the harness communicator, under the watchdog
+  void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
+  std::vector<int> others() const;  // every rank but this one
+  // Every member of a group says it is here before the group's communicator is made, so a member
+  // that never comes is named (a wait past the collective timeout), not waited for inside MPICH.
+  void roll_call(MPI_Comm comm, const std::vector<int>& members, const std::string& what);
+  MPI_Comm make_comm(const Mesh& mesh, unsigned mask, MPI_Group world);
+  void drop_comms();
+  // The exit handshake: every rank but 0 says goodbye and waits for rank 0's answer; rank 0 answers
+  // once every rank has said goodbye.
+  void say_goodbye();
+  void collect_goodbyes();
+  void await_goodbye(int r);
+  void answer_while_leaving(int r, const MPI_Status& message);  // rank 0: a message from r at exit
+  void finalize();  // MPI_Finalize under the watchdog
+
   int rank_ = 0, size_ = 1;
   bool launched_ = false, left_ = false, crowded_ = false;
   MPI_Comm harness_ = MPI_COMM_NULL;
@@ -71,7 +88,6 @@ class MpiProcess {
   std::vector<MPI_Comm> comms_;
   std::vector<bool> gone_;  // rank 0: ranks that left (they no longer agree)
   int epoch_ = 0;
-  void drop_comms();
 };
 
 }  // namespace shardlab
