@@ -388,8 +388,9 @@ void MpiProcess::finalize() {
   std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault
   hand_signals_to(-1);   // no MPI_Abort once finalizing: a signal now exits at once
   mpi_watch_as(rank_, MpiStage::finishing);
-  const std::string what = "MPI_Finalize for " + mpi_waiting_for(others());
-  const BlockingCall guard(what, std::min(collective_timeout(), kFinalizeSeconds));
+  const double limit = std::min(collective_timeout(), kFinalizeSeconds);
+  const std::string what = "MPI_Finalize (given " + seconds_text(limit) + ") for " + mpi_waiting_for(others());
+  const BlockingCall guard(what, limit);
   MPI_Finalize();
 }
 
