@@ -21,6 +21,8 @@
 #include <iterator>
 
 #include "collectives/mpi_transport.hpp"
+#include "collectives/mpi_monitor.hpp"
+#include "collectives/mpi_watchdog.hpp"
 #include "collectives/mpi_world.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
@@ -159,24 +161,33 @@ void enter(MpiProcess& p, const MpiRun& run) {
     if (!why.empty()) throw Error(ErrorKind::device, std::string(why.begin(), why.end()));
     return;
   }
+  // Rank 0 waits for every rank at once, so a wait past the timeout names all that have not come.
   std::string why;
-  for (int r = 1; r < p.size(); ++r) {
-    const Deadline deadline;
-    for (int spin = 0;; ++spin) {
+  std::vector<bool> waiting(p.size(), true);
+  waiting[0] = false;
+  const Deadline deadline;
+  for (int spin = 0;; ++spin) {
+    std::string missing;
+    for (int r = 1; r < p.size(); ++r) {
+      if (!waiting[r]) continue;
       int flag = 0;
       mpi_check(MPI_Iprobe(r, enter_tag, p.harness(), &flag, MPI_STATUS_IGNORE), "MPI_Iprobe");
       if (flag) {
         receive(r, enter_tag, p.harness(), "");
-        break;
-      }
-      if (spin % 64 == 63 && deadline.passed())
-        mpi_harness_timeout(0, deadline.waited(), "for device " + std::to_string(r) + " to reach the next run");
-      if (p.left_early(r)) {
+        waiting[r] = false;
+      } else if (p.left_early(r)) {
         why = "device " + std::to_string(r) + " stopped before this run began";
-        break;
+        waiting[r] = false;
+      } else {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      p.idle(spin);
     }
+    if (missing.empty()) break;
+    if (spin % 64 == 63 && deadline.passed())
+      mpi_harness_timeout(0, deadline.waited(),
+                          "for device" + std::string(missing.find(',') != std::string::npos ? "s " : " ") + missing +
+                              " to reach the next run");
+    p.idle(spin);
   }
   for (int r = 1; r < p.size(); ++r) send(std::vector<char>(why.begin(), why.end()), r, go_tag, p.harness());
   if (!why.empty()) throw Error(ErrorKind::device, why);
@@ -274,13 +285,19 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   std::vector<Outcome> all(p.size());
   all[0] = std::move(mine);
   std::string deadlock;
+  std::vector<bool> heard(p.size(), false);
   for (int left = p.size() - 1; left > 0; --left) {
+    std::string missing;  // for the sentence of a wait past the collective timeout
+    for (int r = 1; r < p.size(); ++r)
+      if (!heard[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    const std::string what = "for the results of device" + std::string(left > 1 ? "s " : " ") + missing;
     int from = 0;
-    auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), "for the other devices' results", &from, [&] {
+    auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), what, &from, [&] {
       const std::string d = run.monitor();
       if (!d.empty()) deadlock = d;
     });
     all[from] = unpack(bytes);
+    heard[from] = true;
   }
   all[0].notes = run.notes_sent();  // with any abort sent while collecting
   // The reported error: the lowest rank's own failure, else the deadlock rank 0 found.

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/mpi_world.hpp"
+#include "collectives/mpi_monitor.hpp"
 #include "collectives/transport.hpp"
 #include "core/mesh.hpp"
 

@@ -15,27 +15,22 @@
 
 #include "collectives/exit_signals.hpp"
 #include "collectives/stop_point.hpp"
+#include "collectives/mpi_watchdog.hpp"
 #include "collectives/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 
 namespace shardlab {
 
-namespace {
-using namespace std::chrono_literals;
-// A rank blocked this long tells rank 0; rank 0 declares a deadlock when every live rank is blocked
-// and nothing has changed for kConfirm. Oversubscribed ranks (8 on 2 cores) take 10-50 ms a step,
-// and a message in flight is delivered within milliseconds while everyone polls, so a live run
-// never looks like this.
-constexpr auto kStuckAfter = 250ms;
-constexpr auto kConfirm = 750ms;
-
-int tag_ub() {
+int mpi_tag_ub() {
   void* value = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &flag);
   return flag ? *static_cast<int*>(value) : 32767;
 }
+
+namespace {
+constexpr double kFinalizeSeconds = 10;  // a finalize after every goodbye takes well under 1 s
 
 // Completes one request while letting other ranks on the same core run; `why` describes the wait
 // for the timeout's sentence.
@@ -61,30 +56,7 @@ int recv_int(int source, int tag, MPI_Comm comm) {
   wait_yielding(&r, "MPI_Irecv", "for device " + std::to_string(source) + " to agree on the exit status");
   return value;
 }
-
-// Ends the job: every rank, mpiexec with `status` where hydra passes it on. MPI_Abort prints a
-// line of its own ("Abort(3) on node 0 ..."): one sentence is the rule, so stderr goes first.
-[[noreturn]] void abort_job(int status) {
-  const int null = ::open("/dev/null", O_WRONLY);
-  if (null >= 0) ::dup2(null, 2);
-  MPI_Abort(MPI_COMM_WORLD, status);
-  ::_exit(status);
-}
 }  // namespace
-
-void mpi_fault_exit(const std::string& sentence, int linger_ms) {
-  std::fprintf(stderr, "%s\n", sentence.c_str());
-  std::fflush(stdout);
-  std::fflush(stderr);
-  if (linger_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
-  abort_job(3);
-}
-
-void mpi_harness_timeout(int rank, double waited, const std::string& what) {
-  mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
-                     std::to_string(rank) + " waited " + seconds_text(waited) + " " + what + ", in vain",
-                 500);
-}
 
 void mpi_check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -100,24 +72,20 @@ MpiProcess& MpiProcess::get() {
 }
 
 MpiProcess::MpiProcess() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
   // Tensors of several MiB are allocated per collective call. glibc would map each one afresh and
   // unmap it on free, and every first touch of a fresh page is a fault (and, with UCX, a memory
   // event): at 16 MiB that costs more than moving the data. Keep freed memory for reuse instead.
   keep_freed_memory();
-  if (!initialized) MPI_Init(nullptr, nullptr);
-  // Failures come back as return codes and become Errors: no abort, no stack spam.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
   launched_ = std::getenv("PMI_RANK") || std::getenv("PMIX_RANK") || std::getenv("PMI_FD");
+  const char* launcher_rank = std::getenv("PMI_RANK") ? std::getenv("PMI_RANK") : std::getenv("PMIX_RANK");
+  start_mpi(launcher_rank ? std::atoi(launcher_rank) : 0);
   // Processes on this host: hydra says so in MPI_LOCALNRANKS; asking MPI (a split by shared
   // memory) is a collective that costs 0.27 s at 8 ranks on 2 cores, a quarter of a short run.
   int local_size = 0;
   if (const char* n = std::getenv("MPI_LOCALNRANKS")) local_size = std::atoi(n);
   if (local_size <= 0) {
+    const std::string what = "MPI_Comm_split_type for " + mpi_waiting_for(others());
+    const BlockingCall guard(what);
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
     MPI_Comm_size(local, &local_size);
@@ -136,11 +104,49 @@ MpiProcess::MpiProcess() {
     }
     crowded_ = c[0] == '1';
   }
-  MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
   gone_.assign(size_, false);
-  on_exit([](int status, void*) { MpiProcess::get().leave(status); }, nullptr);
+  on_exit([](int, void*) { MpiProcess::get().leave(); }, nullptr);
   if (launched_) abort_on_signals();
   stop_point("start", rank_);
+}
+
+// MPI_Init waits for every process of the job (a rank stopped before it holds the others there),
+// and so does the harness communicator's MPI_Comm_dup: both under the watchdog. Who is missing
+// cannot be asked before MPI is up, so MPI_Init's sentence names every other process; between the
+// two, a roll call names a rank that has not come out of MPI_Init.
+void MpiProcess::start_mpi(int launcher_rank) {
+  mpi_watch_as(launcher_rank, MpiStage::starting);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    stop_point("init", launcher_rank);
+    const char* n = std::getenv("PMI_SIZE");
+    std::vector<int> job;  // the job's other processes, as mpiexec numbers them
+    for (int r = 0, size = n ? std::atoi(n) : 1; r < size; ++r)
+      if (r != launcher_rank) job.push_back(r);
+    const std::string what = "MPI_Init for " + mpi_waiting_for(job);
+    const BlockingCall guard(what);
+    MPI_Init(nullptr, nullptr);
+  }
+  // Failures come back as return codes and become Errors: no abort, no stack spam.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  mpi_watch_as(rank_, MpiStage::running);
+  std::vector<int> world(size_);
+  for (int r = 0; r < size_; ++r) world[r] = r;
+  roll_call(MPI_COMM_WORLD, world, "to start");
+  const std::string what = "MPI_Comm_dup for " + mpi_waiting_for(others());
+  const BlockingCall guard(what);
+  MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
+}
+
+std::vector<int> MpiProcess::others() const {
+  std::vector<int> ids;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) ids.push_back(r);
+  return ids;
 }
 
 // SIGINT or SIGTERM under mpiexec: the handler hands the signal over a pipe to this thread, which
@@ -176,42 +182,85 @@ void MpiProcess::idle(long spin) const {
 }
 
 int MpiProcess::run_tag(int epoch, RunKind kind) const {
-  static const int epochs = (tag_ub() - kRunTags) / kRunKinds;
+  static const int epochs = (mpi_tag_ub() - kRunTags) / kRunKinds;
   return kRunTags + (epoch % epochs) * kRunKinds + kind;
 }
 
 const std::vector<MPI_Comm>& MpiProcess::comms(const Mesh& mesh) {
   if (comms_key_ == mesh.text() && !comms_.empty()) return comms_;
   drop_comms();
-  const int k = mesh.rank();
-  comms_.assign(std::size_t{1} << k, MPI_COMM_NULL);
+  stop_point("groups", rank_);
+  comms_.assign(std::size_t{1} << mesh.rank(), MPI_COMM_NULL);
   comms_[0] = MPI_COMM_SELF;
   MPI_Group world;
   mpi_check(MPI_Comm_group(harness_, &world), "MPI_Comm_group");
-  for (unsigned mask = 1; mask < comms_.size(); ++mask) {
-    std::vector<std::string> in, out;
-    for (int a = 0; a < k; ++a) (mask >> a & 1u ? in : out).push_back(mesh.names()[a]);
-    // The members: the devices with this rank's coordinates off the group's axes, ranked by their
-    // position along them. Only they take part (MPI_Comm_create_group; a split of the whole world
-    // per mask cost twice as much at 8 ranks), and every rank makes its groups in mask order.
-    std::vector<int> members(mesh.devices(), -1);
-    for (int d = 0; d < mesh.devices(); ++d)
-      if (mesh.index_along(d, out) == mesh.index_along(rank_, out)) members[mesh.index_along(d, in)] = d;
-    members.erase(std::remove(members.begin(), members.end(), -1), members.end());
-    MPI_Group group;
-    if (const int rc = MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group);
-        rc != MPI_SUCCESS) {
-      MPI_Group_free(&world);
-      mpi_check(rc, "MPI_Group_incl");
-    }
-    const int rc = MPI_Comm_create_group(harness_, group, kTagGroups, &comms_[mask]);
-    MPI_Group_free(&group);
-    if (rc != MPI_SUCCESS) MPI_Group_free(&world);
-    mpi_check(rc, "MPI_Comm_create_group");
+  try {
+    for (unsigned mask = 1; mask < comms_.size(); ++mask) comms_[mask] = make_comm(mesh, mask, world);
+  } catch (...) {
+    MPI_Group_free(&world);
+    throw;
   }
   MPI_Group_free(&world);
   comms_key_ = mesh.text();
   return comms_;
+}
+
+MPI_Comm MpiProcess::make_comm(const Mesh& mesh, unsigned mask, MPI_Group world) {
+  std::vector<std::string> in, out;
+  for (int a = 0; a < mesh.rank(); ++a) (mask >> a & 1u ? in : out).push_back(mesh.names()[a]);
+  // The members: the devices with this rank's coordinates off the group's axes, ranked by their
+  // position along them. Only they take part (MPI_Comm_create_group; a split of the whole world
+  // per mask cost twice as much at 8 ranks), and every rank makes its groups in mask order.
+  std::vector<int> members(mesh.devices(), -1);
+  for (int d = 0; d < mesh.devices(); ++d)
+    if (mesh.index_along(d, out) == mesh.index_along(rank_, out)) members[mesh.index_along(d, in)] = d;
+  members.erase(std::remove(members.begin(), members.end(), -1), members.end());
+  std::string axes;
+  for (const auto& a : in) axes += (axes.empty() ? "" : ",") + a;
+  roll_call(harness_, members, "to make the communicator over " + axes);
+  MPI_Group group;
+  mpi_check(MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group), "MPI_Group_incl");
+  std::vector<int> waiting_for = members;
+  waiting_for.erase(std::remove(waiting_for.begin(), waiting_for.end(), rank_), waiting_for.end());
+  const std::string what = "MPI_Comm_create_group over " + axes + " for " + mpi_waiting_for(waiting_for);
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_SUCCESS;
+  {
+    const BlockingCall guard(what);
+    rc = MPI_Comm_create_group(harness_, group, kTagGroups, &comm);
+  }
+  MPI_Group_free(&group);
+  mpi_check(rc, "MPI_Comm_create_group");
+  return comm;
+}
+
+void MpiProcess::roll_call(MPI_Comm comm, const std::vector<int>& members, const std::string& what) {
+  std::vector<MPI_Request> requests;
+  requests.reserve(members.size());
+  std::vector<int> from;
+  static char none = 0;
+  for (int r : members) {
+    if (r == rank_) continue;
+    requests.emplace_back();
+    mpi_check(MPI_Irecv(&none, 0, MPI_BYTE, r, kTagRollCall, comm, &requests.back()), "MPI_Irecv");
+    from.push_back(r);
+  }
+  for (int r : from) mpi_check(MPI_Send(&none, 0, MPI_BYTE, r, kTagRollCall, comm), "MPI_Send");
+  const Deadline deadline;
+  for (long spin = 0;; ++spin) {
+    std::string missing;  // the members not heard from yet
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      int done = 0;
+      if (requests[i] != MPI_REQUEST_NULL) mpi_check(MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (requests[i] != MPI_REQUEST_NULL) missing += (missing.empty() ? "" : ", ") + std::to_string(from[i]);
+    }
+    if (missing.empty()) return;
+    if (spin % 64 == 63 && deadline.passed())
+      mpi_harness_timeout(rank_, deadline.waited(),
+                          "for device" + std::string(missing.find(',') != std::string::npos ? "s " : " ") + missing +
+                              " " + what);
+    idle(spin);
+  }
 }
 
 void MpiProcess::after_failure() {
@@ -235,19 +284,19 @@ int MpiProcess::agree(int status) {
   if (rank_ != 0) {
     mpi_check(MPI_Send(&status, 1, MPI_INT, 0, kTagAgree, harness_), "MPI_Send");
     const int v = recv_int(0, kTagAgreeReply, harness_);
-    return v < 0 ? std::max(status, 2) : v;  // rank 0 is leaving without agreeing: it failed
+    return v == kGoodbye ? std::max(status, 2) : v;  // rank 0 is leaving without agreeing: it failed
   }
   int v = status;
   for (int r = 1; r < size_; ++r) {
-    int s = -1;
+    int s = kGoodbye;
     if (!gone_[r]) {
       s = recv_int(r, kTagAgree, harness_);
-      if (s < 0) {  // r is leaving and waits for rank 0's goodbye
+      if (s == kGoodbye) {  // r is leaving and waits for rank 0's answer
         gone_[r] = true;
         mpi_check(MPI_Send(&s, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
       }
     }
-    v = std::max(v, s < 0 ? 2 : s);
+    v = std::max(v, s == kGoodbye ? 2 : s);
   }
   for (int r = 1; r < size_; ++r)
     if (!gone_[r]) mpi_check(MPI_Send(&v, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
@@ -258,342 +307,91 @@ bool MpiProcess::left_early(int r) {
   int flag = 0;
   MPI_Iprobe(r, kTagAgree, harness_, &flag, MPI_STATUS_IGNORE);
   if (!flag) return false;
-  int s = recv_int(r, kTagAgree, harness_);
-  const int gone = -1;
-  if (s < 0) gone_[r] = true;
-  // Once leaving, rank 0 answers goodbyes only when every rank has said one (leave), so that a
-  // rank in MPI_Finalize knows every other has finished.
-  if (s < 0 && left_) return true;
-  MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);  // goodbye, or "rank 0 does not agree"
+  const int s = recv_int(r, kTagAgree, harness_);
+  if (s == kGoodbye) gone_[r] = true;
+  // Once leaving, rank 0 answers goodbyes only when every rank has said one (collect_goodbyes), so
+  // that a rank in MPI_Finalize knows every other has finished.
+  if (s == kGoodbye && left_) return true;
+  const int goodbye = kGoodbye;  // the answer to a goodbye, or "rank 0 does not agree"
+  MPI_Send(&goodbye, 1, MPI_INT, r, kTagAgreeReply, harness_);
   return true;
 }
 
-namespace {
-const std::string kFinalizing = "MPI_Finalize (the exit handshake)";
-constexpr double kFinalizeSeconds = 10;  // a finalize after every goodbye takes well under 1 s
-std::atomic<int> exit_status{0};  // what the program exits with, once leave() has begun
-}  // namespace
-
-void MpiProcess::leave(int status) {
-  exit_status.store(status, std::memory_order_relaxed);
+void MpiProcess::leave() {
   if (left_) return;
   left_ = true;
   stop_point("finalize", rank_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  // Every rank that has not said goodbye yet does so now; small sends are eager.
-  const int gone = -1;
-  if (rank_ != 0) {
-    MPI_Send(&gone, 1, MPI_INT, 0, kTagAgree, harness_);
-    recv_int(0, kTagAgreeReply, harness_);  // rank 0's goodbye (or its "left" answer to an agree)
-  } else {
-    std::vector<bool> answered = gone_;  // goodbyes answered before this (left_early during a run)
-    for (int r = 1; r < size_; ++r) {
-      const Deadline deadline;
-      while (!gone_[r]) {
-        MPI_Status st;
-        int flag = 0;
-        MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &st);
-        if (!flag) {
-          if (deadline.passed())
-            mpi_harness_timeout(0, deadline.waited(), "at exit for device " + std::to_string(r) + " to finish");
-          sched_yield();
-          continue;
-        }
-        if (st.MPI_TAG == kTagAgree) {
-          left_early(r);  // a status (r waits to agree: it learns rank 0 left) or r's goodbye
-        } else if (st.MPI_TAG >= kRunTags && (st.MPI_TAG - kRunTags) % kRunKinds == enter) {
-          // r waits to start a run that rank 0 will never start: tell it so.
-          char none = 0;
-          MPI_Recv(&none, 0, MPI_BYTE, r, st.MPI_TAG, harness_, MPI_STATUS_IGNORE);
-          const std::string why = "rank 0 stopped before this run began";
-          MPI_Send(why.data(), static_cast<int>(why.size()), MPI_BYTE, r, st.MPI_TAG + (go - enter), harness_);
-        } else {
-          int n = 0;  // anything else from a run that is over
-          MPI_Get_count(&st, MPI_BYTE, &n);
-          std::vector<char> junk(n);
-          MPI_Recv(junk.data(), n, MPI_BYTE, r, st.MPI_TAG, harness_, MPI_STATUS_IGNORE);
-        }
-      }
-    }
-    for (int r = 1; r < size_; ++r)  // every rank has said goodbye: now answer them
-      if (!answered[r]) MPI_Send(&gone, 1, MPI_INT, r, kTagAgreeReply, harness_);
-  }
-  // MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye (SIGSTOP)
-  // would hold this one here forever, and over UCX's TCP transport MPICH 4.0.2's finalize
-  // sometimes never returns (one rank spins in uct_tcp_iface_progress, waiting to disconnect from
-  // a rank that has stopped progressing). Every rank has said goodbye by now, so nothing is left
-  // to decide: past kFinalizeSeconds the watchdog says so and ends the job with the program's own
-  // status (finalize_hang below).
-  stop_point("goodbye", rank_);
-  std::fflush(nullptr);  // the run's output is out before a finalize that may end in an abort
-  const BlockingCall guard(kFinalizing);
-  hand_signals_to(-1);  // no MPI_Abort once finalizing: a signal now exits at once
-  MPI_Finalize();
+  if (rank_ != 0) say_goodbye();
+  else collect_goodbyes();
+  finalize();
 }
 
-namespace {
-using Clock = std::chrono::steady_clock;
-std::atomic<std::int64_t> blocked_since{0};  // steady_clock ticks when a BlockingCall began; 0: none
-std::atomic<const std::string*> blocked_in{nullptr};
-
-// MPI_Finalize stuck after every rank's goodbye: the run is over and its status settled. Each rank
-// says so on stderr; the others exit with that status, and rank 0, a second later, ends whatever is
-// left (a rank stopped after its goodbye) with it. mpiexec's exit is then hydra's (255 or 5).
-[[noreturn]] void finalize_hang(double waited) {
-  const int status = exit_status.load(std::memory_order_relaxed), rank = MpiProcess::get().rank();
-  std::fprintf(stderr, "note: device %d: MPI_Finalize hung %.0f s after every goodbye; ending with status %d\n",
-               rank, waited, status);
-  std::fflush(nullptr);
-  if (rank != 0) std::_Exit(status);
-  abort_job(status);
+void MpiProcess::say_goodbye() {
+  const int goodbye = kGoodbye;
+  MPI_Send(&goodbye, 1, MPI_INT, 0, kTagAgree, harness_);
+  recv_int(0, kTagAgreeReply, harness_);  // rank 0's answer (or its "left" answer to an agree)
 }
 
-void watch_blocking_calls() {
-  for (;;) {
-    const double limit = blocked_in.load(std::memory_order_acquire) == &kFinalizing
-                             ? std::min(collective_timeout(), kFinalizeSeconds) + (MpiProcess::get().rank() == 0 ? 1 : 0)
-                             : collective_timeout();
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, limit / 10)));
-    const std::int64_t since = blocked_since.load(std::memory_order_acquire);
-    if (since == 0) continue;
-    const double waited =
-        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
-    const std::string* what = blocked_in.load(std::memory_order_acquire);
-    if (waited < limit || blocked_since.load(std::memory_order_acquire) != since || !what) continue;
-    if (what == &kFinalizing) finalize_hang(waited);
-    mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(limit) + "): device " +
-                       std::to_string(MpiProcess::get().rank()) + " waited " + seconds_text(waited) + " inside " +
-                       *what + ", not all of whom have arrived",
-                   500);
-  }
-}
-}  // namespace
-
-BlockingCall::BlockingCall(const std::string& what) {
-  static const bool started = [] {
-    std::thread(watch_blocking_calls).detach();
-    return true;
-  }();
-  (void)started;
-  blocked_in.store(&what, std::memory_order_release);
-  blocked_since.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+void MpiProcess::collect_goodbyes() {
+  const std::vector<bool> answered = gone_;  // goodbyes answered during a run (left_early)
+  for (int r = 1; r < size_; ++r) await_goodbye(r);
+  const int goodbye = kGoodbye;
+  for (int r = 1; r < size_; ++r)  // every rank has said goodbye: now answer them
+    if (!answered[r]) MPI_Send(&goodbye, 1, MPI_INT, r, kTagAgreeReply, harness_);
 }
 
-BlockingCall::~BlockingCall() { blocked_since.store(0, std::memory_order_release); }
-
-// ---------------------------------------------------------------------------------------------
-
-MpiRun::MpiRun(MpiProcess& process, int epoch)
-    : process_(process), epoch_(epoch), sent_(process.size(), 0), last_change_(Clock::now()) {
-  if (process_.rank() == 0) ranks_.resize(process_.size());
-}
-
-int MpiRun::group_tag(int channel) const {
-  static const int epochs = tag_ub() / 4 - 1;
-  return (epoch_ % epochs) * 4 + channel;
-}
-
-void MpiRun::wait(int count, MPI_Request* requests, MPI_Status* statuses, int peer, const std::string& activity) {
-  const auto start = Clock::now();
+void MpiProcess::await_goodbye(int r) {
   const Deadline deadline;
-  waiting_for_ = peer;
-  last_activity_ = activity.empty() ? "an exchange before its first collective" : activity;
-  bool reported = false;
-  for (long spin = 0;; ++spin) {
-    int done = 0;
-    if (MPI_Testall(count, requests, &done, statuses) != MPI_SUCCESS)
-      throw Error(ErrorKind::mismatch, "collectives do not match: device " + std::to_string(process_.rank()) +
-                                           " in " + activity + " got a message of the wrong size from device " +
-                                           std::to_string(peer));
-    if (done) break;
-    if (spin % 16 == 15) {
-      poll_notes();
-      if (deadline.passed()) time_out(peer, last_activity_, deadline.waited());
-      if (!reported && Clock::now() - start > kStuckAfter) {
-        reported = true;
-        if (process_.rank() == 0) set_state(0, State::stuck, peer, activity);
-        else send_note(0, stuck_note, peer, activity);
-      }
-      if (reported && process_.rank() == 0 && !aborted_) {
-        const std::string deadlock = find_deadlock();
-        if (!deadlock.empty()) {
-          abort_others();
-          throw Error(ErrorKind::mismatch, deadlock);
-        }
-      }
-    }
-    // Oversubscribed ranks let the peer they wait for run; with a core each they spin, as MPICH does.
-    if (process_.crowded()) process_.idle(spin);
-  }
-  waiting_for_ = -1;
-  if (reported) {
-    if (process_.rank() == 0) set_state(0, State::running, -1, "");
-    else send_note(0, unstuck_note, -1, "");
-  }
-}
-
-void MpiRun::time_out(int peer, const std::string& activity, double waited) {
-  // Every other rank hears of it (those waiting print their own sentence); a send to a stopped or
-  // dead rank must not block, so the notes go out without waiting for them.
-  static const int head[2] = {static_cast<int>(timeout_note), -1};
-  for (int r = 0; r < process_.size(); ++r) {
-    if (r == process_.rank()) continue;
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (MPI_Isend(head, 2, MPI_INT, r, process_.run_tag(epoch_, MpiProcess::note), process_.harness(), &req) ==
-        MPI_SUCCESS)
-      MPI_Request_free(&req);
-  }
-  std::string who = "for device " + std::to_string(peer) + ", which has not answered";
-  if (!ranks_.empty()) {  // rank 0 knows which ranks are waiting too: the others have not arrived
-    std::string ids;
-    int count = 0;
-    for (std::size_t r = 1; r < ranks_.size(); ++r)
-      if (ranks_[r].state == State::running) ids += (count++ ? ", " : "") + std::to_string(r);
-    if (count > 0) who = "for device " + std::to_string(peer) + "; " + (count == 1 ? "device " : "devices ") + ids +
-                         (count == 1 ? " has" : " have") + " not arrived in any collective";
-  }
-  mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
-                     std::to_string(process_.rank()) + " waited " + seconds_text(waited) + " in " + activity + " " +
-                     who,
-                 500);
-}
-
-void MpiRun::stopped_by(int from) {
-  const std::string doing =
-      !in_program_ ? "had finished its program"
-      : waiting_for_ >= 0 ? "was waiting in " + last_activity_ + " for device " + std::to_string(waiting_for_)
-                          : "was running its program";
-  mpi_fault_exit("device " + std::to_string(process_.rank()) + " " + doing + " when device " + std::to_string(from) +
-                     " stopped the run after waiting past the collective timeout (--collective-timeout " +
-                     seconds_text(collective_timeout()) + ")",
-                 200);
-}
-
-void MpiRun::cancel_requests(int count, MPI_Request* requests) {
-  for (int i = 0; i < count; ++i) {
-    if (requests[i] == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&requests[i]);
-    // A cancelled receive completes at once; a send whose peer never takes it does not, so it is
-    // freed after a short wait (its buffer is not read again: the peer has left this run).
-    const auto start = Clock::now();
-    int done = 0;
-    while (!done && Clock::now() - start < 200ms) {
-      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
-      if (!done) sched_yield();
-    }
-    if (!done) MPI_Request_free(&requests[i]);
-  }
-}
-
-void MpiRun::send_note(int to, Note note, int peer, const std::string& activity) {
-  std::vector<char> buf(2 * sizeof(int) + activity.size());
-  const int head[2] = {static_cast<int>(note), peer};
-  std::memcpy(buf.data(), head, sizeof head);
-  std::memcpy(buf.data() + sizeof head, activity.data(), activity.size());
-  mpi_check(MPI_Send(buf.data(), static_cast<int>(buf.size()), MPI_CHAR, to,
-                     process_.run_tag(epoch_, MpiProcess::note), process_.harness()),
-            "MPI_Send");
-  ++sent_[to];
-}
-
-void MpiRun::poll_notes() {
-  const int tag = process_.run_tag(epoch_, MpiProcess::note);
-  for (;;) {
+  while (!gone_[r]) {
+    MPI_Status message;
     int flag = 0;
-    MPI_Status st;
-    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, tag, process_.harness(), &flag, &st), "MPI_Iprobe");
-    if (!flag) return;
-    int n = 0;
-    MPI_Get_count(&st, MPI_CHAR, &n);
-    std::vector<char> buf(std::max<int>(n, 2 * sizeof(int)));
-    mpi_check(MPI_Recv(buf.data(), n, MPI_CHAR, st.MPI_SOURCE, tag, process_.harness(), MPI_STATUS_IGNORE),
-              "MPI_Recv");
-    ++received_;
-    int head[2];
-    std::memcpy(head, buf.data(), sizeof head);
-    const std::string activity(buf.data() + sizeof head, buf.data() + std::max<int>(n, sizeof head));
-    switch (static_cast<Note>(head[0])) {
-      case abort_note:
-        if (in_program_) {
-          aborted_ = true;
-          throw MpiAborted{};
-        }
-        break;
-      case stuck_note: set_state(st.MPI_SOURCE, State::stuck, head[1], activity); break;
-      case unstuck_note: set_state(st.MPI_SOURCE, State::running, -1, ""); break;
-      case finished_note: set_state(st.MPI_SOURCE, State::finished, -1, ""); break;
-      case timeout_note: stopped_by(st.MPI_SOURCE);
+    MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &message);
+    if (flag) {
+      answer_while_leaving(r, message);
+      continue;
     }
+    if (deadline.passed())
+      mpi_harness_timeout(0, deadline.waited(), "at exit for device " + std::to_string(r) + " to finish");
+    sched_yield();
   }
 }
 
-void MpiRun::abort_others() {
-  if (aborted_) return;
-  aborted_ = true;
-  for (int r = 0; r < process_.size(); ++r)
-    if (r != process_.rank()) send_note(r, abort_note, -1, "");
-}
-
-void MpiRun::finished() {
-  in_program_ = false;
-  if (process_.rank() == 0) set_state(0, State::finished, -1, "");
-  else send_note(0, finished_note, -1, "");
-}
-
-void MpiRun::drain_notes(std::uint64_t expected) {
-  in_program_ = false;
-  while (received_ < expected) {
-    poll_notes();
-    if (received_ < expected) sched_yield();
+void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
+  const int tag = message.MPI_TAG;
+  if (tag == kTagAgree) {  // r's goodbye, or a status to agree on (r learns that rank 0 left)
+    left_early(r);
+  } else if (tag >= kRunTags && (tag - kRunTags) % kRunKinds == enter) {
+    // r waits to start a run that rank 0 will never start: tell it so, on that run's go tag.
+    char none = 0;
+    MPI_Recv(&none, 0, MPI_BYTE, r, tag, harness_, MPI_STATUS_IGNORE);
+    const int go_tag = tag - enter + go;
+    const std::string why = "rank 0 stopped before this run began";
+    MPI_Send(why.data(), static_cast<int>(why.size()), MPI_BYTE, r, go_tag, harness_);
+  } else {  // anything else is from a run that is over
+    int n = 0;
+    MPI_Get_count(&message, MPI_BYTE, &n);
+    std::vector<char> junk(n);
+    MPI_Recv(junk.data(), n, MPI_BYTE, r, tag, harness_, MPI_STATUS_IGNORE);
   }
 }
 
-std::string MpiRun::monitor() {
-  poll_notes();
-  if (aborted_) return "";
-  std::string deadlock = find_deadlock();
-  if (!deadlock.empty()) abort_others();
-  return deadlock;
-}
-
-void MpiRun::set_state(int rank, State s, int peer, const std::string& activity) {
-  if (ranks_.empty()) return;
-  ranks_[rank] = {s, peer, activity};
-  last_change_ = Clock::now();
-}
-
-std::string MpiRun::find_deadlock() const {
-  bool any_stuck = false;
-  for (const auto& r : ranks_) {
-    if (r.state == State::running) return "";
-    any_stuck = any_stuck || r.state == State::stuck;
-  }
-  if (!any_stuck || Clock::now() - last_change_ < kConfirm) return "";
-  for (std::size_t d = 0; d < ranks_.size(); ++d) {
-    const auto& r = ranks_[d];
-    if (r.state == State::stuck && r.peer >= 0 && ranks_[r.peer].state == State::finished)
-      return "device " + std::to_string(d) + " waits in " + r.activity + " for device " + std::to_string(r.peer) +
-             ", which finished its program without taking part";
-  }
-  // Over a slow link (hosts at 200 Mbit/s: a 16 MiB ring step takes 0.7 s) every device waits, each
-  // for a peer waiting in the very same collective: that is a message in flight, not a mismatch.
-  // If it never arrives (a link down), the collective timeout ends the run.
-  bool in_flight = true;
-  for (const auto& r : ranks_)
-    if (r.state == State::stuck &&
-        (r.peer < 0 || ranks_[r.peer].state != State::stuck || ranks_[r.peer].activity != r.activity))
-      in_flight = false;
-  if (in_flight) return "";
-  std::string report;
-  for (std::size_t d = 0; d < ranks_.size(); ++d) {
-    if (ranks_[d].state != State::stuck) continue;
-    if (!report.empty()) report += "; ";
-    report += "device " + std::to_string(d) + " in " + ranks_[d].activity + " waits for device " +
-              std::to_string(ranks_[d].peer);
-  }
-  return "collectives do not match, every device is stuck: " + report;
+// MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye would hold this
+// one here forever, and over UCX's TCP transport MPICH 4.0.2's finalize sometimes never returns
+// (one rank spins in uct_tcp_iface_progress, waiting to disconnect from a rank that has stopped
+// progressing). So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds)
+// as a runtime fault, exit 3, naming the others.
+void MpiProcess::finalize() {
+  stop_point("goodbye", rank_);
+  std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault
+  hand_signals_to(-1);   // no MPI_Abort once finalizing: a signal now exits at once
+  mpi_watch_as(rank_, MpiStage::finishing);
+  const double limit = std::min(collective_timeout(), kFinalizeSeconds);
+  const std::string what = "MPI_Finalize (given " + seconds_text(limit) + ") for " + mpi_waiting_for(others());
+  const BlockingCall guard(what, limit);
+  MPI_Finalize();
 }
 
 }  // namespace shardlab

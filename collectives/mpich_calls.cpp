@@ -6,6 +6,7 @@
 
 #include "collectives/mpi_module.hpp"
 #include "collectives/mpi_transport.hpp"
+#include "collectives/mpi_watchdog.hpp"
 #include "collectives/mpi_world.hpp"
 #include "core/error.hpp"
 
@@ -22,13 +23,18 @@ namespace {
 class Mpich : public mpi::MpichCollectives {
  public:
   explicit Mpich(const Group& g) : n_(g.size()) {
-    check(MPI_Comm_split(MPI_COMM_WORLD, g.members[0], g.me, &comm_), "MPI_Comm_split");
-    std::string others;  // for the watchdog's sentence
+    std::vector<int> others;  // for the watchdog's sentences
     for (int p = 0; p < g.size(); ++p)
-      if (p != g.me) others += (others.empty() ? "" : ", ") + std::to_string(g.members[p]);
-    others = " with device" + std::string(g.size() > 2 ? "s " : " ") + others;
+      if (p != g.me) others.push_back(g.members[p]);
     for (const char* name : {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall"})
-      what_.push_back(std::string("MPICH's ") + name + others);
+      what_.push_back(std::string("MPICH's ") + name + " for " + mpi_waiting_for(others));
+    // Every rank of the world takes part in the split, so it waits for them all.
+    std::vector<int> world;
+    for (int r = 0, n = MpiProcess::get().size(); r < n; ++r)
+      if (r != MpiProcess::get().rank()) world.push_back(r);
+    const std::string splitting = "MPI_Comm_split for " + mpi_waiting_for(world);
+    const BlockingCall guard(splitting);
+    check(MPI_Comm_split(MPI_COMM_WORLD, g.members[0], g.me, &comm_), "MPI_Comm_split");
   }
   ~Mpich() override {
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -44,7 +50,7 @@ class Mpich : public mpi::MpichCollectives {
     const int c = static_cast<int>(count), e = static_cast<int>(each);
     const MPI_Datatype ty = mpi_type(t);
     // A member that stops inside MPICH would leave these blocking calls hanging: the watchdog
-    // aborts the job past the collective timeout (collectives/mpi_world.hpp).
+    // aborts the job past the collective timeout (collectives/mpi_watchdog.hpp).
     if (op == "all_reduce") {
       BlockingCall guard(what_[0]);
       check(MPI_Allreduce(in, out, c, ty, mpi_sum(t), comm_), "MPI_Allreduce");

@@ -5,7 +5,7 @@
 // and so does every Session from its CommonOptions.
 //   sim: a waiting device stops the run with Error(ErrorKind::fault) (collectives/sim.cpp).
 //   mpi: a waiting rank prints its sentence, tells the other ranks (who print theirs), and ends
-//        the job with MPI_Abort(MPI_COMM_WORLD, 3) (collectives/mpi_world.cpp).
+//        the job with MPI_Abort(MPI_COMM_WORLD, 3) (collectives/mpi_watchdog.cpp).
 #pragma once
 #include <chrono>
 #include <string>
