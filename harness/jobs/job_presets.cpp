@@ -72,8 +72,10 @@ namespace {
 
 #define NCCL_LATENCY "Alpha and launch: NCCL's cost model (src/graph/tuning.cc: Ring/LL base latency 6.6 us a " \
                      "call; 0.6 us a step over NVLink, 2.7 us over the network), as harness/cost/cost.cpp's presets."
-#define MAMF_A100 "Maximum achievable matmul FLOPS, A100 SXM bf16: 267.9 of 312 TFLOP/s (85.9%), CUDA 12.1 " \
-                  "(S. Bekman, ml-engineering, compute/accelerator/README.md, MAMF comparison table)"
+#define GEMM_A100 "A half-precision matmul as a framework issues it, A100 80GB: 230 of 312 TFLOP/s (73.7%) " \
+                  "(M. Li, transformers-benchmarks, micro-benchmark summary, PyTorch matmul). The best shape " \
+                  "found by a search reaches 267.9 (85.9%) with CUDA 12.1 (S. Bekman, ml-engineering, MAMF " \
+                  "table): a ceiling that training's fixed shapes do not reach"
 
 ClusterSpec cluster(const std::string& name, const std::string& description, const std::string& source) {
   ClusterSpec c;
@@ -97,11 +99,16 @@ const std::vector<ClusterSpec>& cluster_presets() {
                             "NVIDIA DGX A100 datasheet and A100 datasheet: 8 GPUs a node, NVLink 3 600 GB/s per GPU "
                             "(300 GB/s each way), 8 ConnectX-6 200 Gb/s HDR ports (25 GB/s a GPU each way), 80 GB "
                             "HBM2e at 2,039 GB/s; 312 TFLOP/s dense bf16/fp16, 156 tf32, 19.5 fp32 (the Selene "
-                            "nodes of Narayanan et al. 2021, Section 5). " NCCL_LATENCY);
-    a.devices_per_node = 8, a.memory_bytes = 80e9, a.hbm_bytes_per_s = 2039e9;
+                            "nodes of Narayanan et al. 2021, Section 5). Inside a node the link is priced at the bus "
+                            "bandwidth NCCL's all_reduce_perf measures on 8 A100-SXM4-80GB over NVLink, 200 GB/s "
+                            "(nccl-tests issues 149 and 178: 200 and 208), not the 300 GB/s of the datasheet; HBM at "
+                            "90% of its 2,039 GB/s, the efficiency of large transfers in Calculon's A100 description "
+                            "(Isaev et al. 2023, systems/a100_80g.json). "
+                            NCCL_LATENCY);
+    a.devices_per_node = 8, a.memory_bytes = 80e9, a.hbm_bytes_per_s = 0.9 * 2039e9;
     a.peak_flops = {{"bf16", 312e12}, {"fp16", 312e12}, {"tf32", 156e12}, {"fp32", 19.5e12}};
-    a.gemm_efficiency = 0.859, a.efficiency_source = MAMF_A100;
-    a.intra = link("dgx-a100 intra", 0.6, 6.6, 300), a.inter = link("dgx-a100 inter", 2.7, 6.6, 25);
+    a.gemm_efficiency = 230.0 / 312, a.efficiency_source = GEMM_A100;
+    a.intra = link("dgx-a100 intra", 0.6, 6.6, 200), a.inter = link("dgx-a100 inter", 2.7, 6.6, 25);
     v.push_back(a);
     ClusterSpec h = cluster("dgx-h100", "DGX H100 nodes: 8 H100 SXM on NVSwitch, 8 x 400 Gb/s InfiniBand",
                             "NVIDIA DGX H100 datasheet and H100 datasheet: 8 GPUs a node, NVLink 4 900 GB/s per GPU "
@@ -136,6 +143,6 @@ const std::vector<ClusterSpec>& cluster_presets() {
 
 #undef NARAYANAN
 #undef NCCL_LATENCY
-#undef MAMF_A100
+#undef GEMM_A100
 
 }  // namespace shardlab

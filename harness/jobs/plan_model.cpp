@@ -90,6 +90,16 @@ double step_flops(const ModelSpec& m, Recompute r) {
   return tokens * passes;
 }
 
+double stage_flops(const ModelSpec& m, const Layout& l) {
+  // The last stage's share: its layers, the output layer and the loss. A pipeline runs at the
+  // pace of its slowest stage, so the logits are not spread over the stages (with PP 1 this is
+  // the whole model's FLOPs over TP and DP).
+  const double all = step_flops(m, l.recompute), logits = step_flops_logits(m);
+  return ((all - logits) / l.pp + logits) / (l.dp * l.tp);
+}
+
+double step_flops_logits(const ModelSpec& m) { return m.global_batch * m.seq * 3 * 2.0 * m.vocab * m.hidden; }
+
 bool tp_inside_node(const ClusterSpec& c, const Layout& l) { return l.tp <= c.devices_per_node; }
 
 double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link) {
@@ -135,7 +145,7 @@ JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, cons
   j.hardware_flops = step_flops(m, l.recompute);
   const double passes = l.recompute == Recompute::full ? 8 : 6;  // 2 x (forward 1 + backward 2 + recompute 1)
   const double hbm = passes * layers_here * mb * none / c.hbm_bytes_per_s;
-  j.time.compute = j.hardware_flops / devices / (j.peak * c.gemm_efficiency) + hbm;
+  j.time.compute = stage_flops(m, l) / (j.peak * c.gemm_efficiency) + hbm;
   j.time.tp = tp_seconds(m, l, mb, link_for(c, tp_inside_node(c, l)));
   if (m.moe() && l.ep > 1) {
     const double n = 2.0 * m.seq * l.micro_batch * m.top_k * m.hidden;

@@ -95,6 +95,9 @@ JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, cons
 // Pieces, exposed for the tests.
 double activation_bytes_per_layer(const ModelSpec& m, int micro_batch, const Layout& l, Recompute r);
 double step_flops(const ModelSpec& m, Recompute r);  // the whole global batch, one step
+double step_flops_logits(const ModelSpec& m);        // its output layer's share (forward and backward)
+// One device's FLOPs a step on the slowest (last) pipeline stage: its layers and the output layer.
+double stage_flops(const ModelSpec& m, const Layout& l);
 // The TP communication of one step on `link` (the layout's own, or another to compare).
 double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link);
 bool tp_inside_node(const ClusterSpec& c, const Layout& l);
