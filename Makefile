@@ -12,7 +12,8 @@ SHELL := /bin/bash
 CXX ?= g++
 SAN ?=
 PACKAGES := g++ make pkg-config xtensor-dev libxtensor-blas-dev libopenblas-dev libopenblas-pthread-dev mpich libmpich-dev \
-            doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libtomlplusplus-dev libpugixml-dev
+            doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libtomlplusplus-dev libpugixml-dev \
+            libzip-dev
 
 # Sanitizer builds use -g1 (line tables: every report still names file and line), a third faster to
 # compile than -g with no loss in what the sanitizers catch.
@@ -56,7 +57,8 @@ OPENBLAS_LIBS := $(if $(OPENBLAS_A),$(OPENBLAS_A) -lgfortran,-lopenblas)
 # `override`: a LDFLAGS given on the command line adds to these instead of dropping them.
 override LDFLAGS += -no-pie -rdynamic
 WHOLE_LIB = -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
-LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -pthread -ldl
+# libzip: .npz files (harness/check/npz.hpp).
+LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -lzip -pthread -ldl
 
 # The mpi backend is a module of its own, the only code linked with MPICH (collectives/mpi.hpp):
 # programs load it with dlopen when they first run on MPI. A program's start maps and relocates

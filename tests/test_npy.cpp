@@ -1,6 +1,7 @@
 // harness/check/npy.cpp: files written byte by byte from NumPy's format description are read back
 // exactly; saved files have the documented layout; every malformed file is an io error; float16
-// converts by hand-worked IEEE bit patterns; bfloat16, which numpy lacks, is refused.
+// converts by hand-worked IEEE bit patterns; bfloat16 as ml_dtypes saves it ('<V2') reads exactly,
+// and is refused as an output type; a NUL byte in a header is refused, as NumPy does.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -243,18 +244,36 @@ TEST_SUITE("npy") {
     std::remove(p.c_str());
   }
 
-  TEST_CASE("files numpy wrote from bfloat16 ('<V2') and big-endian files are refused in one sentence") {
+  TEST_CASE("bfloat16 as ml_dtypes saves it ('<V2', '|V2', or 'bfloat16' by hand) reads exactly; big-endian is refused") {
     const std::string p = temp_path("v2.npy");
-    // np.save of an ml_dtypes bfloat16 array writes descr '<V2': numpy has no bfloat16 type.
-    write_file(p, npy_bytes("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", le16({0x3f80, 0x4000})));
+    // np.save of an ml_dtypes bfloat16 array writes descr '<V2' (numpy has no bfloat16 type); each
+    // word is a float32's upper half: 0x3f80 = 1, 0xc000 = -2, 0x3dcc = 0.099609375, 0x7f7f = 3.3895e38.
+    for (const std::string descr : {"<V2", "|V2", "bfloat16"}) {
+      CAPTURE(descr);
+      write_file(p, npy_bytes("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (4,), }",
+                              le16({0x3f80, 0xc000, 0x3dcc, 0x7f7f})));
+      const NpyArray a = load_npy(p);
+      CHECK(a.type == NpyType::bfloat16);
+      CHECK(a.data == Tensor{1, -2, 0.099609375, 3.3895313892515355e38});
+    }
+    write_file(p, npy_bytes("{'descr': '<V4', 'fortran_order': False, 'shape': (1,), }", le16({0, 0})));
     std::string m = io_error(p);
-    CHECK(has(m, "dtype '<V2'"));
-    CHECK(has(m, "numpy has no bfloat16 type, but float32 holds every bfloat16 value exactly"));
+    CHECK(has(m, "dtype '<V4'"));
     CHECK(m.find('\n') == std::string::npos);
     write_file(p, npy_bytes("{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }", std::string("\x3c\x00", 2)));  // 1.0, big-endian
     m = io_error(p);
     CHECK(has(m, "dtype '>f2'"));
-    CHECK(has(m, "little-endian float16 (<f2), float32 (<f4) or float64 (<f8)"));
+    CHECK(has(m, "little-endian float16 (<f2), float32 (<f4), float64 (<f8) or bfloat16"));
+    std::remove(p.c_str());
+  }
+
+  TEST_CASE("a NUL byte in the header is refused, as NumPy's literal_eval refuses it") {
+    const std::string p = temp_path("nul.npy");
+    for (const std::string dict : {std::string("{'descr': '<f8'\0, 'fortran_order': False, 'shape': (1,), }", 58),
+                                   std::string("{'descr': '<f8\0', 'fortran_order': False, 'shape': (1,), }", 58)}) {
+      write_file(p, npy_bytes(dict, raw<double>({1.5})));
+      CHECK(has(io_error(p), "its header holds a NUL byte"));
+    }
     std::remove(p.c_str());
   }
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -68,7 +69,46 @@ class Reader {
 
 }  // namespace
 
-CaseFile parse_case_file(const std::string& source, const std::string& path) {
+namespace {
+
+std::string case_shape_words(const std::vector<std::size_t>& shape) {
+  std::string out;
+  for (std::size_t d : shape) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + out + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Each program input with an array in the files: its rank must be its dims', and each dim's size
+// the case's, or, where the case gives none, the same in every array that has that dim.
+void sizes_from_files(TensorProgram& p, const NamedArrays& files) {
+  std::map<char, std::string> set_by;  // dim -> the array that gave its size
+  for (const auto& [name, letters] : p.inputs) {
+    const auto it = files.arrays.find(name);
+    if (it == files.arrays.end()) continue;
+    const auto shape = std::vector<std::size_t>(it->second.data.shape().begin(), it->second.data.shape().end());
+    if (shape.size() != letters.size())
+      throw Error(ErrorKind::rank_mismatch, files.where(name) + " has shape " + case_shape_words(shape) + ", " +
+                                                std::to_string(shape.size()) + " dims; the case's input " + name +
+                                                " has " + std::to_string(letters.size()) + " (" + letters + ")");
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      const char l = letters[d];
+      const auto size = p.sizes.find(l);
+      if (size == p.sizes.end()) {
+        p.sizes[l] = shape[d];
+        set_by[l] = files.where(name);
+      } else if (size->second != shape[d]) {
+        throw Error(ErrorKind::rank_mismatch,
+                    files.where(name) + " has shape " + case_shape_words(shape) + ": dim " + std::string(1, l) + " of " + name +
+                        " (" + letters + ") is " + std::to_string(shape[d]) + ", but " +
+                        (set_by.count(l) ? set_by[l] + " gives " : "the case's dims give ") + std::string(1, l) + " = " +
+                        std::to_string(size->second) + (set_by.count(l) ? "" : " (leave it out of dims to take it from the files)"));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+CaseFile parse_case_file(const std::string& source, const std::string& path, const std::string& inputs_path) {
   const Reader r(path);
   toml::table root;
   try {
@@ -78,7 +118,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   }
   r.only(root,
          {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered", "layouts"},
+          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered", "layouts", "inputs_from"},
          "a case file");
   CaseFile c;
   c.path = path;
@@ -110,6 +150,15 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
       r.fail(Reader::line_of(*n), "allow_weak must say why a weak check is acceptable here, e.g. \"bfloat16 gradients "
                                   "through two layer norms\"");
   }
+  if (const auto* n = root.get("inputs_from")) {
+    c.inputs_from = r.text(*n, "inputs_from");
+    if (c.inputs_from.empty()) r.fail(Reader::line_of(*n), "inputs_from is empty; give a .npz file or a folder of NAME.npy");
+    // Relative to the case file, as a user keeps a layer's case beside its weights.
+    const std::filesystem::path from(c.inputs_from);
+    if (from.is_relative()) c.inputs_from = (std::filesystem::path(path).parent_path() / from).string();
+  }
+  if (!inputs_path.empty()) c.inputs_from = inputs_path;
+  if (!c.inputs_from.empty()) c.input_files = load_arrays(c.inputs_from);
   if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
   if (const auto* n = root.get("plan")) {
     c.plan = r.text(*n, "plan");
@@ -191,6 +240,7 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
     }
     p.ops.push_back(op);
   }
+  sizes_from_files(p, c.input_files);
   // A size for a dim nothing uses is a typo or a leftover: say so rather than ignore it.
   std::string used;
   for (const auto& input : p.inputs) used += input.second;
@@ -259,8 +309,8 @@ CaseFile parse_case_file(const std::string& source, const std::string& path) {
   return c;
 }
 
-CaseFile read_case_file(const std::string& path) {
-  return parse_case_file(read_text_file(path, "case file"), path);
+CaseFile read_case_file(const std::string& path, const std::string& inputs) {
+  return parse_case_file(read_text_file(path, "case file"), path, inputs);
 }
 
 }  // namespace shardlab

@@ -5,7 +5,11 @@
 //   mesh = "X=2,Y=4"                                     required
 //   dtype = "float32"                                    optional, default float32
 //   seed = 0                                             optional
-//   dims = { b = 8, s = 4, m = 16, h = 64 }              required: every dim letter used
+//   dims = { b = 8, s = 4, m = 16, h = 64 }              required: every dim letter used, but for
+//                                                        those the input files give
+//   inputs_from = "weights.npz"                          optional: a .npz or a folder of NAME.npy
+//                                                        (relative to the case file); every input
+//                                                        it names is read from it, the rest generated
 //   inputs = { x = "bsm", W_in = "mh", W_out = "hm" }    required: input tensors and their dims
 //   shard = { x = "X,_,Y", W_in = "X,Y" }                optional: annotations, on any tensor
 //   ops = [ { out = "h", op = "einsum", eq = "bsm,mh->bsh", in = ["x", "W_in"] }, ... ]
@@ -48,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/check/npz.hpp"
 #include "harness/plan/program.hpp"
 
 namespace shardlab {
@@ -76,6 +81,11 @@ struct CaseFile {
   std::string uneven = "chunk";  // dims that do not divide: "chunk", "pad" (core/mesh.hpp's Uneven) or "none"
   bool auto_layouts = false;     // layouts = "auto": every op output takes the cheapest layout, not propagation's
   CaseExpect expect;
+  // Input values from files (inputs_from, or run/check --inputs in its place): read when the case
+  // is; each array named as a program input (or a backward case's upstream gradient dy) is used
+  // for it, its shape checked against the dims (a dim the case leaves out is read from it).
+  std::string inputs_from;  // as resolved: relative to the case file's folder, or --inputs as given
+  NamedArrays input_files;
   // Why a check above its power floor (WEAK, verify.hpp) is accepted; empty: a WEAK check fails.
   std::string allow_weak;
   // [measured]: a source's measured share of time spent communicating, by op part ("layer": all),
@@ -85,8 +95,11 @@ struct CaseFile {
 };
 
 // Error(io) when the file cannot be read; Error(parse) "PATH:LINE: ..." when it is not a case.
-CaseFile read_case_file(const std::string& path);
+// `inputs`: a .npz or folder of NAME.npy to read the inputs from, in place of the file's
+// inputs_from (Error(io) when it cannot be read, Error(rank_mismatch) when an array's shape
+// disagrees with the case's dims or another array's).
+CaseFile read_case_file(const std::string& path, const std::string& inputs = "");
 // The same from text; `path` names it in messages.
-CaseFile parse_case_file(const std::string& text, const std::string& path);
+CaseFile parse_case_file(const std::string& text, const std::string& path, const std::string& inputs = "");
 
 }  // namespace shardlab

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <ostream>
 #include <limits>
 #include <sstream>
 
@@ -41,7 +43,13 @@ std::string descr_of(const std::string& bytes) {
   return end == std::string::npos ? "" : header.substr(at + 1, end - at - 1);
 }
 
-bool readable_descr(const std::string& d) { return d == "<f2" || d == "<f4" || d == "<f8"; }
+// bfloat16 as ml_dtypes (and so JAX) saves it: numpy has no bfloat16, and np.save writes an
+// ml_dtypes array's dtype.str, the 2-byte void '<V2' ('|V2' from a plain void view of the bits).
+// Each 2-byte word is the upper half of a float32, little-endian.
+bool is_bfloat16_descr(const std::string& d) { return d == "<V2" || d == "|V2"; }
+bool readable_descr(const std::string& d) { return d == "<f2" || d == "<f4" || d == "<f8" || is_bfloat16_descr(d); }
+const char* const kReadable = "little-endian float16 (<f2), float32 (<f4), float64 (<f8) or bfloat16 (<V2, as ml_dtypes and "
+                              "JAX save it)";
 }  // namespace
 
 NpyType parse_npy_type(const std::string& text) {
@@ -53,7 +61,7 @@ NpyType parse_npy_type(const std::string& text) {
 }
 
 std::string npy_type_name(NpyType t) {
-  return t == NpyType::float16 ? "float16" : t == NpyType::float32 ? "float32" : "float64";
+  return t == NpyType::float16 ? "float16" : t == NpyType::bfloat16 ? "bfloat16" : t == NpyType::float32 ? "float32" : "float64";
 }
 
 std::uint16_t to_half(double v) {
@@ -95,6 +103,7 @@ struct Header {
   std::string typestr;
   bool fortran = false;
   std::uint64_t data_start = 0, elements = 1, item = 8;
+  bool bfloat16 = false;  // '<V2' words, read as '<f2' by xnpy's parser
 };
 
 // The text of `key`'s value in a header dict: a quoted string with its quotes, a (tuple), or a
@@ -121,13 +130,10 @@ std::string canonical_header(const std::string& header) {
   return "{'descr': " + descr + ", 'fortran_order': " + order + ", 'shape': " + shape + ", }\n";
 }
 
-Header check_header(const std::string& path, std::ifstream& in, std::uint64_t size) {
-  std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)), '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+Header check_header(const std::string& path, const std::string& head, std::uint64_t size) {
   const std::string descr = descr_of(head);
   if (!descr.empty() && !readable_descr(descr))
-    throw io(path, "holds dtype '" + descr + "'; shardlab reads little-endian float16 (<f2), float32 (<f4) or float64 (<f8); " +
-                       kNoBfloat16 + ", so save bfloat16 data as float32");
+    throw io(path, "holds dtype '" + descr + "'; shardlab reads " + kReadable);
   const auto unreadable = [&](const std::string& why) { return io(path, "not a readable .npy file (" + why + ")"); };
   // The preamble read here, as unsigned bytes: xnpy's own reader takes the header length from
   // signed chars (a byte of 0x80 or more turns it into about 4 GiB) and allocates it first.
@@ -141,15 +147,19 @@ Header check_header(const std::string& path, std::ifstream& in, std::uint64_t si
   if (start + length > head.size())
     throw unreadable("its header says " + std::to_string(length) + " bytes, more than the file" +
                      (head.size() < size ? "'s first MiB" : "") + " holds");
+  std::string header = head.substr(start, length);
+  // NumPy reads the header with ast.literal_eval, which refuses a NUL byte anywhere in it.
+  if (header.find('\0') != std::string::npos) throw unreadable("its header holds a NUL byte, which NumPy refuses too");
   Header h;
+  h.bfloat16 = is_bfloat16_descr(descr);
+  if (h.bfloat16) header.replace(header.find(descr), descr.size(), "<f2");  // xnpy knows no '<V2'; same size
   try {
-    xt::detail::parse_header(canonical_header(head.substr(start, length)), h.typestr, &h.fortran, h.shape);
+    xt::detail::parse_header(canonical_header(header), h.typestr, &h.fortran, h.shape);
   } catch (const std::exception& e) {
     throw unreadable(e.what());
   }
   h.data_start = start + length;
-  if (!readable_descr(h.typestr))
-    throw io(path, "holds dtype '" + h.typestr + "'; shardlab reads float16 (<f2), float32 (<f4) or float64 (<f8)");
+  if (!readable_descr(h.typestr)) throw io(path, "holds dtype '" + h.typestr + "'; shardlab reads " + kReadable);
   std::string dims;
   for (std::size_t d : h.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   dims = "(" + dims + (h.shape.size() == 1 ? ",)" : ")");
@@ -186,62 +196,82 @@ void refuse_non_finite(const std::string& path, const Tensor& t) {
   }
 }
 
-NpyArray load_npy(const std::string& path) {
-  const std::uint64_t total = input_file_size(path, "the .npy file", std::numeric_limits<std::uint64_t>::max());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io(path, "cannot open the file for reading");
-  const Header h = check_header(path, in, total);
-  // Held: the float64 tensor, and for float32/float16 the file's words while they are converted.
-  refuse_if_over_memory(static_cast<double>(h.elements) * static_cast<double>(8 + (h.item == 8 ? 0 : h.item)),
-                        "reading " + path, "give a smaller input");
-  in.clear();
-  in.seekg(static_cast<std::streamoff>(h.data_start));
+NpyArray read_npy(const std::string& name, std::uint64_t size, const std::function<void(char*, std::uint64_t)>& read) {
+  std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)), '\0');
+  read(head.data(), head.size());
+  const Header h = check_header(name, head, size);
+  // Held: the float64 tensor and the stored words while they are converted.
+  refuse_if_over_memory(static_cast<double>(h.elements) * static_cast<double>(8 + h.item), "reading " + name,
+                        "give a smaller input");
+  std::string words(static_cast<std::size_t>(h.elements * h.item), '\0');
+  const std::size_t in_head = head.size() - static_cast<std::size_t>(h.data_start);
+  std::memcpy(words.data(), head.data() + h.data_start, in_head);
+  read(words.data() + in_head, words.size() - in_head);
   NpyArray out;
   out.data = Tensor::from_shape(h.shape);
   double* to = out.data.data();
-  const auto read = [&](void* into, std::uint64_t n) {
-    in.read(static_cast<char*>(into), static_cast<std::streamsize>(n));
-    if (!in) throw io(path, "could not be read to its end");
-  };
+  const auto* w = reinterpret_cast<const unsigned char*>(words.data());
+  const auto word16 = [&](std::size_t i) { return static_cast<std::uint32_t>(w[2 * i] | w[2 * i + 1] << 8); };
   if (h.item == 8) {  // little-endian doubles, as this machine holds them
-    read(to, 8 * h.elements);
+    std::memcpy(to, w, 8 * h.elements);
     out.type = NpyType::float64;
   } else if (h.item == 4) {
-    std::vector<float> words(h.elements);
-    read(words.data(), 4 * h.elements);
-    for (std::size_t i = 0; i < words.size(); ++i) to[i] = words[i];
+    for (std::size_t i = 0; i < h.elements; ++i) {
+      float f;
+      std::memcpy(&f, w + 4 * i, 4);
+      to[i] = f;
+    }
     out.type = NpyType::float32;
+  } else if (h.bfloat16) {  // the upper half of a float32: exact
+    for (std::size_t i = 0; i < h.elements; ++i) {
+      const std::uint32_t bits = word16(i) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      to[i] = f;
+    }
+    out.type = NpyType::bfloat16;
   } else {  // no half type in C++: each little-endian 2-byte word converted exactly
-    std::vector<unsigned char> words(2 * h.elements);
-    read(words.data(), 2 * h.elements);
-    for (std::size_t i = 0; i < h.elements; ++i)
-      to[i] = from_half(static_cast<std::uint16_t>(words[2 * i] | words[2 * i + 1] << 8));
+    for (std::size_t i = 0; i < h.elements; ++i) to[i] = from_half(static_cast<std::uint16_t>(word16(i)));
     out.type = NpyType::float16;
   }
   return out;
 }
 
+NpyArray load_npy(const std::string& path) {
+  const std::uint64_t total = input_file_size(path, "the .npy file", std::numeric_limits<std::uint64_t>::max());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw io(path, "cannot open the file for reading");
+  return read_npy(path, total, [&](char* into, std::uint64_t n) {
+    in.read(into, static_cast<std::streamsize>(n));
+    if (static_cast<std::uint64_t>(in.gcount()) != n) throw io(path, "could not be read to its end");
+  });
+}
+
 void check_writable(const std::string& path) { check_writable(path, "the .npy file"); }
 
-void save_npy(const std::string& path, const Tensor& data, NpyType type) {
-  write_file_whole(path, "the .npy file", [&](std::ostream& out) {
-    if (type == NpyType::float64) {
-      xt::detail::dump_npy_stream(out, data);
-    } else if (type == NpyType::float16) {
-      // xnpy has no half type: its header, then each value as a little-endian 2-byte word.
-      xt::detail::write_header(out, "<f2", false, data.shape());
-      std::string words(2 * data.size(), '\0');
-      for (std::size_t i = 0; i < data.size(); ++i) {
-        const std::uint16_t h = to_half(data.data()[i]);
-        words[2 * i] = static_cast<char>(h & 0xff);
-        words[2 * i + 1] = static_cast<char>(h >> 8);
-      }
-      out.write(words.data(), static_cast<std::streamsize>(words.size()));
-    } else {
-      const xt::xarray<float> f = xt::cast<float>(data);
-      xt::detail::dump_npy_stream(out, f);
+void write_npy(std::ostream& out, const Tensor& data, NpyType type) {
+  if (type == NpyType::float64) {
+    xt::detail::dump_npy_stream(out, data);
+  } else if (type == NpyType::float16) {
+    // xnpy has no half type: its header, then each value as a little-endian 2-byte word.
+    xt::detail::write_header(out, "<f2", false, data.shape());
+    std::string words(2 * data.size(), '\0');
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      const std::uint16_t h = to_half(data.data()[i]);
+      words[2 * i] = static_cast<char>(h & 0xff);
+      words[2 * i + 1] = static_cast<char>(h >> 8);
     }
-  });
+    out.write(words.data(), static_cast<std::streamsize>(words.size()));
+  } else if (type == NpyType::float32) {
+    const xt::xarray<float> f = xt::cast<float>(data);
+    xt::detail::dump_npy_stream(out, f);
+  } else {
+    throw Error(ErrorKind::unsupported, std::string("writing bfloat16 .npy files: ") + kNoBfloat16);
+  }
+}
+
+void save_npy(const std::string& path, const Tensor& data, NpyType type) {
+  write_file_whole(path, "the .npy file", [&](std::ostream& out) { write_npy(out, data, type); });
 }
 
 }  // namespace shardlab

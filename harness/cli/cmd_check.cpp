@@ -32,6 +32,7 @@ struct CheckOptions {
   std::string junit;
   double memory_limit = kCaseLimitGiB;
   std::string uneven;  // "": each case's own rule
+  std::string inputs;  // --inputs: every case reads the inputs it names from here
 };
 
 // The case files under `paths`, in order: a directory's *.toml sorted by path. A path that is
@@ -85,7 +86,7 @@ int run(const CheckOptions& o) {
     suite.name = path;
     std::string line;
     try {
-      const CaseFile c = with_uneven(read_case_file(path), o.uneven);
+      const CaseFile c = with_uneven(read_case_file(path, o.inputs), o.uneven);
       CommonOptions common = case_options(c, o.common);
       common.quiet = true;
       common.json = false;
@@ -176,6 +177,9 @@ Command add_check_command(CLI::App& app) {
   c->add_option("--uneven", o->uneven,
                 "a dim that does not divide its mesh axes, instead of each file's rule (default chunk): chunk "
                 "(as torch.chunk), pad (as JAX) or none (refuse it)");
+  c->add_option("--inputs", o->inputs,
+                "every case reads the inputs this .npz or folder of NAME.npy names from it (in place of its "
+                "inputs_from), the rest generated");
   add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();

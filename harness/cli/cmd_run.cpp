@@ -25,6 +25,7 @@
 #include "harness/plan/program_explain.hpp"
 #include "harness/cli/timeout_option.hpp"
 #include "harness/cli/inject_option.hpp"
+#include "harness/check/npz.hpp"
 
 namespace shardlab {
 
@@ -39,7 +40,24 @@ struct RunOptions {
   double memory_limit = kCaseLimitGiB;
   std::string dtype;  // "": the case's own element type
   std::string uneven;  // "": the case's own rule
+  std::string inputs;  // --inputs: a .npz or folder of NAME.npy, in place of the file's inputs_from
+  std::string save;    // --save: the outputs, gradients and reference, as .npz, after a passing run
 };
+
+// --save, after the run passed: 0, or 3 with one sentence when the file cannot be written (the
+// path was checked before the run; a full disk shows only now).
+int save_run(const std::string& path, const CaseRun& r, std::ostream& out) {
+  try {
+    save_npz(path, r.saved);
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 3;
+  }
+  out << "Saved " << r.saved.size() << " arrays to " << path
+      << ": the outputs (and gradients) as the devices computed them, the upstream gradients, and ref/ the unsharded "
+         "reference's\n";
+  return 0;
+}
 
 // --preset: the modeled communication and compute by part, beside a source's measured shares.
 std::string model_text(const CaseFile& c, const ProgramPlan& plan, const Hardware& hw) {
@@ -161,9 +179,15 @@ std::string explanations(const ProgramPlan& plan) {
 int run(const RunOptions& o) {
   parse_memory_limit(o.memory_limit);  // a bad limit: exit 2 before anything runs
   const Hardware* hw = o.preset.empty() ? nullptr : &hardware_preset(o.preset);  // a bad name: exit 2 now
-  refuse_shared_paths({{"--trace", o.common.trace}}, {{"the case file", o.file}});
-  const CaseFile c = with_uneven(o.dtype.empty() ? read_case_file(o.file) : with_dtype(read_case_file(o.file), o.dtype),
+  refuse_shared_paths({{"--trace", o.common.trace}, {"--save", o.save}}, {{"the case file", o.file}, {"--inputs", o.inputs}});
+  if (!o.save.empty()) check_writable(o.save, "the .npz file");  // before anything runs
+  const CaseFile c = with_uneven(o.dtype.empty() ? read_case_file(o.file, o.inputs)
+                                                 : with_dtype(read_case_file(o.file, o.inputs), o.dtype),
                                  o.uneven);
+  if (!o.save.empty()) refuse_shared_paths({{"--save", o.save}}, {{"inputs_from", c.inputs_from}});
+  if (!o.save.empty() && (o.plan_only || c.plan_only))
+    throw Error(ErrorKind::parse, "--save writes a run's outputs, and " +
+                                      std::string(o.plan_only ? "--plan-only" : "a plan_only case") + " runs nothing");
   const CommonOptions common = case_options(c, o.common);
   if (o.plan_only || c.plan_only) {
     refuse_trace_without_run(common.trace, o.plan_only ? "--plan-only" : "a plan_only case file");
@@ -197,7 +221,7 @@ int run(const RunOptions& o) {
   out << "shardlab run: " << c.program.name << " (" << c.path << ") on mesh " << session.mesh().text() << ", "
       << dtype_text(session.dtype()) << ", seed " << c.seed << "\n\n" << case_plan_text(c, plan) << uneven_blocks_text(plan)
       << keep_text(c, plan) << (o.explain ? explanations(plan) : "") << (hw ? model_text(c, plan, *hw) : "");
-  const CaseRun r = run_case(session, c, plan);
+  const CaseRun r = run_case(session, c, plan, true, !o.save.empty());
   Report& report = session.report();
   report.weak_fails = c.allow_weak.empty();
   report.checks.insert(report.checks.end(), r.checks.begin(), r.checks.end());
@@ -207,6 +231,7 @@ int run(const RunOptions& o) {
   report.numbers["annotated_tensors"] = plan.propagation.annotated;
   report.numbers["tensors"] = static_cast<double>(plan.propagation.specs.size());
   if (!session.runtime().is_root()) return session.runtime().agree(0);
+  if (!r.inputs_used.source.empty()) out << "\n" << r.inputs_used.text();
   out << "\nCollectives (measured by the ledger, predicted by the plan):\n" << collectives_table(report.collectives)
       << "  " << r.bytes_per_device << " bytes sent per device (the busiest); peak " << r.peak_bytes
       << " bytes held per device (planned " << r.predicted_peak_bytes << ")\n\nChecks:\n";
@@ -221,7 +246,15 @@ int run(const RunOptions& o) {
     for (const auto& v : r.rule_checks) line(v);
   }
   if (!c.allow_weak.empty()) out << "WEAK checks are accepted in this case: " << c.allow_weak << "\n";
-  if (!common.json) return session.finish();
+  // The element that sets the weakest output check's power: on a user's values, where to look.
+  const auto weakest = std::max_element(r.power_limits.begin(), r.power_limits.end(),
+                                        [](const PowerLimit& a, const PowerLimit& b) { return a.power < b.power; });
+  if (weakest != r.power_limits.end() && weakest->power > 0)
+    out << wrap_lines("Power set by " + weakest->text() + " (tolerances follow the values' own magnitudes)", 100,
+                      Hang::last_column) << "\n";
+  const bool save = !o.save.empty() && report.pass() && o.common.inject.empty();
+  const int saved = save ? save_run(o.save, r, out) : 0;
+  if (!common.json) return std::max(session.finish(), saved);
   auto j = nlohmann::ordered_json::parse(report_json(report));
   j["file"] = c.path;
   j["specs"] = nlohmann::ordered_json::object();
@@ -232,8 +265,16 @@ int run(const RunOptions& o) {
   j["expected_collectives"] = plan.collective_lines();
   if (c.backward) j["gathered_activations"] = keep_json(c, plan);
   if (hw) j["model"] = model_json(plan, *hw);
+  if (!r.inputs_used.source.empty())
+    j["inputs"] = {{"source", r.inputs_used.source}, {"read", r.inputs_used.read}, {"generated", r.inputs_used.generated},
+                   {"unused", r.inputs_used.unused}};
+  j["power_limits"] = nlohmann::ordered_json::array();
+  for (const auto& l : r.power_limits)
+    j["power_limits"].push_back({{"tensor", l.tensor}, {"index", l.index}, {"power", l.power}, {"tolerance", l.tolerance},
+                                 {"error", l.error}, {"value", l.value}, {"rms", l.rms}});
+  if (save && saved == 0) j["saved"] = o.save;
   std::cout << j.dump(2) << std::endl;
-  return session.runtime().agree(std::max(report.pass() ? 0 : 1, session.keep_trace()));
+  return std::max(saved, session.runtime().agree(std::max(report.pass() ? 0 : 1, session.keep_trace())));
 }
 
 }  // namespace
@@ -258,6 +299,12 @@ Command add_run_command(CLI::App& app) {
   c->add_option("--uneven", o->uneven,
                 "a dim that does not divide its mesh axes, instead of the file's rule (default chunk): chunk "
                 "(as torch.chunk), pad (as JAX) or none (refuse it)");
+  c->add_option("--inputs", o->inputs,
+                "read the inputs from a .npz or a folder of NAME.npy (float16, bfloat16, float32, float64), in place "
+                "of the file's inputs_from; inputs it does not name are generated");
+  c->add_option("--save", o->save,
+                "after a passing run, write its outputs, every input's gradient (backward), the upstream gradients "
+                "d<output> and ref/<name> the unsharded reference's, as a .npz (float64)");
   c->add_option("--preset", o->preset, "also model the time by part on a hardware preset (shardlab cost --presets)");
   c->add_flag("--json", o->common.json, "print one JSON object instead of the text report");
   c->add_flag("--quiet", o->common.quiet, "print only the verdict line");

@@ -146,12 +146,12 @@ void refuse_case_over_memory(const CaseFile& c, const ProgramPlan& plan, int dev
                         limit_gib * 1024.0 * 1024 * 1024);
 }
 
-CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules) {
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules, bool keep) {
   CaseRun r;
   r.plan = plan;
   r.predicted_peak_bytes = predicted_peak_bytes(plan);
   const TensorProgram& p = plan.program;
-  const auto inputs = program_inputs(p, c.seed);
+  const auto inputs = case_inputs(c, p, &r.inputs_used);
   const RunResult run = session.run(program_spmd(plan, inputs));
   if (!session.runtime().is_root()) return r;
   // This run's own rows (a session may have run other programs before).
@@ -164,7 +164,9 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, b
 
   const ProgramReference ref = checked_reference(p, inputs, plan.dtype, session.mesh().devices(), partial_groups(plan),
                                              on_partial_sums(plan));
+  const std::map<std::string, Tensor> got = assembled_outputs(plan, run);
   for (const auto& name : p.outputs) {
+    r.power_limits.push_back(power_limit(name, got.at(name), ref.values.at(name), ref.bounds.at(name)));
     Verdict v = verify_output(session.mesh(), plan.propagation.specs.at(name).spec, run, name,
                               ref.values.at(name), ref.bounds.at(name));
     const auto of = plan.gradient.gradient_of.find(name);
@@ -185,6 +187,7 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, b
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
                                std::to_string(r.predicted_peak_bytes)));
   cover_by_replays(r.checks, session.runtime().replays());  // bfloat16: each run against its replay
+  if (keep) r.saved = saved_arrays(plan, got, inputs, ref);
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include "harness/check/case_file.hpp"
 #include "harness/check/report.hpp"
 #include "harness/check/session.hpp"
+#include "harness/models/case_run_io.hpp"
 #include "harness/plan/program_plan.hpp"
 
 namespace shardlab {
@@ -23,14 +24,18 @@ struct CaseRun {
   std::vector<std::string> collectives; // what the ledger saw: "all_gather x over Y", in order
   std::size_t bytes_per_device = 0;     // the busiest device's bytes sent, whole run
   std::size_t peak_bytes = 0, predicted_peak_bytes = 0;
+  InputsUsed inputs_used;                // which inputs came from the case's files
+  std::vector<PowerLimit> power_limits;  // each output's check: the element that sets its power
+  // With run_case's `keep`: --save's arrays (case_run_io.hpp's saved_arrays), root only.
+  std::vector<std::pair<std::string, Tensor>> saved;
 };
 
 // The session's mesh and dtype must be the case's (case_options gives them). Throws Error(parse)
 // for annotations that do not fit; Error(unsupported) when an op cannot be planned.
 ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh);
 // `rules`: also check the gradient rules (a backward case); a lesson running one program under
-// several layouts asks once.
-CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules = true);
+// several layouts asks once. `keep`: fill CaseRun::saved. The inputs are case_inputs(c, ...).
+CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, bool rules = true, bool keep = false);
 // Before anything is allocated: refuses (one sentence with the estimate) a case whose unsharded
 // tensors (held in float64 four times: inputs, reference, assembled outputs, comparison) plus every
 // device's predicted peak, times `devices_here` (the mesh on sim, 1 under MPI), exceed
