@@ -130,7 +130,7 @@ MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 # would delete them, and rebuild every unit next time).
 UNITY_SRCS := $(patsubst $(BUILD)/obj/unity/%.o,$(BUILD)/unity/%.cpp,$(filter $(BUILD)/obj/unity/%,$(LIB_OBJS) $(TEST_OBJS) $(MPI_TEST_OBJS)))
 .SECONDARY: $(UNITY_SRCS)
-.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster
+.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster bench-peer
 all: $(LIB) $(MPI_MODULE) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -374,6 +374,13 @@ plots:
 	  [ "$(PLOT_README)" = no ] || cmp -s $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png || \
 	    { cp $(PLOT_DIR)/bytes_per_device.png plots/bytes_per_device.png; echo "plots: refreshed plots/bytes_per_device.png"; }; \
 	  echo "plots: PNG files written:"; for p in $$written; do echo "  $$p ($$(stat -c %s $$p) bytes)"; done; fi
+
+# shardlab beside PyTorch + gloo on the same layer and collectives (bench/peer.py; docs/performance.md).
+# PyTorch is a comparison dependency only, not in PACKAGES: without python3-torch it says so and
+# skips. PEER_ARGS, e.g. PEER_ARGS='--dims B=8,S=128,M=1024,H=4096 --rounds 3'.
+PEER_ARGS ?=
+bench-peer: $(SHARDLAB) $(MPI_MODULE)
+	@/usr/bin/python3 bench/peer.py --shardlab $(SHARDLAB) $(PEER_ARGS)
 
 # make plots as a new user runs it, into a directory of its own: PNG files listed and non-empty (the
 # plots target checks each), the bytes-per-device plot drawn in the terminal with TERM=dumb, and a

@@ -16,6 +16,7 @@
 #include "core/text.hpp"
 #include "harness/plan/natural.hpp"
 #include "harness/plan/operands.hpp"
+#include "harness/plan/plan_search_layouts.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
 namespace shardlab {
@@ -32,254 +33,16 @@ Spec without_unit_axes(const Mesh& mesh, Spec s) {
 
 namespace {
 
-using Axes = std::vector<std::string>;
-int axis_of(const Mesh& mesh, const std::string& a) {
-  const auto& names = mesh.names();
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (same_axis(names[i], a)) return static_cast<int>(i);
-  return mesh.axis(a);  // throws, naming the axis
-}
-int size_of(const Mesh& mesh, const std::string& a) { return mesh.sizes()[static_cast<std::size_t>(axis_of(mesh, a))]; }
-int size_of(const Mesh& mesh, const Axes& axes) {
-  int n = 1;
-  for (const auto& a : axes) n *= size_of(mesh, a);
-  return n;
-}
-
-// What a path costs: the objective (bytes one device sends, or modeled seconds), then bytes, then
-// how many collectives, then the FLOPs per device of the product it multiplies (set at the
-// product; steps add none), so ties between products go to the one that computes less.
-struct Cost {
-  double key = 0;
-  std::size_t bytes = 0;
-  int collectives = 0;
-  double flops = 0;
-  bool operator<(const Cost& o) const {
-    if (key != o.key) return key < o.key;
-    if (bytes != o.bytes) return bytes < o.bytes;
-    return collectives != o.collectives ? collectives < o.collectives : flops < o.flops;
-  }
-  bool operator==(const Cost& o) const {
-    return key == o.key && bytes == o.bytes && collectives == o.collectives && flops == o.flops;
-  }
-  Cost operator+(const Cost& o) const {
-    return {key + o.key, bytes + o.bytes, collectives + o.collectives, flops + o.flops};
-  }
-};
-
-// One step on one tensor: what it does and the spec it leads to.
-struct Move {
-  StepKind kind = StepKind::contract;
-  Axes axes;
-  int dim = -1, to_dim = -1;
-  Spec after;
-};
-
-// The tensor a search runs on: its global shape, element size, and the hardware of a time objective.
-struct Subject {
-  const Mesh& mesh;
-  Shape shape;
-  std::size_t element_bytes;
-  const Hardware* hw = nullptr;
-  // Moves may split a dim that does not divide: only when the problem already has such
-  // a dim and the mesh allows it, so that even problems are searched exactly as before.
-  bool uneven = false;
-};
-
-// A spec that splits some dim of `shape` unevenly, on a mesh that allows it.
-bool uneven_split(const Mesh& mesh, const Spec& s, const Shape& shape) {
-  return mesh.uneven() != Uneven::none && s.rank() == shape.size() && !is_even(mesh, s, shape);
-}
-
-// The block one device holds: each dim divided by the sizes of its axes (the search only makes
-// splits that divide; anything else goes through local_shape's checks).
-Shape block_shape(const Subject& t, const Spec& s) {
-  Shape out = t.shape;
-  for (std::size_t d = 0; d < s.rank() && d < out.size(); ++d) {
-    const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, s.dims[d]));
-    if (n == 0 || out[d] % n != 0) return local_shape(t.mesh, s, t.shape);
-    out[d] /= n;
-  }
-  return s.rank() == out.size() ? out : local_shape(t.mesh, s, t.shape);
-}
-
-// The cost of a step of `kind` over `axes` from a layout whose block is `local`.
-Cost cost_of(const Subject& t, const Shape& local, StepKind kind, const Axes& axes) {
-  if (kind == StepKind::local_slice) return {};
-  const std::string op = step_kind_name(kind);
-  const int p = size_of(t.mesh, axes);
-  const std::size_t in = bytes_of(local, t.element_bytes);
-  const std::size_t sent = predicted_bytes_sent(op, p, in, t.element_bytes);
-  if (!t.hw) return {double(sent), sent, 1};
-  // The model's n is the whole tensor of the collective: the gathered result of an AllGather,
-  // the input of the others (as harness/models/step_cost.cpp prices the FFN's steps).
-  const double whole = kind == StepKind::all_gather ? double(in) * p : double(in);
-  std::vector<int> sizes;
-  for (const auto& a : axes) sizes.push_back(size_of(t.mesh, a));
-  return {topology_seconds(op, sizes, whole, *t.hw), sent, 1};
-}
-
-// The cost of a move from spec `before` to `after`: cost_of, except for a step on a dim that does
-// not divide, whose bytes each device's own blocks give (harness/plan/uneven_steps.hpp).
-Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Shape& local, StepKind kind,
-               const Axes& axes, int dim, int to_dim) {
-  if (!step_is_uneven(t.mesh, kind, dim, to_dim, before, after, t.shape)) return cost_of(t, local, kind, axes);
-  const std::size_t sent =
-      uneven_step_bytes(t.mesh, kind, axes, dim, to_dim, before, after, t.shape, t.element_bytes);
-  if (!t.hw) return {double(sent), sent, 1};
-  Cost c = cost_of(t, local, kind, axes);  // time: the model's estimate of the largest block
-  c.bytes = sent;
-  return c;
-}
-
-// Every single step from spec s, each passed to visit(kind, axes, dim, to_dim, after). `after`
-// is a scratch spec, edited for each move and restored: copy it to keep it. Axes of size 1 never
-// appear (they were dropped).
-template <class Visit>
-void for_each_move(const Subject& t, const Spec& s, const Shape& local, Visit&& visit) {
-  const Axes used = s.used_axes();
-  Spec w = s;
-  Axes axes;
-  for (std::size_t d = 0; d < s.rank(); ++d) {
-    const Axes& list = s.dims[d];
-    for (std::size_t k = 0; k < list.size(); ++k) {  // AllGather the suffix from k
-      w.dims[d].resize(k);
-      axes.assign(list.begin() + static_cast<long>(k), list.end());
-      visit(StepKind::all_gather, axes, int(d), -1, w);
-      w.dims[d] = list;
-    }
-    for (const auto& x : t.mesh.names()) {  // a free slice by an axis nothing uses yet
-      const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
-      if (n < 2 || contains_axis(used, x) || (local[d] % n != 0 && !t.uneven)) continue;
-      w.dims[d].push_back(x);
-      axes.assign(1, x);
-      visit(StepKind::local_slice, axes, int(d), -1, w);
-      w.dims[d].pop_back();
-    }
-    if (list.empty()) continue;
-    const std::string& x = list.back();  // AllToAll: the innermost axis to the end of another dim
-    const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, x));
-    for (std::size_t j = 0; j < s.rank(); ++j) {
-      if (j == d || (local[j] % n != 0 && !t.uneven)) continue;
-      w.dims[d].pop_back();
-      w.dims[j].push_back(x);
-      axes.assign(1, x);
-      visit(StepKind::all_to_all, axes, int(d), int(j), w);
-      w.dims[j].pop_back();
-      w.dims[d].push_back(x);
-    }
-  }
-  if (s.partial.empty()) return;
-  // Partial sums: AllReduce any subset, ReduceScatter any ordered run onto a dim. Subsets and
-  // runs keep mesh order / every order; there are at most 4 partial axes.
-  const Axes& p = s.partial;
-  const std::size_t subsets = std::size_t{1} << p.size();
-  for (std::size_t mask = 1; mask < subsets; ++mask) {
-    Axes pick, rest;
-    for (std::size_t i = 0; i < p.size(); ++i) (mask >> i & 1 ? pick : rest).push_back(p[i]);
-    w.partial = rest;
-    visit(StepKind::all_reduce, pick, -1, -1, w);
-    std::sort(pick.begin(), pick.end());
-    do {
-      const std::size_t n = static_cast<std::size_t>(size_of(t.mesh, pick));
-      for (std::size_t d = 0; d < s.rank(); ++d) {
-        if (local[d] % n != 0 && !t.uneven) continue;
-        w.dims[d].insert(w.dims[d].end(), pick.begin(), pick.end());
-        visit(StepKind::reduce_scatter, pick, int(d), -1, w);
-        w.dims[d].resize(s.dims[d].size());
-      }
-    } while (std::next_permutation(pick.begin(), pick.end()));
-  }
-}
-
-// A compact key for a spec: per dim the mesh axis indices, then the partial ones (sorted).
-std::string key_of(const Mesh& mesh, const Spec& s) {
-  std::string k;
-  for (const auto& d : s.dims) {
-    for (const auto& a : d) k += static_cast<char>('a' + axis_of(mesh, a));
-    k += '|';
-  }
-  // Partial sums over a set of axes: the order they are listed in means nothing.
-  std::string partial;
-  for (const auto& a : s.partial) partial += static_cast<char>('a' + axis_of(mesh, a));
-  std::sort(partial.begin(), partial.end());
-  return k + '#' + partial;
-}
-
-// Dijkstra over the layouts of one tensor from one or more starting layouts (each with a cost
-// already paid). States costing more than `bound` bytes are not expanded; with `target`, it stops
-// once the target is settled. Settled states keep their cost and how they were reached.
-class Layouts {
- public:
-  struct Node {
-    Spec spec;
-    Cost cost;
-    std::string prev;  // key of the state before; empty at a start
-    Move move;
-    bool settled = false;
-  };
-
-  Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, double bound,
-          const Spec* target = nullptr)
-      : mesh_(t.mesh) {
-    using Item = std::pair<Cost, std::string>;
-    auto later = [](const Item& x, const Item& y) { return y.first < x.first || (x.first == y.first && y.second < x.second); };
-    std::priority_queue<Item, std::vector<Item>, decltype(later)> queue(later);
-    for (const auto& [spec, c] : starts) {
-      const std::string k = key_of(mesh_, spec);
-      auto it = nodes_.find(k);
-      if (it != nodes_.end() && !(c < it->second.cost)) continue;
-      nodes_[k] = Node{spec, c, "", {}, false};
-      queue.push({c, k});
-    }
-    const std::string goal = target ? key_of(mesh_, *target) : "";
-    while (!queue.empty()) {
-      const auto [c, k] = queue.top();
-      queue.pop();
-      Node& node = nodes_[k];
-      if (node.settled || node.cost < c) continue;
-      node.settled = true;
-      settled_.push_back(k);
-      if (target && k == goal) break;
-      const Spec here = node.spec;
-      const Shape local = block_shape(t, here);
-      for_each_move(t, here, local, [&](StepKind kind, const Axes& axes, int dim, int to_dim, const Spec& after) {
-        const Cost next = c + step_cost(t, here, after, local, kind, axes, dim, to_dim);
-        if (next.key > bound) return;
-        std::string key = key_of(mesh_, after);
-        auto it = nodes_.find(key);
-        if (it != nodes_.end() && (it->second.settled || !(next < it->second.cost))) return;
-        nodes_[key] = Node{after, next, k, Move{kind, axes, dim, to_dim, {}}, false};  // path_to fills in after
-        queue.push({next, std::move(key)});
-      });
-    }
-  }
-
-  // Settled states in order of cost.
-  const std::vector<std::string>& settled() const { return settled_; }
-  const Node* find(const Spec& s) const { return find_key(key_of(mesh_, s)); }
-  const Node* find_key(const std::string& key) const {
-    auto it = nodes_.find(key);
-    return it == nodes_.end() || !it->second.settled ? nullptr : &it->second;
-  }
-  // The start a settled state was reached from, and the moves from it, in order.
-  std::vector<Move> path_to(const Spec& s, Spec* start = nullptr) const {
-    std::vector<Move> out;
-    std::string k = key_of(mesh_, s);
-    for (; !nodes_.at(k).prev.empty(); k = nodes_.at(k).prev) {
-      out.push_back(nodes_.at(k).move);
-      out.back().after = nodes_.at(k).spec;
-    }
-    if (start) *start = nodes_.at(k).spec;
-    std::reverse(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  const Mesh& mesh_;
-  std::unordered_map<std::string, Node> nodes_;
-  std::vector<std::string> settled_;
-};
+using search_detail::Axes;
+using search_detail::Cost;
+using search_detail::Layouts;
+using search_detail::Move;
+using search_detail::Subject;
+using search_detail::block_shape;
+using search_detail::key_of;
+using search_detail::size_of;
+using search_detail::step_cost;
+using search_detail::uneven_split;
 
 // A candidate: operand layouts to multiply, the product, and its total cost.
 struct Candidate {
@@ -334,51 +97,64 @@ PlanStep step_of(const Subject& t, const Mesh& mesh, const Move& m, Spec& cur, i
 // The cheapest pair of operand layouts (from the operands' searches `ops`) for each product they
 // can form, keyed by the product's layout: a pair multiplies when every dim the operands share is
 // split the same way in both and no mesh axis splits a free dim of each.
-std::map<std::string, Candidate> products_of(const Einsum& eq, const Mesh& mesh, const Subject subject[3],
+std::map<std::string, Candidate> products_of(const Einsum& eq, const Subject subject[3],
                                              const Layouts ops[2], double bound, const PlanOptions& options) {
+  using search_detail::Lay;
   const std::string letters[3] = {eq.a, eq.b, eq.out};
   // B's layouts by how they split the dims B shares with A: a pair multiplies only if these match.
+  // Layouts are compared and built in the search's letters (plan_search_layouts.hpp).
   const std::string shared = eq.contracted() + eq.batch();
-  auto shared_key = [&](int o, const Spec& s) {
+  auto shared_key = [&](int o, const Lay& l) {
     std::string k;
-    for (char c : shared) k += axes_text(s.dims[letters[o].find(c)]) + "|";
+    for (char c : shared) k += l.dims[letters[o].find(c)] + "|";
     return k;
   };
-  std::unordered_map<std::string, std::vector<const Layouts::Node*>> b_by_shared;
+  struct BSide {
+    const Layouts::Node* node;
+    Lay lay;
+    Shape block;
+  };
+  std::unordered_map<std::string, std::vector<BSide>> b_by_shared;
   for (const auto& k : ops[kB].settled()) {
     const auto* n = ops[kB].find_key(k);
-    b_by_shared[shared_key(kB, n->spec)].push_back(n);
+    BSide side{n, {}, block_shape(subject[kB], n->spec)};
+    search_detail::decode(n->code, side.lay);
+    b_by_shared[shared_key(kB, side.lay)].push_back(std::move(side));
   }
   std::map<std::string, Candidate> products;
+  Lay al, pl;
+  std::string code;
   for (const auto& ak : ops[kA].settled()) {
     const auto* an = ops[kA].find_key(ak);
-    auto match = b_by_shared.find(shared_key(kA, an->spec));
+    search_detail::decode(an->code, al);
+    auto match = b_by_shared.find(shared_key(kA, al));
     if (match == b_by_shared.end()) continue;
     const Shape a_block = block_shape(subject[kA], an->spec);
-    Axes a_free_axes;
-    for (char c : eq.a_free())
-      for (const auto& x : an->spec.dims[eq.a.find(c)]) a_free_axes.push_back(x);
-    for (const auto* bn : match->second) {
-      const Cost before = an->cost + bn->cost;
+    std::string a_free_axes;
+    for (char c : eq.a_free()) a_free_axes += al.dims[eq.a.find(c)];
+    for (const auto& b : match->second) {
+      const Cost before = an->cost + b.node->cost;
       if (before.key > bound) break;  // B's layouts come in order of cost
       bool clash = false;
       for (char c : eq.b_free())
-        for (const auto& x : bn->spec.dims[eq.b.find(c)]) clash = clash || contains_axis(a_free_axes, x);
+        for (char x : b.lay.dims[eq.b.find(c)]) clash = clash || a_free_axes.find(x) != std::string::npos;
       if (clash) continue;
-      Spec p = Spec::replicated(eq.out.size());
+      pl.dims.resize(eq.out.size());
       for (std::size_t i = 0; i < eq.out.size(); ++i) {
         const char c = eq.out[i];
-        p.dims[i] = eq.a.find(c) != std::string::npos ? an->spec.dims[eq.a.find(c)] : bn->spec.dims[eq.b.find(c)];
+        pl.dims[i] = eq.a.find(c) != std::string::npos ? al.dims[eq.a.find(c)] : b.lay.dims[eq.b.find(c)];
       }
-      for (char c : eq.contracted())
-        for (const auto& x : an->spec.dims[eq.a.find(c)]) p.partial.push_back(x);
-      Candidate cand{an->spec, bn->spec, p, before,
-                     contraction_flops(eq, a_block, block_shape(subject[kB], bn->spec))};
-      if (options.time_on) cand.cost.key += compute_seconds(cand.flops, *options.time_on);
-      cand.cost.flops = cand.flops;
-      const std::string pk = key_of(mesh, p);
+      pl.partial.clear();
+      for (char c : eq.contracted()) pl.partial += al.dims[eq.a.find(c)];
+      const double flops = contraction_flops(eq, a_block, b.block);
+      Cost cost = before;
+      if (options.time_on) cost.key += compute_seconds(flops, *options.time_on);
+      cost.flops = flops;
+      search_detail::encode(pl, code);
+      std::string pk = search_detail::key_of_code(code);
       auto at = products.find(pk);
-      if (at == products.end() || better(cand, at->second)) products[pk] = cand;
+      if (at != products.end() && !(cost < at->second.cost)) continue;
+      products[std::move(pk)] = Candidate{an->spec, b.node->spec, ops[kA].spec_of(code), cost, flops};
     }
   }
   return products;
@@ -403,7 +179,7 @@ std::vector<std::pair<Spec, Cost>> output_costs(const Einsum& eq, const Mesh& me
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   std::vector<std::pair<Spec, Cost>> starts;
-  for (const auto& kv : products_of(eq, mesh, subject, ops, bound, options))
+  for (const auto& kv : products_of(eq, subject, ops, bound, options))
     starts.push_back({kv.second.product, kv.second.cost});
   const Layouts finish(subject[kC], starts, bound);
   std::vector<std::pair<Spec, Cost>> out;
@@ -558,7 +334,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
-  const std::map<std::string, Candidate> products = products_of(eq, mesh, subject, ops, bound, options);
+  const std::map<std::string, Candidate> products = products_of(eq, subject, ops, bound, options);
   if (products.empty())
     throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
                                             target.text() + " for " + options.result_name);
@@ -621,17 +397,31 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   for (const auto& kv : products)
     if (key_of(mesh, kv.second.product) != key_of(mesh, chosen_product)) others.push_back(&kv.second);
   std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
-  std::vector<Plan> alt;
-  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
-    const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, bound, &target);
-    if (own.find(target)) alt.push_back(build(*others[i], own.path_to(target)));
-  }
   const std::string art_summary = r.article_refusal.empty() ? plan_summary(art) : "";
+  const std::string best_summary = plan_summary(r.best);
+  // Only the first four by bytes are kept (earlier ones first on ties): in bytes, once four are
+  // kept, a later search matters only if it ends below the fourth, and is bounded so.
+  std::vector<Plan> alt;
+  std::vector<std::size_t> kept;  // bytes of the plans the list would keep, ascending
+  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
+    double own_bound = bound;
+    if (!options.time_on && kept.size() >= 4) {
+      own_bound = std::min(bound, double(kept[3]) - 0.5);
+      if (others[i]->cost.key > own_bound) break;  // the others come in order of cost
+    }
+    const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, own_bound, &target);
+    if (!own.find(target)) continue;
+    alt.push_back(build(*others[i], own.path_to(target)));
+    const std::string summary = plan_summary(alt.back());
+    const std::size_t bytes = alt.back().predicted_bytes_per_device();
+    if (summary != art_summary && summary != best_summary)
+      kept.insert(std::upper_bound(kept.begin(), kept.end(), bytes), bytes);
+  }
   std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
     return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
   });
   for (auto& p : alt)
-    if (r.alternatives.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != plan_summary(r.best))
+    if (r.alternatives.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != best_summary)
       r.alternatives.push_back(std::move(p));
   return r;
 }
