@@ -134,12 +134,16 @@ void MpiProcess::start_mpi(int launcher_rank) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   mpi_watch_as(rank_, MpiStage::running);
-  std::vector<int> world(size_);
-  for (int r = 0; r < size_; ++r) world[r] = r;
-  roll_call(MPI_COMM_WORLD, world, "to start");
+  roll_call(MPI_COMM_WORLD, everyone(), "to start");
   const std::string what = "MPI_Comm_dup for " + mpi_waiting_for(others());
   const BlockingCall guard(what);
   MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
+}
+
+std::vector<int> MpiProcess::everyone() const {
+  std::vector<int> ids(size_);
+  for (int r = 0; r < size_; ++r) ids[r] = r;
+  return ids;
 }
 
 std::vector<int> MpiProcess::others() const {
@@ -326,6 +330,14 @@ void MpiProcess::leave() {
   if (finalized) return;
   if (rank_ != 0) say_goodbye();
   else collect_goodbyes();
+  stop_point("goodbye", rank_);
+  // Over UCX's TCP transport, MPI_Finalize closes every endpoint, and closing one that never
+  // carried a message needs the peer to answer its connection first. A peer already past its own
+  // closes waits in the launcher's barrier and no longer answers, so the two wait for each other
+  // forever: on 4 hosts ranks that never exchanged a message (the diagonal of a 2x2 mesh) are such
+  // pairs, which 2 hosts never have. So every pair exchanges a message first, with a deadline: then
+  // every endpoint is connected, and a rank that is missing is named.
+  roll_call(harness_, everyone(), "to finish together");
   finalize();
 }
 
@@ -384,7 +396,7 @@ void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
 // progressing). So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds)
 // as a runtime fault, exit 3, naming the others.
 void MpiProcess::finalize() {
-  stop_point("goodbye", rank_);
+  stop_point("mpi_finalize", rank_);
   std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault
   hand_signals_to(-1);   // no MPI_Abort once finalizing: a signal now exits at once
   mpi_watch_as(rank_, MpiStage::finishing);

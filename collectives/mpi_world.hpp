@@ -67,7 +67,8 @@ class MpiProcess {
   MpiProcess();
   void start_mpi(int launcher_rank);  // MPI_Init and the harness communicator, under the watchdog
   void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
-  std::vector<int> others() const;  // every rank but this one
+  std::vector<int> everyone() const;  // every rank, this one too
+  std::vector<int> others() const;    // every rank but this one
   // Every member of a group says it is here before the group's communicator is made, so a member
   // that never comes is named (a wait past the collective timeout), not waited for inside MPICH.
   void roll_call(MPI_Comm comm, const std::vector<int>& members, const std::string& what);
