@@ -94,11 +94,14 @@ void mpi_watch_as(int rank, MpiStage stage) {
   watched_stage.store(stage);
 }
 
+std::string mpi_devices(const std::vector<int>& ids) {
+  std::string text = ids.size() == 1 ? "device " : "devices ";
+  for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? ", " : "") + std::to_string(ids[i]);
+  return text;
+}
+
 std::string mpi_waiting_for(const std::vector<int>& others) {
-  std::string ids;
-  for (int r : others) ids += (ids.empty() ? "" : ", ") + std::to_string(r);
-  return others.size() == 1 ? "device " + ids + ", which has not arrived"
-                            : "devices " + ids + ", not all of whom have arrived";
+  return mpi_devices(others) + (others.size() == 1 ? ", which has not arrived" : ", not all of whom have arrived");
 }
 
 BlockingCall::BlockingCall(const std::string& what) : BlockingCall(what, collective_timeout()) {}

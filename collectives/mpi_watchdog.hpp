@@ -23,6 +23,8 @@ enum class MpiStage { starting, running, finishing };
 // Set by MpiProcess: this process's rank (known from mpiexec before MPI_Init) and its stage.
 void mpi_watch_as(int rank, MpiStage stage);
 
+// "device 1" or "devices 1, 2, 3".
+std::string mpi_devices(const std::vector<int>& ids);
 // "device 1, which has not arrived" or "devices 0, 2, 3, not all of whom have arrived": the other
 // members of a blocking call, for its sentence.
 std::string mpi_waiting_for(const std::vector<int>& others);

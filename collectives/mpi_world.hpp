@@ -3,7 +3,10 @@
 //   MpiProcess  one per process: MPI_Init (errors return, never abort), the harness communicator
 //               (run control, results, exit-status agreement; never in the ledger), and the
 //               per-group communicators of a mesh: one per set of mesh axes, all made with
-//               MPI_Comm_create_group when a run starts, while every rank is known to be there.
+//               MPI_Comm_create_group when a run starts, while every rank is known to be there
+//               (mpi_world.cpp); at exit, the status agreement, the goodbyes and MPI_Finalize
+//               (mpi_exit.cpp). Every blocking MPI call from MPI_Init to MPI_Finalize runs under
+//               the watchdog, and a roll call before each names a rank that does not come.
 // One run's waits and deadlock monitor: mpi_monitor.hpp; the collective timeout: mpi_watchdog.hpp.
 //
 // Tags on the harness communicator carry the run's epoch, so notes of a failed run never match a
