@@ -165,6 +165,9 @@ const std::vector<MPI_Comm>& MpiProcess::comms(const Mesh& mesh) {
   if (comms_key_ == mesh.text() && !comms_.empty()) return comms_;
   drop_comms();
   stop_point("groups", rank_);
+  // Every rank first, so that a rank missing from the start is named by all, not only by the
+  // members of its groups (the others would wait in turn for those members, and name them).
+  roll_call(harness_, everyone(), "to make the group communicators");
   comms_.assign(std::size_t{1} << mesh.rank(), MPI_COMM_NULL);
   comms_[0] = MPI_COMM_SELF;
   MPI_Group world;
