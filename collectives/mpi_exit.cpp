@@ -109,31 +109,30 @@ void MpiProcess::leave() {
 void MpiProcess::say_goodbye() {
   const int goodbye = kGoodbye;
   MPI_Send(&goodbye, 1, MPI_INT, 0, kTagAgree, harness_);
-  recv_int(0, kTagAgreeReply, harness_, "to answer its goodbye");  // rank 0's answer (or its "left" answer to an agree)
+  // Rank 0's answer (or its "left" answer to an agree).
+  recv_int(0, kTagAgreeReply, harness_, "to answer its goodbye");
 }
 
 void MpiProcess::collect_goodbyes() {
   const std::vector<bool> answered = gone_;  // goodbyes answered during a run (left_early)
-  for (int r = 1; r < size_; ++r) await_goodbye(r);
+  const Deadline deadline;
+  for (long spin = 0;; ++spin) {
+    std::vector<int> missing;  // the ranks that have not said goodbye yet
+    for (int r = 1; r < size_; ++r) {
+      MPI_Status message;
+      int flag = 0;
+      if (!gone_[r]) MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &message);
+      if (flag) answer_while_leaving(r, message);
+      if (!gone_[r]) missing.push_back(r);
+    }
+    if (missing.empty()) break;
+    if (spin % 64 == 63 && deadline.passed())
+      mpi_harness_timeout(0, deadline.waited(), "at exit for " + mpi_devices(missing) + " to finish");
+    idle(spin);
+  }
   const int goodbye = kGoodbye;
   for (int r = 1; r < size_; ++r)  // every rank has said goodbye: now answer them
     if (!answered[r]) MPI_Send(&goodbye, 1, MPI_INT, r, kTagAgreeReply, harness_);
-}
-
-void MpiProcess::await_goodbye(int r) {
-  const Deadline deadline;
-  while (!gone_[r]) {
-    MPI_Status message;
-    int flag = 0;
-    MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &message);
-    if (flag) {
-      answer_while_leaving(r, message);
-      continue;
-    }
-    if (deadline.passed())
-      mpi_harness_timeout(0, deadline.waited(), "at exit for device " + std::to_string(r) + " to finish");
-    sched_yield();
-  }
 }
 
 void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
@@ -155,11 +154,11 @@ void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
   }
 }
 
-// MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye would hold this
-// one here forever, and over UCX's TCP transport MPICH 4.0.2's finalize sometimes never returns
-// (one rank spins in uct_tcp_iface_progress, waiting to disconnect from a rank that has stopped
-// progressing). So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds)
-// as a runtime fault, exit 3, naming the others.
+// MPICH's finalize waits for the other ranks too: a rank stopped after the last roll call would
+// hold this one here forever, and over UCX's TCP transport a finalize has been seen to spin in
+// uct_tcp_iface_progress, waiting to disconnect from a rank that no longer progressed (see leave).
+// So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds) as a runtime
+// fault, exit 3, naming the others.
 void MpiProcess::finalize() {
   stop_point("mpi_finalize", rank_);
   std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault

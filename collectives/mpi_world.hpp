@@ -81,7 +81,6 @@ class MpiProcess {
   // once every rank has said goodbye.
   void say_goodbye();
   void collect_goodbyes();
-  void await_goodbye(int r);
   void answer_while_leaving(int r, const MPI_Status& message);  // rank 0: a message from r at exit
   void finalize();  // MPI_Finalize under the watchdog
 
