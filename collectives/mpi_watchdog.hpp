@@ -31,7 +31,7 @@ std::string mpi_waiting_for(const std::vector<int>& others);
 
 // A call that blocks inside MPICH cannot poll a deadline; while one of these guards lives, a
 // watchdog thread does. Past `seconds` it prints "collective timeout (...): device R waited W s
-// inside <what>" and ends the job (mpi_fault_exit). Costs a clock read and an uncontended lock;
+// inside <what>" and ends the job (mpi_fault_exit). Costs a clock read and a few atomic stores;
 // `what` must outlive the guard. One guard at a time.
 class BlockingCall {
  public:
