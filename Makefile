@@ -65,8 +65,8 @@ LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -lzip -pthread -ldl
 # every library it is linked with, and MPICH with UCX and hwloc was 9 ms of it here (an empty
 # program linked with -lmpich, 30 starts: 13.5 ms against 4 ms), in each of the suite's ~2000 starts.
 # Compiled as one unit, position-independent.
-MPI_MODULE_SRCS := collectives/mpi_run.cpp collectives/mpi_world.cpp collectives/mpi_monitor.cpp \
-                   collectives/mpi_watchdog.cpp collectives/mpi_transport.cpp \
+MPI_MODULE_SRCS := collectives/mpi_run.cpp collectives/mpi_world.cpp collectives/mpi_exit.cpp \
+                   collectives/mpi_monitor.cpp collectives/mpi_watchdog.cpp collectives/mpi_transport.cpp \
                    collectives/mpich_calls.cpp
 MPI_MODULE := $(BUILD)/lib/libshardlab_mpi.so
 

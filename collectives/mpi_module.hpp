@@ -1,6 +1,6 @@
 // The mpi backend's module: build/lib/libshardlab_mpi.so, built from collectives/mpi_run.cpp,
-// mpi_world.cpp, mpi_monitor.cpp, mpi_watchdog.cpp, mpi_transport.cpp and mpich_calls.cpp and
-// linked with MPICH; nothing else is.
+// mpi_world.cpp, mpi_exit.cpp, mpi_monitor.cpp, mpi_watchdog.cpp, mpi_transport.cpp and
+// mpich_calls.cpp and linked with MPICH; nothing else is.
 // Programs load it with dlopen on their first mpi:: call (collectives/mpi.cpp) and find its
 // functions in one table. The module uses the program's own shardlab code (Device, Ledger, Error),
 // which programs export for it (-rdynamic), so there is one copy of each.

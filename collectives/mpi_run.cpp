@@ -167,7 +167,7 @@ void enter(MpiProcess& p, const MpiRun& run) {
   waiting[0] = false;
   const Deadline deadline;
   for (int spin = 0;; ++spin) {
-    std::string missing;
+    std::vector<int> missing;
     for (int r = 1; r < p.size(); ++r) {
       if (!waiting[r]) continue;
       int flag = 0;
@@ -179,14 +179,12 @@ void enter(MpiProcess& p, const MpiRun& run) {
         why = "device " + std::to_string(r) + " stopped before this run began";
         waiting[r] = false;
       } else {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        missing.push_back(r);
       }
     }
     if (missing.empty()) break;
     if (spin % 64 == 63 && deadline.passed())
-      mpi_harness_timeout(0, deadline.waited(),
-                          "for device" + std::string(missing.find(',') != std::string::npos ? "s " : " ") + missing +
-                              " to reach the next run");
+      mpi_harness_timeout(0, deadline.waited(), "for " + mpi_devices(missing) + " to reach the next run");
     p.idle(spin);
   }
   for (int r = 1; r < p.size(); ++r) send(std::vector<char>(why.begin(), why.end()), r, go_tag, p.harness());
@@ -287,10 +285,10 @@ RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype
   std::string deadlock;
   std::vector<bool> heard(p.size(), false);
   for (int left = p.size() - 1; left > 0; --left) {
-    std::string missing;  // for the sentence of a wait past the collective timeout
+    std::vector<int> missing;  // for the sentence of a wait past the collective timeout
     for (int r = 1; r < p.size(); ++r)
-      if (!heard[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    const std::string what = "for the results of device" + std::string(left > 1 ? "s " : " ") + missing;
+      if (!heard[r]) missing.push_back(r);
+    const std::string what = "for the results of " + mpi_devices(missing);
     int from = 0;
     auto bytes = receive(MPI_ANY_SOURCE, result_tag, p.harness(), what, &from, [&] {
       const std::string d = run.monitor();

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
+#include <cstdint>
 #include <thread>
 
 #include "collectives/watchdog.hpp"
@@ -21,14 +21,15 @@ using Clock = std::chrono::steady_clock;
 std::atomic<int> watched_rank{0};
 std::atomic<MpiStage> watched_stage{MpiStage::starting};
 
-// The blocking call being watched, if any (what == nullptr: none).
-struct Watched {
-  const std::string* what = nullptr;
-  Clock::time_point since;
-  double seconds = 0;
-};
-std::mutex watched_mutex;
-Watched watched;  // guarded by watched_mutex
+// The blocking call being watched: since when (steady_clock ticks; 0: none), its limit and its
+// sentence. Atomics, not a lock: a guard sits inside bench's timed MPICH calls. Once the watchdog
+// decides to fire it sets `firing` and looks at `since` again; a guard that ends meanwhile waits
+// in its destructor until the watchdog has either let go or ended the process, so the sentence
+// the watchdog reads is never freed under it.
+std::atomic<std::int64_t> watched_since{0};
+std::atomic<double> watched_seconds{0};
+std::atomic<const std::string*> watched_what{nullptr};
+std::atomic<bool> firing{false};
 
 // Asks mpiexec (hydra, over the PMI-1 socket it passed in PMI_FD) to end the job with `status`:
 // the message MPI_Abort itself sends, so hydra kills every rank, a stopped one too, and exits with
@@ -55,22 +56,22 @@ bool ask_launcher_to_abort(int status) {
 
 void watch_blocking_calls() {
   for (;;) {
-    double seconds = collective_timeout();
-    {
-      const std::lock_guard<std::mutex> lock(watched_mutex);
-      if (watched.what) seconds = watched.seconds;
-    }
+    const std::int64_t since = watched_since.load();
+    const double seconds = since ? watched_seconds.load() : collective_timeout();
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.1, seconds / 10)));
-    std::string sentence;
-    {
-      const std::lock_guard<std::mutex> lock(watched_mutex);
-      if (!watched.what) continue;
-      const double waited = std::chrono::duration<double>(Clock::now() - watched.since).count();
-      if (waited < watched.seconds) continue;
-      sentence = "collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
-                 std::to_string(watched_rank.load()) + " waited " + seconds_text(waited) + " inside " + *watched.what;
+    if (since == 0 || watched_since.load() != since) continue;
+    const double waited =
+        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
+    if (waited < seconds) continue;
+    firing.store(true);
+    if (watched_since.load() != since) {  // the call returned meanwhile
+      firing.store(false);
+      continue;
     }
-    mpi_fault_exit(sentence, 500);
+    mpi_fault_exit("collective timeout (--collective-timeout " + seconds_text(collective_timeout()) + "): device " +
+                       std::to_string(watched_rank.load()) + " waited " + seconds_text(waited) + " inside " +
+                       *watched_what.load(),
+                   500);
   }
 }
 }  // namespace
@@ -94,11 +95,14 @@ void mpi_watch_as(int rank, MpiStage stage) {
   watched_stage.store(stage);
 }
 
+std::string mpi_devices(const std::vector<int>& ids) {
+  std::string text = ids.size() == 1 ? "device " : "devices ";
+  for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? ", " : "") + std::to_string(ids[i]);
+  return text;
+}
+
 std::string mpi_waiting_for(const std::vector<int>& others) {
-  std::string ids;
-  for (int r : others) ids += (ids.empty() ? "" : ", ") + std::to_string(r);
-  return others.size() == 1 ? "device " + ids + ", which has not arrived"
-                            : "devices " + ids + ", not all of whom have arrived";
+  return mpi_devices(others) + (others.size() == 1 ? ", which has not arrived" : ", not all of whom have arrived");
 }
 
 BlockingCall::BlockingCall(const std::string& what) : BlockingCall(what, collective_timeout()) {}
@@ -109,13 +113,14 @@ BlockingCall::BlockingCall(const std::string& what, double seconds) {
     return true;
   }();
   (void)started;
-  const std::lock_guard<std::mutex> lock(watched_mutex);
-  watched = {&what, Clock::now(), seconds};
+  watched_what.store(&what);
+  watched_seconds.store(seconds);
+  watched_since.store(Clock::now().time_since_epoch().count());
 }
 
 BlockingCall::~BlockingCall() {
-  const std::lock_guard<std::mutex> lock(watched_mutex);
-  watched.what = nullptr;
+  watched_since.store(0);
+  while (firing.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // see firing
 }
 
 }  // namespace shardlab

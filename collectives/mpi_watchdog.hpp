@@ -23,13 +23,15 @@ enum class MpiStage { starting, running, finishing };
 // Set by MpiProcess: this process's rank (known from mpiexec before MPI_Init) and its stage.
 void mpi_watch_as(int rank, MpiStage stage);
 
+// "device 1" or "devices 1, 2, 3".
+std::string mpi_devices(const std::vector<int>& ids);
 // "device 1, which has not arrived" or "devices 0, 2, 3, not all of whom have arrived": the other
 // members of a blocking call, for its sentence.
 std::string mpi_waiting_for(const std::vector<int>& others);
 
 // A call that blocks inside MPICH cannot poll a deadline; while one of these guards lives, a
 // watchdog thread does. Past `seconds` it prints "collective timeout (...): device R waited W s
-// inside <what>" and ends the job (mpi_fault_exit). Costs a clock read and an uncontended lock;
+// inside <what>" and ends the job (mpi_fault_exit). Costs a clock read and a few atomic stores;
 // `what` must outlive the guard. One guard at a time.
 class BlockingCall {
  public:

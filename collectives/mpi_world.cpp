@@ -29,35 +29,6 @@ int mpi_tag_ub() {
   return flag ? *static_cast<int*>(value) : 32767;
 }
 
-namespace {
-constexpr double kFinalizeSeconds = 10;  // a finalize after every goodbye takes well under 1 s
-
-// Completes one request while letting other ranks on the same core run; `why` describes the wait
-// for the timeout's sentence.
-void wait_yielding(MPI_Request* request, const char* what, const std::string& why) {
-  const Deadline deadline;
-  for (int spin = 0;; ++spin) {
-    int done = 0;
-    mpi_check(MPI_Test(request, &done, MPI_STATUS_IGNORE), what);
-    if (done) return;
-    if (spin % 64 == 63 && deadline.passed()) {
-      int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      mpi_harness_timeout(rank, deadline.waited(), why);
-    }
-    if (spin > 64) sched_yield();
-  }
-}
-
-int recv_int(int source, int tag, MPI_Comm comm) {
-  int value = 0;
-  MPI_Request r;
-  mpi_check(MPI_Irecv(&value, 1, MPI_INT, source, tag, comm, &r), "MPI_Irecv");
-  wait_yielding(&r, "MPI_Irecv", "for device " + std::to_string(source) + " to agree on the exit status");
-  return value;
-}
-}  // namespace
-
 void mpi_check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -134,12 +105,16 @@ void MpiProcess::start_mpi(int launcher_rank) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   mpi_watch_as(rank_, MpiStage::running);
-  std::vector<int> world(size_);
-  for (int r = 0; r < size_; ++r) world[r] = r;
-  roll_call(MPI_COMM_WORLD, world, "to start");
+  roll_call(MPI_COMM_WORLD, everyone(), "to start");
   const std::string what = "MPI_Comm_dup for " + mpi_waiting_for(others());
   const BlockingCall guard(what);
   MPI_Comm_dup(MPI_COMM_WORLD, &harness_);
+}
+
+std::vector<int> MpiProcess::everyone() const {
+  std::vector<int> ids(size_);
+  for (int r = 0; r < size_; ++r) ids[r] = r;
+  return ids;
 }
 
 std::vector<int> MpiProcess::others() const {
@@ -190,6 +165,9 @@ const std::vector<MPI_Comm>& MpiProcess::comms(const Mesh& mesh) {
   if (comms_key_ == mesh.text() && !comms_.empty()) return comms_;
   drop_comms();
   stop_point("groups", rank_);
+  // Every rank first, so that a rank missing from the start is named by all, not only by the
+  // members of its groups (the others would wait in turn for those members, and name them).
+  roll_call(harness_, everyone(), "to make the group communicators");
   comms_.assign(std::size_t{1} << mesh.rank(), MPI_COMM_NULL);
   comms_[0] = MPI_COMM_SELF;
   MPI_Group world;
@@ -248,17 +226,15 @@ void MpiProcess::roll_call(MPI_Comm comm, const std::vector<int>& members, const
   for (int r : from) mpi_check(MPI_Send(&none, 0, MPI_BYTE, r, kTagRollCall, comm), "MPI_Send");
   const Deadline deadline;
   for (long spin = 0;; ++spin) {
-    std::string missing;  // the members not heard from yet
+    std::vector<int> missing;  // the members not heard from yet
     for (std::size_t i = 0; i < requests.size(); ++i) {
       int done = 0;
       if (requests[i] != MPI_REQUEST_NULL) mpi_check(MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (requests[i] != MPI_REQUEST_NULL) missing += (missing.empty() ? "" : ", ") + std::to_string(from[i]);
+      if (requests[i] != MPI_REQUEST_NULL) missing.push_back(from[i]);
     }
     if (missing.empty()) return;
     if (spin % 64 == 63 && deadline.passed())
-      mpi_harness_timeout(rank_, deadline.waited(),
-                          "for device" + std::string(missing.find(',') != std::string::npos ? "s " : " ") + missing +
-                              " " + what);
+      mpi_harness_timeout(rank_, deadline.waited(), "for " + mpi_devices(missing) + " " + what);
     idle(spin);
   }
 }
@@ -277,121 +253,6 @@ void MpiProcess::drop_comms() {
     if (comms_[i] != MPI_COMM_NULL) MPI_Comm_free(&comms_[i]);
   comms_.clear();
   comms_key_.clear();
-}
-
-int MpiProcess::agree(int status) {
-  if (size_ == 1) return status;
-  if (rank_ != 0) {
-    mpi_check(MPI_Send(&status, 1, MPI_INT, 0, kTagAgree, harness_), "MPI_Send");
-    const int v = recv_int(0, kTagAgreeReply, harness_);
-    return v == kGoodbye ? std::max(status, 2) : v;  // rank 0 is leaving without agreeing: it failed
-  }
-  int v = status;
-  for (int r = 1; r < size_; ++r) {
-    int s = kGoodbye;
-    if (!gone_[r]) {
-      s = recv_int(r, kTagAgree, harness_);
-      if (s == kGoodbye) {  // r is leaving and waits for rank 0's answer
-        gone_[r] = true;
-        mpi_check(MPI_Send(&s, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
-      }
-    }
-    v = std::max(v, s == kGoodbye ? 2 : s);
-  }
-  for (int r = 1; r < size_; ++r)
-    if (!gone_[r]) mpi_check(MPI_Send(&v, 1, MPI_INT, r, kTagAgreeReply, harness_), "MPI_Send");
-  return v;
-}
-
-bool MpiProcess::left_early(int r) {
-  int flag = 0;
-  MPI_Iprobe(r, kTagAgree, harness_, &flag, MPI_STATUS_IGNORE);
-  if (!flag) return false;
-  const int s = recv_int(r, kTagAgree, harness_);
-  if (s == kGoodbye) gone_[r] = true;
-  // Once leaving, rank 0 answers goodbyes only when every rank has said one (collect_goodbyes), so
-  // that a rank in MPI_Finalize knows every other has finished.
-  if (s == kGoodbye && left_) return true;
-  const int goodbye = kGoodbye;  // the answer to a goodbye, or "rank 0 does not agree"
-  MPI_Send(&goodbye, 1, MPI_INT, r, kTagAgreeReply, harness_);
-  return true;
-}
-
-void MpiProcess::leave() {
-  if (left_) return;
-  left_ = true;
-  stop_point("finalize", rank_);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (rank_ != 0) say_goodbye();
-  else collect_goodbyes();
-  finalize();
-}
-
-void MpiProcess::say_goodbye() {
-  const int goodbye = kGoodbye;
-  MPI_Send(&goodbye, 1, MPI_INT, 0, kTagAgree, harness_);
-  recv_int(0, kTagAgreeReply, harness_);  // rank 0's answer (or its "left" answer to an agree)
-}
-
-void MpiProcess::collect_goodbyes() {
-  const std::vector<bool> answered = gone_;  // goodbyes answered during a run (left_early)
-  for (int r = 1; r < size_; ++r) await_goodbye(r);
-  const int goodbye = kGoodbye;
-  for (int r = 1; r < size_; ++r)  // every rank has said goodbye: now answer them
-    if (!answered[r]) MPI_Send(&goodbye, 1, MPI_INT, r, kTagAgreeReply, harness_);
-}
-
-void MpiProcess::await_goodbye(int r) {
-  const Deadline deadline;
-  while (!gone_[r]) {
-    MPI_Status message;
-    int flag = 0;
-    MPI_Iprobe(r, MPI_ANY_TAG, harness_, &flag, &message);
-    if (flag) {
-      answer_while_leaving(r, message);
-      continue;
-    }
-    if (deadline.passed())
-      mpi_harness_timeout(0, deadline.waited(), "at exit for device " + std::to_string(r) + " to finish");
-    sched_yield();
-  }
-}
-
-void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
-  const int tag = message.MPI_TAG;
-  if (tag == kTagAgree) {  // r's goodbye, or a status to agree on (r learns that rank 0 left)
-    left_early(r);
-  } else if (tag >= kRunTags && (tag - kRunTags) % kRunKinds == enter) {
-    // r waits to start a run that rank 0 will never start: tell it so, on that run's go tag.
-    char none = 0;
-    MPI_Recv(&none, 0, MPI_BYTE, r, tag, harness_, MPI_STATUS_IGNORE);
-    const int go_tag = tag - enter + go;
-    const std::string why = "rank 0 stopped before this run began";
-    MPI_Send(why.data(), static_cast<int>(why.size()), MPI_BYTE, r, go_tag, harness_);
-  } else {  // anything else is from a run that is over
-    int n = 0;
-    MPI_Get_count(&message, MPI_BYTE, &n);
-    std::vector<char> junk(n);
-    MPI_Recv(junk.data(), n, MPI_BYTE, r, tag, harness_, MPI_STATUS_IGNORE);
-  }
-}
-
-// MPICH's finalize waits for the other ranks too: a rank stopped after its goodbye would hold this
-// one here forever, and over UCX's TCP transport MPICH 4.0.2's finalize sometimes never returns
-// (one rank spins in uct_tcp_iface_progress, waiting to disconnect from a rank that has stopped
-// progressing). So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds)
-// as a runtime fault, exit 3, naming the others.
-void MpiProcess::finalize() {
-  stop_point("goodbye", rank_);
-  std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault
-  hand_signals_to(-1);   // no MPI_Abort once finalizing: a signal now exits at once
-  mpi_watch_as(rank_, MpiStage::finishing);
-  const double limit = std::min(collective_timeout(), kFinalizeSeconds);
-  const std::string what = "MPI_Finalize (given " + seconds_text(limit) + ") for " + mpi_waiting_for(others());
-  const BlockingCall guard(what, limit);
-  MPI_Finalize();
 }
 
 }  // namespace shardlab

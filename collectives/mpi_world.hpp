@@ -3,7 +3,10 @@
 //   MpiProcess  one per process: MPI_Init (errors return, never abort), the harness communicator
 //               (run control, results, exit-status agreement; never in the ledger), and the
 //               per-group communicators of a mesh: one per set of mesh axes, all made with
-//               MPI_Comm_create_group when a run starts, while every rank is known to be there.
+//               MPI_Comm_create_group when a run starts, while every rank is known to be there
+//               (mpi_world.cpp); at exit, the status agreement, the goodbyes and MPI_Finalize
+//               (mpi_exit.cpp). Every blocking MPI call from MPI_Init to MPI_Finalize runs under
+//               the watchdog, and a roll call before each names a rank that does not come.
 // One run's waits and deadlock monitor: mpi_monitor.hpp; the collective timeout: mpi_watchdog.hpp.
 //
 // Tags on the harness communicator carry the run's epoch, so notes of a failed run never match a
@@ -67,7 +70,8 @@ class MpiProcess {
   MpiProcess();
   void start_mpi(int launcher_rank);  // MPI_Init and the harness communicator, under the watchdog
   void abort_on_signals();  // under mpiexec: SIGINT/SIGTERM end the job with MPI_Abort(128 + signal)
-  std::vector<int> others() const;  // every rank but this one
+  std::vector<int> everyone() const;  // every rank, this one too
+  std::vector<int> others() const;    // every rank but this one
   // Every member of a group says it is here before the group's communicator is made, so a member
   // that never comes is named (a wait past the collective timeout), not waited for inside MPICH.
   void roll_call(MPI_Comm comm, const std::vector<int>& members, const std::string& what);
@@ -77,7 +81,6 @@ class MpiProcess {
   // once every rank has said goodbye.
   void say_goodbye();
   void collect_goodbyes();
-  void await_goodbye(int r);
   void answer_while_leaving(int r, const MPI_Status& message);  // rank 0: a message from r at exit
   void finalize();  // MPI_Finalize under the watchdog
 

@@ -6,7 +6,8 @@
 //   collective its first collective step (mid-run)
 //   verify     after a run, while rank 0 checks the result
 //   finalize   at exit, before the goodbye and MPI_Finalize
-//   goodbye    at exit, after the goodbye, before MPI_Finalize (every rank has finished)
+//   goodbye    at exit, after the goodbye (every rank has finished), before the last roll call
+//   mpi_finalize  at exit, right before MPI_Finalize (the others wait inside it)
 // tests/mpi/stop_test.sh runs each; without the variable nothing happens.
 #pragma once
 

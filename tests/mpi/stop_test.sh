@@ -2,7 +2,7 @@
 # One rank stopped (SIGSTOP) at each point of a run where a rank can hang, from MPI_Init to
 # MPI_Finalize (SHARDLAB_STOP_AT=<point>:<rank>, collectives/stop_point.hpp): before MPI_Init,
 # right after it, before the group communicators are made, in its first collective step, after the
-# run while rank 0 verifies, at exit before its goodbye, and after every goodbye before
+# run while rank 0 verifies, at exit before its goodbye, after every goodbye, and right before
 # MPI_Finalize. Each time the other ranks' watchdog must end the job: mpiexec exits 3 within the
 # timeout plus a few seconds, a watchdog sentence on stderr names the stopped rank, and no process
 # is left, the stopped one included. The points run on 2 ranks; group creation runs on 4 ranks too
@@ -41,7 +41,7 @@ judge() {
   [ "$said" -ge 1 ] || { fail "no watchdog sentence names device $1"; sed 's/^/   stderr: /' "$DIR/err"; }
   [ -z "$left" ] || fail "processes left"
 }
-for point in init start groups collective verify finalize goodbye; do
+for point in init start groups collective verify finalize goodbye mpi_finalize; do
   stopped_run $point 1 2 $MATMUL
   judge 1 $point
 done
