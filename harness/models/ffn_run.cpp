@@ -283,14 +283,17 @@ Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_
     // float32: the row tolerance calibrated on rows recomputed as the plan sums them (sketch.hpp).
     const std::size_t calibrate = std::is_same_v<T, float> && !exact && !compute_exact ? group : 0;
     return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
-                             {b.data(), b_rows, b.size() / b_rows, tb}, g.product, kVectors, seed, g.result, kRows,
-                             one_in, calibrate);
+                             {b.data(), b_rows, b.size() / b_rows, tb},
+                             {.gamma = g.product, .result_gamma = g.result, .vectors = kVectors, .seed = seed,
+                              .rows = kRows, .one_in = one_in, .calibrate_group = calibrate});
   } else {
     std::vector<xt::xarray<float>> keep;
     keep.reserve(3);
     const MatRef<float> fc = as_float(c, keep, c_rows, false), fa = as_float(a, keep, a_rows, ta),
                         fb = as_float(b, keep, b_rows, tb);
-    return sketch_product<float>(name, fc, fa, fb, g.product, kVectors, seed, g.result, kRows, one_in);
+    return sketch_product<float>(name, fc, fa, fb,
+                                 {.gamma = g.product, .result_gamma = g.result, .vectors = kVectors, .seed = seed,
+                                  .rows = kRows, .one_in = one_in});
   }
 }
 
