@@ -1,3 +1,5 @@
+// `shardlab exercise`: picking an exercise from the bank (exercise_bank.cpp), reading an answer,
+// solving it with the planner and grading the answer against the solution.
 #include "harness/models/exercise.hpp"
 
 #include <algorithm>

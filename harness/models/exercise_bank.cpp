@@ -13,7 +13,8 @@ ExerciseCase ex(const char* lesson, const char* topic, const char* mesh, const c
   return ExerciseCase{lesson, topic, mesh, eq, names, a, b, out, dims, f32};
 }
 
-std::vector<ExerciseCase> make_bank() {
+// Lessons 01 to 10: one contraction at a time.
+std::vector<ExerciseCase> first_lessons() {
   const char* xy = "X=2,Y=4";
   return {
       // 01: where blocks live; a contraction over dims nobody splits moves nothing until a layout is wanted
@@ -81,6 +82,13 @@ std::vector<ExerciseCase> make_bank() {
          "b=8,h=32,m=16"),
       ex("10", "dW_in = x^T dh with the batch split over X as well", xy, "bm,bh->mh", "x,dh,dW_in", "X,_", "X,Y", "",
          "b=8,m=16,h=32"),
+  };
+}
+
+// Lessons 11 to 20: propagation, layers and the parallelisms.
+std::vector<ExerciseCase> later_lessons() {
+  const char* xy = "X=2,Y=4";
+  return {
       // 11: with no output spec the product keeps its own layout (what propagation would give it)
       ex("11", "no output spec, but x's m and W_in's h both over Y", xy, "bm,mh->bh", "x,W_in,h", "X,Y", "_,Y", "",
          "b=8,m=16,h=32"),
@@ -145,6 +153,12 @@ std::vector<ExerciseCase> make_bank() {
       ex("20", "MoE: the experts' weight gradient, each expert data parallel over X", "X=2,Y=2", "ecm,ech->emh",
          "x,dh,dW_in", "Y,X,_", "Y,X,_", "Y,_,_", "e=8,c=16,m=8,h=16"),
   };
+}
+
+std::vector<ExerciseCase> make_bank() {
+  std::vector<ExerciseCase> bank = first_lessons();
+  for (auto& e : later_lessons()) bank.push_back(std::move(e));
+  return bank;
 }
 
 }  // namespace
