@@ -395,7 +395,7 @@ TEST_SUITE("ffn") {
     auto sketch = [&](const Tensor& candidate) {
       const xt::xarray<float> fc = converted<float>(candidate), fg = converted<float>(g), fw = converted<float>(w_out);
       return sketch_product<float>("y", {fc.data(), bs, c.dims.m}, {fg.data(), bs, c.dims.h}, {fw.data(), c.dims.h, c.dims.m},
-                                   rho.product, 20, 99, rho.result);
+                                   {.gamma = rho.product, .result_gamma = rho.result, .vectors = 20, .seed = 99});
     };
     CHECK(full(y).pass);
     CHECK(full(y).power <= 0.15);  // the rounding bound alone; the replay takes bfloat16 to its floor
@@ -436,7 +436,8 @@ TEST_SUITE("ffn") {
     auto sketch = [&](const Tensor& candidate, std::size_t rows, std::uint64_t seed) {
       const xt::xarray<float> fc = converted<float>(converted<bfloat16>(candidate));  // y as bfloat16 holds it
       return sketch_product<float>("y", {fc.data(), bs, dims.m}, {fg.data(), bs, dims.h}, {fw.data(), dims.h, dims.m},
-                                   rho.product, 20, seed, rho.result, rows, 8);
+                                   {.gamma = rho.product, .result_gamma = rho.result, .vectors = 20, .seed = seed,
+                                    .rows = rows, .one_in = 8});
     };
     CHECK(sketch(y, 64, 5).pass);
     const Tensor bad = wrong_y(y, g, w_out, true);  // half of the 256 rows wrong

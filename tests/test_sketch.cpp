@@ -76,7 +76,7 @@ double largest_row(const Mat<T>& a, const Mat<T>& b) {
 
 template <class T>
 Verdict check(const Mat<T>& c, const Mat<T>& a, const Mat<T>& b, double gamma, std::size_t vectors, std::uint64_t seed) {
-  return sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, vectors, seed);
+  return sketch_product("C", c.ref(), a.ref(), b.ref(), {.gamma = gamma, .vectors = vectors, .seed = seed});
 }
 
 template <class T>
@@ -282,19 +282,19 @@ TEST_CASE("sketch_product: result_gamma allows each element a last rounding rela
   REQUIRE(rounded > 10);
   const double q = 0x1.0p-8 / (1 - 0x1.0p-8);  // |fl(z) - z| <= u |z| <= u / (1 - u) |fl(z)|
   for (std::uint64_t seed = 0; seed < 10; ++seed) {
-    const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, seed, q);
+    const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), {.result_gamma = q, .vectors = 20, .seed = seed});
     CAPTURE(seed);
     CHECK(v.pass);
     // The row tolerance is q sum_j |C_ij| (|v_j| = 1), plus the check's own rounding.
     CHECK(v.tolerance == doctest::Approx(q * largest_row_c).epsilon(1e-9));
   }
   // Without it the rounded C is not the product.
-  CHECK_FALSE(sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0).pass);
-  CHECK_THROWS_AS(sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0, -1.0), Error);
+  CHECK_FALSE(sketch_product("C", c.ref(), a.ref(), b.ref(), {.vectors = 20}).pass);
+  CHECK_THROWS_AS(sketch_product("C", c.ref(), a.ref(), b.ref(), {.result_gamma = -1.0, .vectors = 20}), Error);
   // One element off by its row's whole tolerance, twice over: caught.
   Mat<double> off = c;
   off.at(3, 4) += 2 * q * largest_row_c + 1;
-  CHECK_FALSE(sketch_product("C", off.ref(), a.ref(), b.ref(), 0.0, 20, 0, q).pass);
+  CHECK_FALSE(sketch_product("C", off.ref(), a.ref(), b.ref(), {.result_gamma = q, .vectors = 20}).pass);
 }
 
 TEST_CASE("sample_rows and rows_line (sketch rows)") {
@@ -367,7 +367,7 @@ TEST_CASE("sketch check_rows: an error in k of n rows is missed about C(n-k, r) 
   for (int s = 0; s < seeds; ++s) CHECK_FALSE(check_rows(c.ref(), a.ref(), b.ref(), 0.0, 0.0, n, s).pass);
   // Through sketch_product: the projections catch this one anyway (an integer error of 1), so the
   // rows show in the detail only.
-  const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), 0.0, 20, 0, 0.0, 64, 8);
+  const Verdict v = sketch_product("C", c.ref(), a.ref(), b.ref(), {.vectors = 20, .rows = 64, .one_in = 8});
   CHECK_FALSE(v.pass);
   CHECK(has(v.detail, "rows: 40 of 40 recomputed exactly"));
 }
@@ -381,8 +381,9 @@ TEST_CASE("sketch_product with rows: a spread error the projections pass fails w
   auto c = product(a, b);
   for (std::size_t i = 0; i < c.rows; ++i)
     for (std::size_t j = 0; j < c.cols; ++j) c.at(i, j) = static_cast<float>(abs_product(a, b, i, j) * (1 + 1.5 * gamma));
-  const Verdict alone = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0);
-  const Verdict both = sketch_product("C", c.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8);
+  const Verdict alone = sketch_product("C", c.ref(), a.ref(), b.ref(), {.gamma = gamma, .vectors = 20});
+  const Verdict both = sketch_product("C", c.ref(), a.ref(), b.ref(),
+                                      {.gamma = gamma, .vectors = 20, .rows = 64, .one_in = 8});
   CHECK(alone.pass);
   CHECK_FALSE(both.pass);
   CHECK(both.max_abs_error == alone.max_abs_error);  // the headline figures stay the projections'
@@ -392,7 +393,8 @@ TEST_CASE("sketch_product with rows: a spread error the projections pass fails w
                          "so no error is missed (sampled elements: largest |C_ij - (A B)_ij| "));
   // An honest product passes both.
   const auto honest = product(a, b);
-  CHECK(sketch_product("C", honest.ref(), a.ref(), b.ref(), gamma, 20, 0, 0.0, 64, 8).pass);
+  CHECK(sketch_product("C", honest.ref(), a.ref(), b.ref(),
+                       {.gamma = gamma, .vectors = 20, .rows = 64, .one_in = 8}).pass);
 }
 
 namespace {
@@ -419,8 +421,9 @@ Mat<float> sgemm_in_blocks(const Mat<float>& a, const Mat<float>& b, std::size_t
 }
 
 Verdict calibrated(const Mat<float>& c, const Mat<float>& a, const Mat<float>& b, std::size_t group, std::uint64_t seed) {
-  return sketch_product("C", c.ref(), a.ref(), b.ref(), sum_gamma(a.cols, float_unit_roundoff), 20, seed, 0.0, 16, 8,
-                        group);
+  return sketch_product("C", c.ref(), a.ref(), b.ref(),
+                        {.gamma = sum_gamma(a.cols, float_unit_roundoff), .vectors = 20, .seed = seed, .rows = 16,
+                         .one_in = 8, .calibrate_group = group});
 }
 
 }  // namespace
@@ -435,7 +438,8 @@ TEST_CASE("sketch_product calibrated: sgemm products in blocks pass at under 1e-
     const auto b = random_mat<float>(k, n, seed % 2 == 0, 60 + seed, -1, 1, false);
     const std::size_t group = 1 + seed % 4;
     const auto c = sgemm_in_blocks(a, b, group);
-    const Verdict bound = sketch_product("C", c.ref(), a.ref(), b.ref(), sum_gamma(k, float_unit_roundoff), 20, seed);
+    const Verdict bound = sketch_product("C", c.ref(), a.ref(), b.ref(),
+                                         {.gamma = sum_gamma(k, float_unit_roundoff), .vectors = 20, .seed = seed});
     const Verdict v = calibrated(c, a, b, group, seed);
     CHECK(bound.pass);
     CHECK(v.pass);
@@ -495,7 +499,8 @@ TEST_CASE("sketch_product calibrated: one element off by its row's tolerance fai
   CHECK(has(v.detail, "C's sampled rows round more than the calibration allows"));
   MESSAGE(v.detail);
   // The uncalibrated check passes it: what the model check adds.
-  CHECK(sketch_product("C", noisy.ref(), a.ref(), b.ref(), sum_gamma(k, float_unit_roundoff), 20, 0, 0.0, 16).pass);
+  CHECK(sketch_product("C", noisy.ref(), a.ref(), b.ref(),
+                       {.gamma = sum_gamma(k, float_unit_roundoff), .vectors = 20, .rows = 16}).pass);
 }
 
 TEST_CASE("sketch_product calibrated: rows that do not cancel, left out of the sample, keep the bounds and pass") {

@@ -65,6 +65,9 @@ struct BenchResult {
 };
 
 std::size_t parse_bytes(const std::string& text, const std::string& what);  // "64K" -> 65536
+std::vector<std::size_t> bench_sizes(const BenchOptions& o);  // --min, --min*factor ... <= --max; Error(parse)
+struct BenchCollective;                                       // harness/bench/bench_collective.hpp
+std::vector<const BenchCollective*> bench_ops(const std::string& names);  // --ops; Error(parse) for unknown
 double bus_factor(const std::string& op, int n);                          // 2(n-1)/n or (n-1)/n
 // Bytes one member of a group of n sends in `op` on `count` doubles (count divisible by n): what the
 // memcpy column copies. 2(n-1) chunks of count/n for all_reduce, n-1 for the others.

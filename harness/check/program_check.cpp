@@ -124,6 +124,66 @@ Tensor plus_where_positive(const Tensor& e, double extra) { return e + xt::where
 
 }  // namespace
 
+namespace {
+
+// An einsum's bound: its own rounding (the run's over `group` devices and the reference's) and how
+// far its operands' bounds can move it. `parts` (when given) gets the product's magnitudes.
+Tensor einsum_bound(const TensorProgram& p, const ProgramOp& op, const ProgramReference& r, const Tensor& v,
+                    int group, DType dtype, std::map<std::string, Tensor>* parts) {
+  const Einsum eq = Einsum::parse(op.eq);
+  const Tensor& a = r.values.at(op.in[0]);
+  const Tensor& ea = r.bounds.at(op.in[0]);
+  const Tensor& b = r.values.at(op.in[1]);
+  const Tensor& eb = r.bounds.at(op.in[1]);
+  std::size_t terms = 1;
+  for (char c : eq.contracted()) terms *= p.sizes.at(c);
+  const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(group));
+  const GemmRounding one = gemm_rounding(dtype, terms, 1);
+  const Tensor aa = abs_of(a), ab = abs_of(b);
+  Tensor magnitude = contract(eq, aa, ab, DType::float64);
+  Tensor e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v);
+  // |A| E_B + E_A |B| + E_A E_B = |A| E_B + E_A (|B| + E_B): two contractions, each left out
+  // where its bound is zero (an input's).
+  const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
+  if (b_moves) e = e + contract(eq, aa, eb, DType::float64);
+  if (a_moves) e = e + contract(eq, ea, b_moves ? Tensor(ab + eb) : ab, DType::float64);
+  e = plus_where_positive(e, g.absolute + one.absolute);  // products and partial sums flushed
+  if (parts) (*parts)[op.out] = std::move(magnitude);
+  return e;
+}
+
+// A binary op's bound: how far its operands' bounds can move it, then its own rounding.
+Tensor binary_bound(const TensorProgram& p, const ProgramOp& op, const ProgramReference& r, const Tensor& v, double u,
+                    double lam) {
+  const std::string& out_dims = p.dims.at(op.out);
+  const std::string& ad = p.dims.at(op.in[0]);
+  const std::string& bd = p.dims.at(op.in[1]);
+  const Shape shape = p.shape(op.out);
+  const Tensor x = broadcast_to(r.values.at(op.in[0]), ad, out_dims, shape);
+  const Tensor ex = broadcast_to(r.bounds.at(op.in[0]), ad, out_dims, shape);
+  const Tensor y = broadcast_to(r.values.at(op.in[1]), bd, out_dims, shape);
+  const Tensor ey = broadcast_to(r.bounds.at(op.in[1]), bd, out_dims, shape);
+  const Tensor ax = abs_of(x), ay = abs_of(y);
+  if (op.name == "is_max") {  // the operand is x, laid out as out; m = max(x) over the dims bd lacks
+    std::string over;
+    for (char c : out_dims)
+      if (bd.find(c) == std::string::npos) over += c;
+    return is_max_bound(x, ex, out_dims, over);
+  }
+  if (op.name == "eq")  // 0 or 1 in both runs; they can disagree only where the operands may meet
+    return xt::where(xt::abs(x - y) <= ex + ey && ex + ey > 0, 1.0, 0.0);
+  Tensor e;
+  if (op.name == "add" || op.name == "sub")
+    e = ex + ey;
+  else if (op.name == "mul")
+    e = ax * ey + ex * ay + ex * ey;
+  else
+    e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
+  return e + 2 * u * abs_of(v) + flush_bound(v, e, lam);
+}
+
+}  // namespace
+
 ProgramReference run_reference(const TensorProgram& p, const std::map<std::string, Tensor>& inputs, DType dtype,
                                int devices, const std::vector<int>& groups, const std::vector<bool>& on_partials) {
   ProgramReference r;
@@ -141,26 +201,9 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
     const Tensor& ea = r.bounds.at(op.in[0]);
     Tensor v = op_value(p, op, r.values, dtype), e;
     switch (op.kind) {
-      case OpKind::einsum: {
-        const Einsum eq = Einsum::parse(op.eq);
-        const Tensor& b = r.values.at(op.in[1]);
-        const Tensor& eb = r.bounds.at(op.in[1]);
-        std::size_t terms = 1;
-        for (char c : eq.contracted()) terms *= p.sizes.at(c);
-        const GemmRounding g = gemm_rounding(dtype, terms, static_cast<std::size_t>(group));
-        const GemmRounding one = gemm_rounding(dtype, terms, 1);
-        const Tensor aa = abs_of(a), ab = abs_of(b);
-        Tensor magnitude = contract(eq, aa, ab, DType::float64);
-        e = (g.product + one.product) * magnitude + (g.result + one.result) * abs_of(v);
-        // |A| E_B + E_A |B| + E_A E_B = |A| E_B + E_A (|B| + E_B): two contractions, each left out
-        // where its bound is zero (an input's).
-        const bool a_moves = ea.size() && xt::amax(ea)() > 0, b_moves = eb.size() && xt::amax(eb)() > 0;
-        if (b_moves) e = e + contract(eq, aa, eb, DType::float64);
-        if (a_moves) e = e + contract(eq, ea, b_moves ? Tensor(ab + eb) : ab, DType::float64);
-        e = plus_where_positive(e, g.absolute + one.absolute);  // products and partial sums flushed
-        if (!on_partials.empty()) parts[op.out] = std::move(magnitude);
+      case OpKind::einsum:
+        e = einsum_bound(p, op, r, v, group, dtype, on_partials.empty() ? nullptr : &parts);
         break;
-      }
       case OpKind::unary:
         if (op.name == "roll")  // moves elements, rounds nothing
           e = roll_op(ea, p.dims.at(op.in[0]).find(op.over[0]), long(op.value));
@@ -169,34 +212,9 @@ ProgramReference run_reference(const TensorProgram& p, const std::map<std::strin
           e = move + 2 * u * abs_of(v) + flush_bound(v, move, lam);
         }
         break;
-      case OpKind::binary: {
-        const std::string& ad = p.dims.at(op.in[0]);
-        const std::string& bd = p.dims.at(op.in[1]);
-        const Shape shape = p.shape(op.out);
-        const Tensor x = broadcast_to(a, ad, out_dims, shape), ex = broadcast_to(ea, ad, out_dims, shape);
-        const Tensor y = broadcast_to(r.values.at(op.in[1]), bd, out_dims, shape);
-        const Tensor ey = broadcast_to(r.bounds.at(op.in[1]), bd, out_dims, shape);
-        const Tensor ax = abs_of(x), ay = abs_of(y);
-        if (op.name == "is_max") {  // the operand is x, laid out as out; m = max(x) over the dims bd lacks
-          std::string over;
-          for (char c : out_dims)
-            if (bd.find(c) == std::string::npos) over += c;
-          e = is_max_bound(x, ex, out_dims, over);
-          break;
-        }
-        if (op.name == "eq") {  // 0 or 1 in both runs; they can disagree only where the operands may meet
-          e = xt::where(xt::abs(x - y) <= ex + ey && ex + ey > 0, 1.0, 0.0);
-          break;
-        }
-        if (op.name == "add" || op.name == "sub")
-          e = ex + ey;
-        else if (op.name == "mul")
-          e = ax * ey + ex * ay + ex * ey;
-        else
-          e = xt::where(ay > ey, (ex * ay + ax * ey) / (ay * (ay - ey)), std::numeric_limits<double>::infinity());
-        e = e + 2 * u * abs_of(v) + flush_bound(v, e, lam);
+      case OpKind::binary:
+        e = binary_bound(p, op, r, v, u, lam);
         break;
-      }
       case OpKind::rename:
         e = ea;
         break;

@@ -1,3 +1,8 @@
+// The sketch check of a product C = op(A) op(B) (harness/check/sketch.hpp). One idea in one file,
+// over 400 lines: the check's derivation (below, about 80 lines) and the three ways it reads the
+// matrices (the projections, the sampled rows recomputed exactly, the float32 calibration) share
+// one block reader and one verdict; sketch_product is laid out as its jobs (project, calibrate,
+// bound each row, compare, write the detail).
 #include "harness/check/sketch.hpp"
 
 #include <algorithm>
@@ -418,90 +423,163 @@ std::string false_pass_line(std::size_t vectors, double largest_tolerance, doubl
          ") plus the check's own rounding (largest " + g3(largest_rounding) + ")";
 }
 
+namespace {
+
+// The three projections of the sketch and the row figures the bounds need, for k vectors V.
+struct Projections {
+  std::vector<double> y, z;  // [M, k]: A (B V) and C V
+  std::vector<double> sp;    // [M, 2]: s_i = sum_j P_ij and pm_i >= max_j P_ij
+  std::vector<double> r, cm;  // [M]: row sums of |C| and row max of |C|
+  double squares = 0;         // sum of C_ij^2
+};
+
 template <class T>
-Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
-                       std::size_t vectors, std::uint64_t seed, double result_gamma, std::size_t rows,
-                       std::size_t one_in, std::size_t calibrate_group) {
-  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = vectors;
+Projections project(MatRef<T> c, MatRef<T> a, MatRef<T> b, const std::vector<double>& rv, std::size_t k) {
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
+  Projections p;
+  p.y.resize(m * k), p.z.resize(m * k), p.sp.resize(m * 2), p.r.resize(m), p.cm.resize(m);
+  std::vector<double> buf, w(inner * k), w_abs(inner), ones(n, 1.0);
+  apply(b, rv.data(), k, ones.data(), w.data(), w_abs.data(), buf);
+  // |op(A)| [w_abs, colmax |op(B)|] = [s, pm]: each row's sum_j P_ij and a bound on its max_j P_ij.
+  std::vector<double> colmax(inner), abs_in(inner * 2);
+  row_max_abs(b, colmax.data());
+  for (std::size_t l = 0; l < inner; ++l) abs_in[2 * l] = w_abs[l], abs_in[2 * l + 1] = colmax[l];
+  apply(a, w.data(), k, abs_in.data(), p.y.data(), p.sp.data(), buf, 2);
+  apply(c, rv.data(), k, ones.data(), p.z.data(), p.r.data(), buf);
+  p.squares = row_max_abs(c, p.cm.data());
+  return p;
+}
+
+// The calibration (float32 with a group only) and the range of cancellation |C| row sum /
+// (|op(A)| |op(B)|) row sum its sampled rows span: rows outside twice that range keep the bounds.
+struct Calibrated {
+  Calibration cal;
+  bool on = false;
+  double cancel_lo = INFINITY, cancel_hi = 0;
+};
+
+template <class T>
+Calibrated calibrate(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& sampled,
+                     const Projections& p) {
+  Calibrated out;
+  if constexpr (std::is_same_v<T, float>)
+    if (group > 0) out.cal = calibrate_sampled(c, a, b, group, sampled);
+  out.on = !out.cal.weight.empty() && !out.cal.picked.empty() && out.cal.ratio > 0;
+  for (std::size_t i : out.cal.picked)
+    if (p.sp[2 * i] > 0) {
+      out.cancel_lo = std::min(out.cancel_lo, p.r[i] / p.sp[2 * i]);
+      out.cancel_hi = std::max(out.cancel_hi, p.r[i] / p.sp[2 * i]);
+    }
+  return out;
+}
+
+// The constants of every row's bound (the header's derivation): delta = gamma_{N+K} in double,
+// up = 1 + 32u, tiny for flushes, spread = 2 ln(2 M k / kFalseFail) for Hoeffding.
+struct BoundTerms {
+  double gamma, result_gamma, u, delta, up, tiny, spread;
+};
+
+// Row i's tolerance T_i (the smaller of the worst case, Hoeffding's and, where the row cancels like
+// the sampled ones, the calibrated one) and the check's own rounding f_i beside it.
+struct RowBound {
+  double tol = 0, own = 0;
+  bool uncalibrated = false;  // calibrating, but this row cancels unlike the sampled rows
+};
+
+RowBound row_bound(const Projections& p, std::size_t i, const BoundTerms& t, const Calibrated& cal) {
+  const double s_i = p.sp[2 * i], pm_i = p.sp[2 * i + 1], r_i = p.r[i], d = t.delta;
+  const double worst = (((t.gamma + d) * s_i + (t.result_gamma + d) * r_i) / (1 - d) + t.tiny) * t.up;
+  const double q = (t.gamma * pm_i + t.result_gamma * p.cm[i]) * (t.gamma * s_i + t.result_gamma * r_i);
+  const double likely = ((std::sqrt(t.spread * q) + d * (r_i + s_i)) / (1 - d) + t.tiny) * t.up;
+  RowBound out;
+  out.tol = std::min(worst, likely);
+  if (cal.on) {
+    const double cancel = s_i > 0 ? r_i / s_i : 0.0;
+    if (s_i > 0 && cancel >= cal.cancel_lo / 2 && cancel <= 2 * cal.cancel_hi) {
+      const double si = kCalibrationMargin * cal.cal.ratio * cal.cal.weight[i];
+      out.tol = std::min(out.tol, ((std::sqrt(t.spread * si) + d * (r_i + s_i)) / (1 - d) + t.tiny) * t.up);
+    } else if (s_i > 0) {
+      out.uncalibrated = true;
+    }
+  }
+  out.own = ((d * (r_i + s_i) / (1 - d) + 2 * t.u * out.tol) + t.tiny) * t.up;
+  return out;
+}
+
+// "; calibrated on 64 rows recomputed in float32 (...)", or "" without a calibration.
+std::string calibration_clause(const Calibrated& c, std::size_t uncalibrated) {
+  if (!c.on) return "";
+  const double seen = c.cal.c_ratio / c.cal.ratio;
+  return "; calibrated on " + std::to_string(c.cal.picked.size()) + " rows recomputed in float32 (sum_j E_ij^2 <= " +
+         g3(c.cal.ratio) + " W_i there; rows allowed " + g3(kCalibrationMargin) + "x that; C's sampled rows " +
+         g3(seen) + "x" +
+         (uncalibrated ? "; " + std::to_string(uncalibrated) + " rows cancel unlike the sampled ones and keep the bounds"
+                       : "") +
+         ")";
+}
+
+// Throws for operands that do not fit, no vectors or a negative gamma. True when C has op(A) op(B)'s
+// shape; else false, with `v` the FAIL verdict of a C of the wrong shape.
+template <class T>
+bool c_fits(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, const SketchOptions& o, Verdict& v) {
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
   if (op_rows(b) != inner)
     throw Error(ErrorKind::rank_mismatch, "sketch of " + name + ": op(A) is " + dims(m, inner) + " but op(B) is " +
                                               dims(op_rows(b), n) + "; the inner sizes must match");
-  if (k == 0)
+  if (o.vectors == 0)
     throw Error(ErrorKind::unsupported, "sketch of " + name + " needs at least one random vector; 0 would pass anything");
-  if (!(gamma >= 0) || !(result_gamma >= 0))
-    throw Error(ErrorKind::unsupported, "sketch of " + name + ": gamma must be >= 0, got " + g3(gamma) +
-                                            (result_gamma == 0 ? "" : " and " + g3(result_gamma)));
-  Verdict v;
+  if (!(o.gamma >= 0) || !(o.result_gamma >= 0))
+    throw Error(ErrorKind::unsupported, "sketch of " + name + ": gamma must be >= 0, got " + g3(o.gamma) +
+                                            (o.result_gamma == 0 ? "" : " and " + g3(o.result_gamma)));
   v.name = name;
-  if (op_rows(c) != m || op_cols(c) != n) {
-    v.pass = false;
-    v.max_abs_error = INFINITY;
-    v.detail = name + " is " + dims(op_rows(c), op_cols(c)) + ", expected " + dims(m, n) + " = op(A) op(B)";
-    return v;
-  }
-  const std::vector<double> rv = rademacher(n, k, seed), ones(n, 1.0);
-  std::vector<double> buf, w(inner * k), w_abs(inner), y(m * k), z(m * k), r(m);
-  apply(b, rv.data(), k, ones.data(), w.data(), w_abs.data(), buf);
-  // |op(A)| [w_abs, colmax |op(B)|] = [s, pm]: each row's sum_j P_ij and a bound on its max_j P_ij.
-  std::vector<double> colmax(inner), abs_in(inner * 2), sp(m * 2), cm(m);
-  row_max_abs(b, colmax.data());
-  for (std::size_t l = 0; l < inner; ++l) abs_in[2 * l] = w_abs[l], abs_in[2 * l + 1] = colmax[l];
-  apply(a, w.data(), k, abs_in.data(), y.data(), sp.data(), buf, 2);
-  apply(c, rv.data(), k, ones.data(), z.data(), r.data(), buf);
-  const double squares = row_max_abs(c, cm.data());
-  // Rows recomputed in double once, for the row check and the calibration (64 if only it asks).
-  const bool calibrating = std::is_same_v<T, float> && calibrate_group > 0;
-  const SampledRows sampled =
-      rows > 0 || calibrating ? sampled_rows(a, b, rows > 0 ? rows : 64, rows_seed(seed)) : SampledRows{};
-  Calibration cal;
-  if constexpr (std::is_same_v<T, float>)
-    if (calibrating) cal = calibrate_sampled(c, a, b, calibrate_group, sampled);
-  const bool calibrated = !cal.weight.empty() && !cal.picked.empty() && cal.ratio > 0;
-  // The sampled rows' cancellation |C| row sum / (|op(A)| |op(B)|) row sum: rows outside twice
-  // that range keep the bounds.
-  double cancel_lo = INFINITY, cancel_hi = 0;
-  for (std::size_t i : cal.picked)
-    if (sp[2 * i] > 0) cancel_lo = std::min(cancel_lo, r[i] / sp[2 * i]), cancel_hi = std::max(cancel_hi, r[i] / sp[2 * i]);
-  std::size_t uncalibrated = 0;
+  if (op_rows(c) == m && op_cols(c) == n) return true;
+  v.pass = false;
+  v.max_abs_error = INFINITY;
+  v.detail = name + " is " + dims(op_rows(c), op_cols(c)) + ", expected " + dims(m, n) + " = op(A) op(B)";
+  return false;
+}
 
-  const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u), up = 1 + 32 * u;
-  const double tiny = static_cast<double>(n + inner) * DBL_MIN + static_cast<double>(n) * flushes<T>(inner);
-  const double spread = 2 * std::log(2.0 * static_cast<double>(m) * static_cast<double>(k) / kFalseFail);
-  const double rms = m * n > 0 ? std::sqrt(squares / (static_cast<double>(m) * static_cast<double>(n))) : 0.0;
+}  // namespace
+
+template <class T>
+Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, const SketchOptions& o) {
+  Verdict v;
+  if (!c_fits(name, c, a, b, o, v)) return v;
+  const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = o.vectors;
+  const Projections p = project(c, a, b, rademacher(n, k, o.seed), k);
+  // Rows recomputed in double once, for the row check and the calibration (64 if only it asks).
+  const bool calibrating = std::is_same_v<T, float> && o.calibrate_group > 0;
+  const SampledRows sampled =
+      o.rows > 0 || calibrating ? sampled_rows(a, b, o.rows > 0 ? o.rows : 64, rows_seed(o.seed)) : SampledRows{};
+  const Calibrated cal = calibrate(c, a, b, calibrating ? o.calibrate_group : 0, sampled, p);
+
+  const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u);
+  const BoundTerms terms{o.gamma, o.result_gamma, u, delta, 1 + 32 * u,
+                         static_cast<double>(n + inner) * DBL_MIN + static_cast<double>(n) * flushes<T>(inner),
+                         2 * std::log(2.0 * static_cast<double>(m) * static_cast<double>(k) / kFalseFail)};
   double largest_own = 0, guaranteed = 0;
+  std::size_t uncalibrated = 0;
   std::vector<double> rel;  // T_i over row i's mean |C_ij|
   std::string first;
   for (std::size_t i = 0; i < m; ++i) {
-    const double s_i = sp[2 * i], pm_i = sp[2 * i + 1];
-    const double worst = (((gamma + delta) * s_i + (result_gamma + delta) * r[i]) / (1 - delta) + tiny) * up;
-    const double q = (gamma * pm_i + result_gamma * cm[i]) * (gamma * s_i + result_gamma * r[i]);
-    const double likely = ((std::sqrt(spread * q) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up;
-    double tol = std::min(worst, likely);
-    if (calibrated) {
-      const double cancel = s_i > 0 ? r[i] / s_i : 0.0;
-      if (s_i > 0 && cancel >= cancel_lo / 2 && cancel <= 2 * cancel_hi) {
-        const double si = kCalibrationMargin * cal.ratio * cal.weight[i];
-        tol = std::min(tol, ((std::sqrt(spread * si) + delta * (r[i] + s_i)) / (1 - delta) + tiny) * up);
-      } else if (s_i > 0) {
-        ++uncalibrated;
-      }
-    }
-    const double own = ((delta * (r[i] + s_i) / (1 - delta) + 2 * u * tol) + tiny) * up;
-    v.tolerance = std::max(v.tolerance, tol);
-    largest_own = std::max(largest_own, own);
-    guaranteed = std::max(guaranteed, tol + own);
-    if (r[i] > 0) rel.push_back(tol / (r[i] / static_cast<double>(n)));
+    const RowBound rb = row_bound(p, i, terms, cal);
+    uncalibrated += rb.uncalibrated;
+    v.tolerance = std::max(v.tolerance, rb.tol);
+    largest_own = std::max(largest_own, rb.own);
+    guaranteed = std::max(guaranteed, rb.tol + rb.own);
+    if (p.r[i] > 0) rel.push_back(rb.tol / (p.r[i] / static_cast<double>(n)));
     for (std::size_t j = 0; j < k; ++j) {
-      const double diff = z[i * k + j] - y[i * k + j];
+      const double diff = p.z[i * k + j] - p.y[i * k + j];
       const double err = std::isnan(diff) ? INFINITY : std::fabs(diff);
       v.max_abs_error = std::max(v.max_abs_error, err);
-      if (!(err <= tol) && v.pass) {
+      if (!(err <= rb.tol) && v.pass) {
         v.pass = false;
-        first = "first failing row " + std::to_string(i) + ", vector " + std::to_string(j) + ": |(C V - A (B V))_ic| = " +
-                g3(err) + " > row tolerance " + g3(tol) + "; ";
+        first = "first failing row " + std::to_string(i) + ", vector " + std::to_string(j) +
+                ": |(C V - A (B V))_ic| = " + g3(err) + " > row tolerance " + g3(rb.tol) + "; ";
       }
     }
   }
+  const double rms = m * n > 0 ? std::sqrt(p.squares / (static_cast<double>(m) * static_cast<double>(n))) : 0.0;
   v.power = guaranteed == 0 ? 0.0 : rms > 0 ? guaranteed / rms : INFINITY;
   if (!rel.empty()) {
     auto mid = rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2);
@@ -509,36 +587,30 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
     v.tol_over_value_median = *mid;
     v.tol_over_value_max = *std::max_element(rel.begin(), rel.end());
   }
-  std::string model;
-  if (calibrated) {
-    const double seen = cal.c_ratio / cal.ratio;
-    model = "; calibrated on " + std::to_string(cal.picked.size()) + " rows recomputed in float32 (sum_j E_ij^2 <= " +
-            g3(cal.ratio) + " W_i there; rows allowed " + g3(kCalibrationMargin) + "x that; C's sampled rows " +
-            g3(seen) + "x" + (uncalibrated ? "; " + std::to_string(uncalibrated) + " rows cancel unlike the sampled ones and keep the bounds" : "") + ")";
-    if (!(cal.c_ratio <= kCalibrationMargin * cal.ratio)) {
-      v.pass = false;
-      if (first.empty())
-        first = "C's sampled rows round more than the calibration allows (their largest sum_j E_ij^2 / W_i is " +
-                g3(seen) + "x the float32 recomputation's largest, allowed " + g3(kCalibrationMargin) + "x); ";
-    }
+  const std::string model = calibration_clause(cal, uncalibrated);
+  if (cal.on && !(cal.cal.c_ratio <= kCalibrationMargin * cal.cal.ratio)) {
+    v.pass = false;
+    if (first.empty())
+      first = "C's sampled rows round more than the calibration allows (their largest sum_j E_ij^2 / W_i is " +
+              g3(cal.cal.c_ratio / cal.cal.ratio) + "x the float32 recomputation's largest, allowed " +
+              g3(kCalibrationMargin) + "x); ";
   }
   v.detail = first + false_pass_line(k, v.tolerance, largest_own) + model;
-  if (rows == 0) return v;
+  if (o.rows == 0) return v;
   // The headline figures stay the projections'; the sampled rows' are named in their own clause.
-  const RowCheck rc = check_sampled(c, inner, gamma, result_gamma, sampled);
+  const RowCheck rc = check_sampled(c, inner, o.gamma, o.result_gamma, sampled);
   if (!rc.pass) v.pass = false;
   v.detail = first + rc.first + false_pass_line(k, v.tolerance, largest_own) + "; " +
-             rows_line(rc.sampled, rc.rows, one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
+             rows_line(rc.sampled, rc.rows, o.one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
              g3(rc.max_abs_error) + ", largest bound " + g3(rc.largest_bound) + ", worst error/bound " +
              g3(rc.worst_ratio) + ")" + model;
   return v;
 }
 
-template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>, double,
-                                       std::size_t, std::uint64_t, double, std::size_t, std::size_t, std::size_t);
+template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>,
+                                       const SketchOptions&);
 template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>, MatRef<double>,
-                                        double, std::size_t, std::uint64_t, double, std::size_t, std::size_t,
-                                        std::size_t);
+                                        const SketchOptions&);
 template Calibration calibrate_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, std::size_t, std::size_t,
                                            std::uint64_t);
 template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,

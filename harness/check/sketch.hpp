@@ -69,19 +69,29 @@ template <class T>
 RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double result_gamma, std::size_t rows,
                     std::uint64_t seed);
 
-// Checks c = op(a) op(b) with `vectors` random +-1 vectors drawn from `seed` (see sketch.cpp for
-// the derivation). The caller promises every element of C within
-// gamma * (|op(A)| |op(B)|)_ij + result_gamma * |C_ij| of the exact product; such a C fails with
-// probability <= kFalseFail (Hoeffding's part; the worst-case part never). If some element is off by more than its row's
-// tolerance (plus the check's own rounding), C passes with probability <= 2^-vectors.
+// What sketch_product is asked, by name (designated fields, in this order):
+//   sketch_product<float>("y", c, a, b, {.gamma = g, .vectors = 20, .seed = s, .rows = 64});
+struct SketchOptions {
+  // The caller's promise: every element of C within gamma * (|op(A)| |op(B)|)_ij + result_gamma *
+  // |C_ij| of the exact product. Negative: Error.
+  double gamma = 0, result_gamma = 0;
+  std::size_t vectors = 0;  // random +-1 vectors; 0: Error (it would pass anything)
+  std::uint64_t seed = 0;   // must not be chosen after seeing C: the bound is over the draw of V
+  std::size_t rows = 0;     // > 0: also check_rows with that many rows (a stream derived from seed)
+  std::size_t one_in = 8;   // rows_line's fraction of rows whose miss probability it prints
+  std::size_t calibrate_group = 0;  // > 0 (float32 only): the calibrated row tolerance, below
+};
+
+// Checks c = op(a) op(b) with o.vectors random +-1 vectors drawn from o.seed (see sketch.cpp for
+// the derivation). A C within the promise (SketchOptions::gamma) fails with probability <=
+// kFalseFail (Hoeffding's part; the worst-case part never). If some element is off by more than its
+// row's tolerance (plus the check's own rounding), C passes with probability <= 2^-vectors.
 // Verdict: tolerance = largest row tolerance, max_abs_error = largest |(C V - A (B V))_ic|, detail =
 // the false-pass line, after the first failing row and vector on FAIL. A C of the wrong shape
 // FAILs; A and B whose inner sizes differ, vectors = 0 or a negative gamma (or result_gamma) throw Error.
-// The seed must not be chosen after seeing C: the bound is over the draw of V.
-// rows > 0 adds check_rows with that many rows (drawn from a stream derived from `seed`): the verdict
-// passes only if both parts pass. Its max_abs_error and tolerance stay the projections' figures; the
-// detail then adds the first failing sampled element (on FAIL) and, after the false-pass line,
-// rows_line (`one_in`: the fraction of rows whose miss probability it prints) with the sampled
+// rows > 0 adds check_rows with that many rows: the verdict passes only if both parts pass. Its
+// max_abs_error and tolerance stay the projections' figures; the detail then adds the first
+// failing sampled element (on FAIL) and, after the false-pass line, rows_line with the sampled
 // elements' largest error, largest bound and worst error/bound.
 //
 // calibrate_group > 0 (float32 data only) adds a calibrated row tolerance, much tighter than the
@@ -93,9 +103,7 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
 // of the sampled range) get it, the others keep the bounds. The sampled rows of C itself must stay
 // within that allowance, or the check FAILs.
 template <class T>
-Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
-                       std::size_t vectors, std::uint64_t seed, double result_gamma = 0.0, std::size_t rows = 0,
-                       std::size_t one_in = 8, std::size_t calibrate_group = 0);
+Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, const SketchOptions& o);
 
 // The calibration's measurements (sketch.cpp): ratio = the largest sum_j E_ij^2 / W_i over the
 // sampled rows of the float32 recomputation (rows with W_i = 0 are skipped: their products are 0),
@@ -112,11 +120,9 @@ Calibration calibrate_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t ro
                            std::uint64_t seed);
 
 extern template Verdict sketch_product<float>(const std::string&, MatRef<float>, MatRef<float>, MatRef<float>,
-                                              double, std::size_t, std::uint64_t, double, std::size_t, std::size_t,
-                                              std::size_t);
+                                              const SketchOptions&);
 extern template Verdict sketch_product<double>(const std::string&, MatRef<double>, MatRef<double>,
-                                               MatRef<double>, double, std::size_t, std::uint64_t, double, std::size_t,
-                                               std::size_t, std::size_t);
+                                               MatRef<double>, const SketchOptions&);
 extern template Calibration calibrate_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, std::size_t,
                                                   std::size_t, std::uint64_t);
 extern template RowCheck check_rows<float>(MatRef<float>, MatRef<float>, MatRef<float>, double, double, std::size_t,

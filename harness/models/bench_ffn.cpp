@@ -95,6 +95,109 @@ double ffn_floor_seconds(const FfnPlan& plan, double one_core_gflops) {
   return plan.flops_per_device() * plan.mesh.devices() / (one_core_gflops * 1e9 * cores);
 }
 
+namespace {
+
+// What bench ffn measured and the figures it derives, for its JSON and its text.
+struct Figures {
+  unsigned cores = 1;
+  double rate = 0, floor = 0;    // one core's GFLOP/s; the FLOP floor of the sharded run
+  double total = 0, flops = 0, ratio = 0;  // seconds without the warm steps; FLOPs; sharded / floor
+  double planned = 0, rss = 0;   // bytes the plan says this process needs; its peak RSS
+  TouchRates touch;
+  double touch_seconds = 0, warm_median = 0, cold_limit = 0;
+};
+
+void print_json(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, const FfnResult& r, const Figures& f,
+                DType dtype, int steps) {
+  nlohmann::ordered_json j;
+  j["case"] = "bench ffn";
+  j["strategy"] = plan.strategy.name;
+  j["mesh"] = mesh.text();
+  j["dims"] = ffn_dims_text(config.dims);
+  j["backward"] = config.backward;
+  j["dtype"] = dtype_name(dtype);
+  j["element_bytes"] = element_bytes(dtype);
+  j["kernels"] = blas_description();
+  j["verify"] = r.verify;
+  j["pass"] = r.pass();
+  j["seconds_inputs"] = r.seconds_inputs;
+  j["seconds_run"] = r.seconds_run;
+  j["seconds_verify"] = r.seconds_verify;
+  j["seconds_total"] = f.total;
+  j["single_core_gflops"] = f.rate;
+  j["cores"] = f.cores;
+  j["flops"] = f.flops;
+  j["floor_seconds"] = f.floor;
+  j["sharded_over_floor"] = f.ratio;
+  j["total_over_floor"] = f.total / f.floor;
+  j["first_touch_bytes_per_s"] = f.touch.first;
+  j["touch_again_bytes_per_s"] = f.touch.again;
+  j["first_touch_seconds"] = f.touch_seconds;
+  j["total_over_floor_and_touch"] = f.total / (f.floor + f.touch_seconds);
+  j["devices"] = mesh.devices();
+  j["steps"] = steps;
+  j["step_seconds"] = r.seconds_steps;
+  std::vector<double> per_device;
+  for (double s : r.seconds_steps) per_device.push_back(plan.flops_per_device() / s / 1e9);
+  j["step_gflops_per_device"] = per_device;
+  j["first_gflops_per_device"] = plan.flops_per_device() / r.seconds_run / 1e9;
+  if (!r.seconds_steps.empty()) j["warm_over_floor"] = f.warm_median / f.floor;  // the median warm step
+  j["first_over_cold_limit"] = r.seconds_run / f.cold_limit;
+  j["peak_rss_bytes"] = f.rss;
+  j["planned_bytes"] = f.planned;
+  j["checks"] = checks_json(r.checks, dtype);
+  std::cout << j.dump(2) << std::endl;
+}
+
+void print_text(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, const FfnResult& r, const Figures& f,
+                DType dtype) {
+  std::cout << "shardlab bench ffn: " << plan.strategy.name << " on mesh " << mesh.text() << ", "
+            << ffn_dims_text(config.dims) << ", " << (config.backward ? "forward + backward" : "forward") << "\n"
+            << wrap_lines("  " + dtype_text(dtype) + "; " + blas_description()) << "\n"
+            << "  one core: " << format_number(f.rate, "%.1f") << " GFLOP/s (" << (dtype == DType::float64 ? "dgemm" : "sgemm")
+            << " " << 1536 << "^3, best of 3, measured now); " << f.cores << " cores\n\n";
+  Table t({"phase", "wall", "note"});
+  t.add({"inputs", secs(r.seconds_inputs), "x, W_in, W_out" + std::string(config.backward ? ", R" : "") + " generated in " + dtype_name(dtype)});
+  t.add({"sharded run", secs(r.seconds_run), format_number(f.flops / 1e9, "%.0f") + " GFLOP on " +
+                                                  std::to_string(mesh.devices()) + " devices"});
+  t.add({"verification", secs(r.seconds_verify), r.verify});
+  t.add({"total", secs(f.total), r.seconds_steps.empty() ? "" : "without the warm steps (below)"});
+  std::cout << t.text() << "\n"
+            << "  floor = FLOPs per device x devices / (one-core rate x cores) = " << secs(f.floor) << "\n"
+            << "  sharded / floor = " << format_number(f.ratio, "%.2f") << ": the cold first step; target: at most "
+            << secs(f.cold_limit) << " = 1.3 floor + first touch\n"
+            << "  total / floor = " << format_number(f.total / f.floor, "%.2f")
+            << ": inputs + sharded run + verification; target <= 1.5\n"
+            << "  peak memory " << human_bytes(f.rss) << "; the plan: " << human_bytes(f.planned)
+            << " (every device's peak + the unsharded layer) = " << format_number(f.rss / f.planned, "%.2f") << "x\n";
+  if (f.touch.first > 0)
+    std::cout << wrap_lines("  first touch: fresh memory is written at " + format_number(f.touch.first / 1e9, "%.2f") +
+                            " GB/s here, " + format_number(f.touch.again / 1e9, "%.1f") +
+                            " GB/s once touched (128 MiB, one core, measured now): the plan's " + human_bytes(f.planned) +
+                            " cost at least " + secs(f.touch_seconds) + " on " + std::to_string(f.cores) +
+                            " cores; total / (floor + that) = " + format_number(f.total / (f.floor + f.touch_seconds), "%.2f"))
+              << "\n";
+  if (!r.seconds_steps.empty())
+    std::cout << "\n" << steps_table(r.seconds_run, r.seconds_steps, plan.flops_per_device(), f.rate, f.floor)
+              << "  warm step / floor = " << format_number(f.warm_median / f.floor, "%.2f") << " (the median of "
+              << r.seconds_steps.size() << " warm steps; target <= 1.15); " << mesh.devices() << " devices on "
+              << f.cores << " cores\n";
+  std::cout << "\n" << checks_table(r.checks, dtype);
+  for (const auto& c : r.checks)
+    if (!c.pass) std::cout << wrap_lines("  " + c.name + ": " + c.detail) << "\n";
+  const PowerSummary ps = power_summary(r.checks, dtype);
+  Report powers;
+  powers.dtype = dtype;
+  powers.checks = r.checks;
+  std::cout << wrap_lines("  " + power_line(powers)) << "\n";
+  std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
+            << format_number(f.ratio, "%.2f") << ", total " << secs(f.total);
+  if (ps.weak > 0) std::cout << "; " << ps.weak << "/" << ps.compared << " WEAK";
+  std::cout << std::endl;
+}
+
+}  // namespace
+
 int bench_ffn(const FfnBenchOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   FfnConfig config;
@@ -108,12 +211,13 @@ int bench_ffn(const FfnBenchOptions& o) {
   const Mesh mesh = Mesh::parse(o.mesh.empty() ? ffn_default_mesh(ffn_strategy(o.strategy)) : o.mesh);
   const FfnPlan plan = plan_ffn(mesh, config);  // bad dims or mesh fail here, before any work
 
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const double rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
-  const double floor = ffn_floor_seconds(plan, rate);
+  Figures f;
+  f.cores = std::max(1u, std::thread::hardware_concurrency());
+  f.rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
+  f.floor = ffn_floor_seconds(plan, f.rate);
   // On a terminal, each phase with the time left (the sharded run's estimate: the FLOP floor).
   progress::enable("bench ffn", !o.json);
-  config.expected_run_seconds = floor;
+  config.expected_run_seconds = f.floor;
   Runtime runtime(Backend::sim, false, dtype);
   if (!o.trace.empty()) {
     check_writable(o.trace, "trace");
@@ -124,113 +228,32 @@ int bench_ffn(const FfnBenchOptions& o) {
   // total: inputs + the first (verified) step + verification, without the warm steps timed apart.
   double warm_seconds = 0;
   for (double s : r.seconds_steps) warm_seconds += s;
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - warm_seconds;
+  f.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - warm_seconds;
   // The timeline is written after the results are printed: a failure then loses only itself.
   auto kept = [&](int status) {
     return o.trace.empty() ? status : std::max(status, keep_trace_file(o.trace, {TraceSource{"bench ffn " + o.strategy, runtime.trace()}}));
   };
 
-  const double flops = plan.flops_per_device() * mesh.devices();
-  const double ratio = r.seconds_run / floor;
+  f.flops = plan.flops_per_device() * mesh.devices();
+  f.ratio = r.seconds_run / f.floor;
   // What the plan says all devices hold at their peak, plus the whole layer once (the reference,
   // or for a sketch the gathered intermediates it checks): the memory this process should need.
-  const double planned = static_cast<double>(plan.peak_bytes_per_device) * mesh.devices() +
-                         static_cast<double>(plan.unsharded_peak_bytes);
-  const double rss = peak_rss_bytes();
-  const TouchRates touch = touch_rates();  // after the peak is read, which it would raise
+  f.planned = static_cast<double>(plan.peak_bytes_per_device) * mesh.devices() +
+              static_cast<double>(plan.unsharded_peak_bytes);
+  f.rss = peak_rss_bytes();
+  f.touch = touch_rates();  // after the peak is read, which it would raise
   // The plan's memory must be touched once, at the first-touch rate spread over the cores: a
   // cost the FLOP floor does not count (on this project's VMs 2 s of one core per GiB).
-  const double touch_seconds = touch.first > 0 ? planned / touch.first / cores : 0;
+  f.touch_seconds = f.touch.first > 0 ? f.planned / f.touch.first / f.cores : 0;
   // The goals: a warm step within 1.15x the floor; the cold first within 1.3x the floor plus the
   // plan's first touch; inputs + sharded run + verification within 1.5x the floor.
-  const double warm_median = median_of(r.seconds_steps);
-  const double cold_limit = 1.3 * floor + touch_seconds;
+  f.warm_median = median_of(r.seconds_steps);
+  f.cold_limit = 1.3 * f.floor + f.touch_seconds;
 
-  if (o.json) {
-    nlohmann::ordered_json j;
-    j["case"] = "bench ffn";
-    j["strategy"] = plan.strategy.name;
-    j["mesh"] = mesh.text();
-    j["dims"] = ffn_dims_text(config.dims);
-    j["backward"] = config.backward;
-    j["dtype"] = dtype_name(dtype);
-    j["element_bytes"] = element_bytes(dtype);
-    j["kernels"] = blas_description();
-    j["verify"] = r.verify;
-    j["pass"] = r.pass();
-    j["seconds_inputs"] = r.seconds_inputs;
-    j["seconds_run"] = r.seconds_run;
-    j["seconds_verify"] = r.seconds_verify;
-    j["seconds_total"] = total;
-    j["single_core_gflops"] = rate;
-    j["cores"] = cores;
-    j["flops"] = flops;
-    j["floor_seconds"] = floor;
-    j["sharded_over_floor"] = ratio;
-    j["total_over_floor"] = total / floor;
-    j["first_touch_bytes_per_s"] = touch.first;
-    j["touch_again_bytes_per_s"] = touch.again;
-    j["first_touch_seconds"] = touch_seconds;
-    j["total_over_floor_and_touch"] = total / (floor + touch_seconds);
-    j["devices"] = mesh.devices();
-    j["steps"] = o.steps;
-    j["step_seconds"] = r.seconds_steps;
-    std::vector<double> per_device;
-    for (double s : r.seconds_steps) per_device.push_back(plan.flops_per_device() / s / 1e9);
-    j["step_gflops_per_device"] = per_device;
-    j["first_gflops_per_device"] = plan.flops_per_device() / r.seconds_run / 1e9;
-    if (!r.seconds_steps.empty()) j["warm_over_floor"] = warm_median / floor;  // the median warm step
-    j["first_over_cold_limit"] = r.seconds_run / cold_limit;
-    j["peak_rss_bytes"] = rss;
-    j["planned_bytes"] = planned;
-    j["checks"] = checks_json(r.checks, dtype);
-    std::cout << j.dump(2) << std::endl;
-    return kept(r.pass() ? 0 : 1);
-  }
-  std::cout << "shardlab bench ffn: " << plan.strategy.name << " on mesh " << mesh.text() << ", "
-            << ffn_dims_text(config.dims) << ", " << (config.backward ? "forward + backward" : "forward") << "\n"
-            << wrap_lines("  " + dtype_text(dtype) + "; " + blas_description()) << "\n"
-            << "  one core: " << format_number(rate, "%.1f") << " GFLOP/s (" << (dtype == DType::float64 ? "dgemm" : "sgemm")
-            << " " << 1536 << "^3, best of 3, measured now); " << cores << " cores\n\n";
-  Table t({"phase", "wall", "note"});
-  t.add({"inputs", secs(r.seconds_inputs), "x, W_in, W_out" + std::string(config.backward ? ", R" : "") + " generated in " + dtype_name(dtype)});
-  t.add({"sharded run", secs(r.seconds_run), format_number(flops / 1e9, "%.0f") + " GFLOP on " +
-                                                  std::to_string(mesh.devices()) + " devices"});
-  t.add({"verification", secs(r.seconds_verify), r.verify});
-  t.add({"total", secs(total), r.seconds_steps.empty() ? "" : "without the warm steps (below)"});
-  std::cout << t.text() << "\n"
-            << "  floor = FLOPs per device x devices / (one-core rate x cores) = " << secs(floor) << "\n"
-            << "  sharded / floor = " << format_number(ratio, "%.2f") << ": the cold first step; target: at most "
-            << secs(cold_limit) << " = 1.3 floor + first touch\n"
-            << "  total / floor = " << format_number(total / floor, "%.2f")
-            << ": inputs + sharded run + verification; target <= 1.5\n"
-            << "  peak memory " << human_bytes(rss) << "; the plan: " << human_bytes(planned)
-            << " (every device's peak + the unsharded layer) = " << format_number(rss / planned, "%.2f") << "x\n";
-  if (touch.first > 0)
-    std::cout << wrap_lines("  first touch: fresh memory is written at " + format_number(touch.first / 1e9, "%.2f") +
-                            " GB/s here, " + format_number(touch.again / 1e9, "%.1f") +
-                            " GB/s once touched (128 MiB, one core, measured now): the plan's " + human_bytes(planned) +
-                            " cost at least " + secs(touch_seconds) + " on " + std::to_string(cores) +
-                            " cores; total / (floor + that) = " + format_number(total / (floor + touch_seconds), "%.2f"))
-              << "\n";
-  if (!r.seconds_steps.empty())
-    std::cout << "\n" << steps_table(r.seconds_run, r.seconds_steps, plan.flops_per_device(), rate, floor)
-              << "  warm step / floor = " << format_number(warm_median / floor, "%.2f") << " (the median of "
-              << r.seconds_steps.size() << " warm steps; target <= 1.15); " << mesh.devices() << " devices on "
-              << cores << " cores\n";
-  std::cout << "\n" << checks_table(r.checks, dtype);
-  for (const auto& c : r.checks)
-    if (!c.pass) std::cout << wrap_lines("  " + c.name + ": " + c.detail) << "\n";
-  const PowerSummary ps = power_summary(r.checks, dtype);
-  Report powers;
-  powers.dtype = dtype;
-  powers.checks = r.checks;
-  std::cout << wrap_lines("  " + power_line(powers)) << "\n";
-  std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
-            << format_number(ratio, "%.2f") << ", total " << secs(total);
-  if (ps.weak > 0) std::cout << "; " << ps.weak << "/" << ps.compared << " WEAK";
-  std::cout << std::endl;
+  if (o.json)
+    print_json(plan, config, mesh, r, f, dtype, o.steps);
+  else
+    print_text(plan, config, mesh, r, f, dtype);
   return kept(r.pass() ? 0 : 1);
 }
 

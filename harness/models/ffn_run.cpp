@@ -1,5 +1,5 @@
-// Running the FFN plan: inputs, the SPMD program, the checks (the full one through
-// ffn_check.hpp), and the text and JSON pieces of a report.
+// Running the FFN plan: inputs, the SPMD program, the run and its blocks gathered back. The
+// checks are in ffn_verify.cpp, the text and JSON pieces of a report in ffn_report.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -27,55 +27,12 @@
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_check.hpp"
+#include "harness/models/ffn_verify.hpp"
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/progress.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/sketch.hpp"
-#include "core/table.hpp"
-#include "harness/check/plan_ledger.hpp"
 
 namespace shardlab {
-
-namespace {
-
-template <class T>
-double max_abs_of(const xt::xarray<T>& t) {
-  double m = 0;
-  for (std::size_t i = 0; i < t.size(); ++i) m = std::max(m, std::fabs(element_cast<double>(t.data()[i])));
-  return m;
-}
-
-
-
-}  // namespace
-
-namespace {
-// Runs the tasks on every core (results in task order): independent checks and generators.
-template <class R>
-std::vector<R> on_all_cores(const std::vector<std::function<R()>>& tasks) {
-  std::vector<R> out(tasks.size());
-  std::atomic<std::size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr failed;  // the first task that threw; rethrown here after every thread is done
-  auto work = [&] {
-    for (std::size_t i; (i = next++) < tasks.size();) {
-      try {
-        out[i] = tasks[i]();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed) failed = std::current_exception();
-      }
-    }
-  };
-  const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), tasks.size()));
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < n; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  if (failed) std::rethrow_exception(failed);
-  return out;
-}
-}  // namespace
 
 template <class T>
 FfnInputsOf<T> ffn_inputs_as(const FfnDims& d, std::uint64_t seed, bool backward) {
@@ -257,119 +214,6 @@ xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& glo
   return out;
 }
 
-template <class T>
-MatRef<float> as_float(const xt::xarray<T>& t, std::vector<xt::xarray<float>>& keep, std::size_t rows, bool transposed) {
-  keep.push_back(converted<float>(t));
-  return {keep.back().data(), rows, t.size() / rows, transposed};
-}
-
-// Sketch of one stage c = op(a) op(b), all held as [rows, cols] (a batch-and-sequence dim folded
-// into rows), whose k-term sums were added over a group of `group` devices. Each element of an
-// honest c is within rho (|op(A)| |op(B)|)_ij + q |c_ij| of the exact product (gemm_rounding in
-// verify.hpp: the products in T's compute arithmetic, the partial sums added and rounded in T);
-// sketch_product applies that to |v| row by row. `exact`: the stage's sums are exact on the 1/8 grid
-// (ffn_check.hpp) in T, so rho = q = 0; `compute_exact`: in T's compute arithmetic, so only the
-// roundings to T remain (gemm_rounding of 0 terms). kRows rows of c are also recomputed exactly
-// and compared element by element with the same rho and q (check_rows, sketch.hpp); `one_in` is
-// the fraction of rows (1/devices) whose miss probability the rows line prints.
-template <class T>
-Verdict sketch_stage(const std::string& name, const xt::xarray<T>& c, std::size_t c_rows, const xt::xarray<T>& a,
-                     std::size_t a_rows, bool ta, const xt::xarray<T>& b, std::size_t b_rows, bool tb, std::size_t k,
-                     std::size_t group, bool exact, std::uint64_t seed, std::size_t one_in, bool compute_exact = false) {
-  constexpr std::size_t kVectors = 20;
-  constexpr std::size_t kRows = 64;  // rows recomputed exactly (check_rows): 64/rows of the stage's GEMM, twice (A B and abs)
-  const GemmRounding g = exact ? GemmRounding{} : gemm_rounding(dtype_of<T>(), compute_exact ? 0 : k, group);
-  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-    // float32: the row tolerance calibrated on rows recomputed as the plan sums them (sketch.hpp).
-    const std::size_t calibrate = std::is_same_v<T, float> && !exact && !compute_exact ? group : 0;
-    return sketch_product<T>(name, {c.data(), c_rows, c.size() / c_rows}, {a.data(), a_rows, a.size() / a_rows, ta},
-                             {b.data(), b_rows, b.size() / b_rows, tb}, g.product, kVectors, seed, g.result, kRows,
-                             one_in, calibrate);
-  } else {
-    std::vector<xt::xarray<float>> keep;
-    keep.reserve(3);
-    const MatRef<float> fc = as_float(c, keep, c_rows, false), fa = as_float(a, keep, a_rows, ta),
-                        fb = as_float(b, keep, b_rows, tb);
-    return sketch_product<float>(name, fc, fa, fb, g.product, kVectors, seed, g.result, kRows, one_in);
-  }
-}
-
-template <class T>
-Verdict exact_stage(const std::string& name, const xt::xarray<T>& got, const xt::xarray<T>& want) {
-  Verdict v;
-  v.name = name;
-  v.detail = "every element, bit for bit (the same function in the same type on both sides)";
-  v.power = 0;  // every element compared exactly: any wrong one fails
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double p = element_cast<double>(got.data()[i]), q = element_cast<double>(want.data()[i]);
-    if (!(p == q) && !(std::isnan(p) && std::isnan(q))) {
-      v.pass = false;
-      v.max_abs_error = std::max(v.max_abs_error, std::fabs(p - q));
-      if (v.detail.rfind("first", 0) != 0)
-        v.detail = "first bad element " + std::to_string(i) + ": got " + shortest(p) + ", want " + shortest(q);
-    }
-  }
-  return v;
-}
-
-// Full verification: the unsharded layer as a program, checked as every program is
-// (ffn_check.hpp: checked_reference's values and bounds, every element compared).
-template <class T>
-void verify_full(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in, std::map<std::string, xt::xarray<T>>& got) {
-  std::map<std::string, Tensor> inputs = {
-      {"x", converted<double>(in.x)}, {"W_in", converted<double>(in.w_in)}, {"W_out", converted<double>(in.w_out)}};
-  if (plan.config.backward) inputs["dy"] = converted<double>(in.r);
-  std::map<std::string, Tensor> whole;
-  for (const char* name : {"y", "dx", "dW_in", "dW_out"})
-    if (got.count(name)) whole[name] = converted<double>(got.at(name));
-  struct AllCores {  // back to one BLAS thread per device however the check ends
-    AllCores() { use_all_blas_threads(); }
-    ~AllCores() { use_one_blas_thread(); }
-  };
-  std::vector<Verdict> checks;
-  {
-    const AllCores cores;
-    checks = ffn_full_checks(plan, inputs, whole);
-  }
-  for (auto& v : checks) r.checks.push_back(std::move(v));
-}
-
-
-// Sketch verification: each stage against its own (sharded, gathered) inputs.
-template <class T>
-void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
-                   std::map<std::string, xt::xarray<T>>& got) {
-  const FfnConfig& c = plan.config;
-  const FfnDims& d = c.dims;
-  const std::size_t bs = d.b * d.s;
-  const FfnGroups n = ffn_reduction_groups(plan);
-  // h and dg: exact in T when every element's sum of |terms| is (the 1/8 grid, ffn_check.hpp).
-  const DType t = dtype_of<T>();
-  const double h_sum = d.m * max_abs_of(in.x) * max_abs_of(in.w_in);
-  const double dg_sum = c.backward ? d.m * max_abs_of(in.r) * max_abs_of(in.w_out) : 0.0;
-  const bool h_exact = exact_in_eighths(h_sum, t), dg_exact = c.backward && exact_in_eighths(dg_sum, t);
-  const bool h_sums_exact = exact_in_eighths(h_sum, t, true), dg_sums_exact = exact_in_eighths(dg_sum, t, true);
-  const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
-  // A wrong device block covers at least 1/devices of a result's rows: the rows line prints the
-  // chance of missing an error that large.
-  const std::size_t one_in = static_cast<std::size_t>(plan.mesh.devices());
-  // The stages are independent checks: run them on every core.
-  using Check = std::function<Verdict()>;
-  std::vector<Check> checks = {
-      [&] { return sketch_stage("h = x W_in (sketch)", got.at("h"), bs, in.x, bs, false, in.w_in, d.m, false, d.m, n.h, h_exact, seed, one_in, h_sums_exact); },
-      [&] { return exact_stage("g = gelu(h) (every element)", got.at("g"), gelu_as(got.at("h"))); },
-      [&] { return sketch_stage("y = g W_out (sketch)", got.at("y"), bs, got.at("g"), bs, false, in.w_out, d.h, false, d.h, n.y, false, seed + 1, one_in); }};
-  if (c.backward) {
-    checks.push_back([&] { return sketch_stage("dg = dy W_out^T (sketch)", got.at("dg"), bs, in.r, bs, false, in.w_out, d.h, true, d.m, n.dg, dg_exact, seed + 2, one_in, dg_sums_exact); });
-    checks.push_back([&] { return sketch_stage("dW_out = g^T dy (sketch)", got.at("dW_out"), d.h, got.at("g"), bs, true, in.r, bs, false, bs, n.dw_out, false, seed + 3, one_in); });
-    checks.push_back([&] { return exact_stage("dh = dg * gelu'(h) (every element)", got.at("dh"), multiply_as(got.at("dg"), gelu_grad_as(got.at("h")))); });
-    checks.push_back([&] { return sketch_stage("dx = dh W_in^T (sketch)", got.at("dx"), bs, got.at("dh"), bs, false, in.w_in, d.m, true, d.h, n.dx, false, seed + 4, one_in); });
-    checks.push_back([&] { return sketch_stage("dW_in = x^T dh (sketch)", got.at("dW_in"), d.m, in.x, bs, true, got.at("dh"), bs, false, bs, n.dw_in, false, seed + 5, one_in); });
-  }
-  std::vector<Verdict> verdicts = on_all_cores(checks);
-  for (auto& v : verdicts) r.checks.push_back(std::move(v));
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -492,30 +336,6 @@ FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Runtim
 
 }  // namespace
 
-Verdict sketch_contraction(const std::string& name, const Tensor& c, const Tensor& a, const Tensor& b, std::size_t terms,
-                           std::size_t group, DType t, std::uint64_t seed, std::size_t one_in) {
-  const std::size_t c_rows = c.size() / c.shape().back(), a_rows = a.size() / a.shape().back(), b_rows = b.shape()[0];
-  switch (t) {
-    case DType::float32:
-      return sketch_stage<float>(name, converted<float>(c), c_rows, converted<float>(a), a_rows, false,
-                                 converted<float>(b), b_rows, false, terms, group, false, seed, one_in);
-    case DType::bfloat16:
-      return sketch_stage<bfloat16>(name, converted<bfloat16>(c), c_rows, converted<bfloat16>(a), a_rows, false,
-                                    converted<bfloat16>(b), b_rows, false, terms, group, false, seed, one_in);
-    default:
-      return sketch_stage<double>(name, c, c_rows, a, a_rows, false, b, b_rows, false, terms, group, false, seed, one_in);
-  }
-}
-
-std::string ffn_plan_vs_ledger(const FfnPlan& plan, const std::vector<CollectiveSummary>& run) {
-  Plan all;
-  for (const auto& s : plan.stages) {
-    const auto& steps = s.kind == FfnStage::Kind::contraction ? s.plan.steps : s.steps;
-    all.steps.insert(all.steps.end(), steps.begin(), steps.end());
-  }
-  return plan_vs_ledger(all, run);
-}
-
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
   return run_any([&](const Program& p) { return runtime.run(mesh, p); }, runtime, mesh, config, runtime.dtype());
 }
@@ -526,54 +346,6 @@ FfnResult run_ffn(Session& session, const FfnConfig& config) {
   auto& checks = session.report().checks;
   checks.insert(checks.end(), r.checks.begin(), r.checks.end());
   return r;
-}
-
-std::string ffn_collectives_table(const FfnResult& r) {
-  if (r.collectives.empty()) return "  no collectives: 0 bytes moved between devices\n";
-  Table t({"#", "pass", "collective", "over", "tensor", "group", "bytes/device", "predicted", "match"});
-  for (std::size_t i = 0; i < r.collectives.size(); ++i) {
-    const auto& c = r.collectives[i];
-    t.add({std::to_string(i + 1), i < r.forward_collectives ? "forward" : "backward", c.op, c.axes, c.tensor,
-           std::to_string(c.group_size), measured_cell(c), std::to_string(c.predicted_bytes_per_device),
-           match_cell(c)});
-  }
-  return t.text();
-}
-
-std::string ffn_memory_text(const FfnResult& r) {
-  const FfnPlan& p = r.plan;
-  const int n = p.mesh.devices();
-  auto ratio = [](double a, double b) { return b > 0 ? shortest(std::round(a / b * 1000) / 1000) : "-"; };
-  std::ostringstream o;
-  o << "  memory per device: held " << human_bytes(static_cast<double>(r.stored_bytes_per_device)) << ", peak "
-    << human_bytes(static_cast<double>(r.peak_bytes_per_device)) << " with the short-lived gathered copies\n"
-    << "  unsharded layer:   held " << human_bytes(static_cast<double>(p.unsharded_stored_bytes)) << ", peak "
-    << human_bytes(static_cast<double>(p.unsharded_peak_bytes)) << "; per device / unsharded = "
-    << ratio(static_cast<double>(r.stored_bytes_per_device), static_cast<double>(p.unsharded_stored_bytes))
-    << " held, " << ratio(static_cast<double>(r.peak_bytes_per_device), static_cast<double>(p.unsharded_peak_bytes))
-    << " peak (1/" << n << " = " << ratio(1, n) << ")\n"
-    << "  FLOPs per device:  " << shortest(p.flops_per_device()) << " of " << shortest(p.unsharded_flops()) << " unsharded = 1/"
-    << shortest(p.unsharded_flops() / p.flops_per_device()) << " of the matmul work"
-    << (p.flops_per_device() * n == p.unsharded_flops() ? " (every device a unique share)" : " (some work repeated)")
-    << "\n";
-  return o.str();
-}
-
-void ffn_report_fields(const FfnResult& r, Report& report) {
-  const FfnPlan& p = r.plan;
-  report.strings["strategy"] = p.strategy.name;
-  report.strings["dims"] = ffn_dims_text(p.config.dims);
-  report.strings["forward"] = ffn_collectives_summary(p, FfnPhase::forward);
-  if (p.config.backward) report.strings["backward"] = ffn_collectives_summary(p, FfnPhase::backward);
-  report.numbers["forward_collectives"] = static_cast<double>(r.forward_collectives);
-  report.numbers["backward_collectives"] = static_cast<double>(p.collectives(FfnPhase::backward).size());
-  report.numbers["predicted_bytes_per_device"] = static_cast<double>(p.predicted_bytes_per_device());
-  report.numbers["peak_memory_per_device"] = static_cast<double>(r.peak_bytes_per_device);
-  report.numbers["stored_memory_per_device"] = static_cast<double>(r.stored_bytes_per_device);
-  report.numbers["unsharded_peak_memory"] = static_cast<double>(p.unsharded_peak_bytes);
-  report.numbers["unsharded_stored_memory"] = static_cast<double>(p.unsharded_stored_bytes);
-  report.numbers["flops_per_device"] = p.flops_per_device();
-  report.numbers["unsharded_flops"] = p.unsharded_flops();
 }
 
 }  // namespace shardlab

@@ -1,12 +1,13 @@
+// The mixture of experts' dispatch and combine (harness/models/moe.hpp): the sharded program, its
+// AllToAlls and AllReduces, and the unsharded reference that sums in the same order. The router's
+// and the experts' math is in moe_expert.cpp.
 #include "harness/models/moe.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "collectives/collectives.hpp"
 #include "core/error.hpp"
-#include "core/subnormal.hpp"
 
 namespace shardlab {
 
@@ -42,28 +43,6 @@ std::size_t moe_capacity(const MoeShape& s, std::size_t group_tokens) {
   return std::max<std::size_t>(1, static_cast<std::size_t>(c));
 }
 
-TokenRoute route_token(const double* logits, int experts, int top_k, DType t) {
-  std::vector<int> order(static_cast<std::size_t>(experts));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
-  TokenRoute r;
-  r.experts.assign(order.begin(), order.begin() + top_k);
-  const double top = logits[r.experts[0]];
-  double sum = 0;
-  std::vector<double> e(static_cast<std::size_t>(top_k));
-  for (int k = 0; k < top_k; ++k) sum += e[k] = std::exp(logits[r.experts[k]] - top);
-  for (int k = 0; k < top_k; ++k) r.gates.push_back(round_to(t, e[k] / sum));
-  return r;
-}
-
-std::vector<double> router_backward(const TokenRoute& r, const std::vector<double>& dgates, int experts, DType t) {
-  double s = 0;
-  for (std::size_t k = 0; k < r.gates.size(); ++k) s += r.gates[k] * dgates[k];
-  std::vector<double> dl(static_cast<std::size_t>(experts), 0.0);
-  for (std::size_t k = 0; k < r.gates.size(); ++k) dl[r.experts[k]] = round_to(t, r.gates[k] * (dgates[k] - s));
-  return dl;
-}
-
 Tensor ring_order_sum(const std::vector<Tensor>& parts, DType t, std::size_t blocks) {
   const std::size_t n = parts.size(), e = parts[0].size() / blocks;
   Tensor out = xt::zeros<double>(shape_of(parts[0]));
@@ -90,69 +69,6 @@ std::size_t moe_all_to_all_bytes(const MoeShape& s, std::size_t capacity, int ex
 
 namespace {
 
-// While a test counts subnormals (core/subnormal.hpp): one contraction's two operands, values of
-// type t held as double.
-void count_operands(const double* a, std::size_t na, const double* b, std::size_t nb, DType t) {
-  if (!counting_subnormals()) return;
-  count_operand(a, na, t, true);
-  count_operand(b, nb, t, false);
-}
-
-// One expert on one token: h = x W_in[e] (kept for the backward), y = relu(h) W_out[e].
-// Sums run in index order; h and y are rounded to t.
-void expert_forward(const Tensor& w_in, const Tensor& w_out, std::size_t e, const double* x, double* h, double* y,
-                    std::size_t m, std::size_t hid, DType t) {
-  count_operands(x, m, &w_in(e, 0, 0), m * hid, t);
-  for (std::size_t i = 0; i < hid; ++i) {
-    double acc = 0;
-    for (std::size_t j = 0; j < m; ++j) acc += x[j] * w_in(e, j, i);
-    h[i] = round_to(t, acc);
-  }
-  count_operands(h, hid, &w_out(e, 0, 0), hid * m, t);
-  for (std::size_t j = 0; j < m; ++j) {
-    double acc = 0;
-    for (std::size_t i = 0; i < hid; ++i) acc += std::max(h[i], 0.0) * w_out(e, i, j);
-    y[j] = round_to(t, acc);
-  }
-}
-
-// Its backward from dy: dx (rounded to t); dW_in[e] and dW_out[e] accumulate this token's terms.
-void expert_backward(const Tensor& w_in, const Tensor& w_out, std::size_t e, const double* x, const double* h,
-                     const double* dy, double* dx, double* dw_in, double* dw_out, std::size_t m, std::size_t hid,
-                     DType t) {
-  std::vector<double> dh(hid);
-  count_operands(dy, m, &w_out(e, 0, 0), hid * m, t);
-  for (std::size_t i = 0; i < hid; ++i) {
-    double acc = 0;
-    for (std::size_t j = 0; j < m; ++j) acc += dy[j] * w_out(e, i, j);
-    dh[i] = h[i] > 0 ? round_to(t, acc) : 0.0;
-  }
-  count_operands(dh.data(), hid, &w_in(e, 0, 0), m * hid, t);
-  count_operands(h, hid, dy, m, t);
-  count_operands(x, m, dh.data(), hid, t);
-  for (std::size_t j = 0; j < m; ++j) {
-    double acc = 0;
-    for (std::size_t i = 0; i < hid; ++i) acc += dh[i] * w_in(e, j, i);
-    dx[j] = round_to(t, acc);
-  }
-  for (std::size_t i = 0; i < hid; ++i)
-    for (std::size_t j = 0; j < m; ++j) dw_out[i * m + j] += std::max(h[i], 0.0) * dy[j];
-  for (std::size_t j = 0; j < m; ++j)
-    for (std::size_t i = 0; i < hid; ++i) dw_in[j * hid + i] += x[j] * dh[i];
-}
-
-std::vector<double> token_logits(const MoeInputs& in, std::size_t token, int experts, DType t) {
-  const std::size_t m = in.x.shape()[1];
-  std::vector<double> l(static_cast<std::size_t>(experts));
-  count_operands(&in.x(token, 0), m, in.w_router.data(), in.w_router.size(), t);
-  for (int e = 0; e < experts; ++e) {
-    double acc = 0;
-    for (std::size_t j = 0; j < m; ++j) acc += in.x(token, j) * in.w_router(j, e);
-    l[e] = round_to(t, acc);
-  }
-  return l;
-}
-
 // Tensor `v` rounded to t in place.
 void round_all(Tensor& v, DType t) {
   for (auto& a : v) a = round_to(t, a);
@@ -175,7 +91,7 @@ MoeResult moe_reference(const MoeInputs& in, const MoeShape& s, int groups, int 
   std::vector<double> h(hid), y(m), dy(m), dxe(m);
   for (std::size_t tok = 0; tok < T; ++tok) {
     const std::size_t g = tok / per_group, rep = g / (G / R);
-    const auto logits = token_logits(in, tok, s.experts, t);
+    const auto logits = token_logits(in.x, in.w_router, tok, s.experts, t);
     const TokenRoute route = route_token(logits.data(), s.experts, s.top_k, t);
     const double* x = &in.x(tok, 0);
     const double* dout = &in.dout(tok, 0);
@@ -216,6 +132,93 @@ MoeResult moe_reference(const MoeInputs& in, const MoeShape& s, int groups, int 
   return r;
 }
 
+namespace {
+
+// This device's tokens [first, first + T) routed, and packed by expert and slot into dispatch
+// [E, C, m]; slot[i][k]: assignment k of token i's place in its expert's buffer, or -1 (dropped:
+// the expert is full). kept and routed [1, E]: the group's counts.
+struct Packed {
+  std::vector<TokenRoute> routes;
+  std::vector<std::vector<long>> slot;
+  Tensor dispatch, kept, routed;
+};
+
+Packed route_and_pack(const MoeInputs& in, const MoeShape& s, std::size_t first, std::size_t T, std::size_t C,
+                      DType t) {
+  const std::size_t E = static_cast<std::size_t>(s.experts), K = static_cast<std::size_t>(s.top_k), m = s.model;
+  Packed pk{{}, std::vector<std::vector<long>>(T, std::vector<long>(K, -1)), xt::zeros<double>({E, C, m}),
+            xt::zeros<double>({std::size_t{1}, E}), xt::zeros<double>({std::size_t{1}, E})};
+  for (std::size_t i = 0; i < T; ++i) {
+    const auto logits = token_logits(in.x, in.w_router, first + i, s.experts, t);
+    pk.routes.push_back(route_token(logits.data(), s.experts, s.top_k, t));
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t e = static_cast<std::size_t>(pk.routes[i].experts[k]);
+      pk.routed(0, e) += 1;
+      if (pk.kept(0, e) >= static_cast<double>(C)) continue;
+      pk.slot[i][k] = static_cast<long>(pk.kept(0, e));
+      pk.kept(0, e) += 1;
+      std::copy_n(&in.x(first + i, 0), m, &pk.dispatch(e, static_cast<std::size_t>(pk.slot[i][k]), 0));
+    }
+  }
+  return pk;
+}
+
+// Combine at the tokens: out [T, m], the experts' results `back` [E, C, m] weighted by the gates;
+// and the backward's start there: dys [E, C, m] (gate times dout, to send to the experts) and each
+// token's d logits (router_backward of its d gates).
+struct Combined {
+  Tensor out, dys;
+  std::vector<std::vector<double>> dl;
+};
+
+Combined combine(const Packed& pk, const Tensor& back, const MoeInputs& in, const MoeShape& s, std::size_t first,
+                 DType t) {
+  const std::size_t T = pk.slot.size(), K = static_cast<std::size_t>(s.top_k), m = s.model;
+  Combined cb{xt::zeros<double>({T, m}), xt::zeros<double>(shape_of(back)), std::vector<std::vector<double>>(T)};
+  for (std::size_t i = 0; i < T; ++i) {
+    std::vector<double> acc(m, 0.0), dgates(K, 0.0);
+    const double* dout = &in.dout(first + i, 0);
+    const TokenRoute& route = pk.routes[i];
+    for (std::size_t k = 0; k < K; ++k) {
+      if (pk.slot[i][k] < 0) continue;
+      const std::size_t e = static_cast<std::size_t>(route.experts[k]), q = static_cast<std::size_t>(pk.slot[i][k]);
+      double dg = 0;
+      for (std::size_t j = 0; j < m; ++j) {
+        acc[j] += route.gates[k] * back(e, q, j);
+        dg += dout[j] * back(e, q, j);
+        cb.dys(e, q, j) = round_to(t, route.gates[k] * dout[j]);
+      }
+      dgates[k] = round_to(t, dg);
+    }
+    for (std::size_t j = 0; j < m; ++j) cb.out(i, j) = round_to(t, acc[j]);
+    cb.dl[i] = router_backward(route, dgates, s.experts, t);
+  }
+  return cb;
+}
+
+// The backward's end at the tokens: dx [T, m] (the router's part and the experts' dx_back [E, C, m])
+// and this device's terms of dW_router [m, E].
+void token_gradients(const Packed& pk, const Combined& cb, const Tensor& dx_back, const MoeInputs& in,
+                     const MoeShape& s, std::size_t first, DType t, Tensor& dx, Tensor& dw_router) {
+  const std::size_t T = pk.slot.size(), K = static_cast<std::size_t>(s.top_k), m = s.model;
+  const std::size_t E = static_cast<std::size_t>(s.experts);
+  dx = xt::zeros<double>({T, m});
+  dw_router = xt::zeros<double>({m, E});
+  for (std::size_t i = 0; i < T; ++i)
+    for (std::size_t j = 0; j < m; ++j) {
+      const double xj = in.x(first + i, j);
+      double acc = 0;
+      for (std::size_t e = 0; e < E; ++e) acc += cb.dl[i][e] * in.w_router(j, e);
+      for (std::size_t k = 0; k < K; ++k)
+        if (pk.slot[i][k] >= 0)
+          acc += dx_back(static_cast<std::size_t>(pk.routes[i].experts[k]), static_cast<std::size_t>(pk.slot[i][k]), j);
+      dx(i, j) = round_to(t, acc);
+      for (std::size_t e = 0; e < E; ++e) dw_router(j, e) += xj * cb.dl[i][e];
+    }
+}
+
+}  // namespace
+
 Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
   const Mesh& mesh = dev.mesh();
   const DType t = dev.dtype();
@@ -223,59 +226,25 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
   const std::string ep = all.back();
   const std::vector<std::string> data(all.begin(), all.end() - 1);
   const int n = mesh.axis_size(ep);
-  const std::size_t m = s.model, hid = s.hidden;
-  const std::size_t E = static_cast<std::size_t>(s.experts), K = static_cast<std::size_t>(s.top_k);
+  const std::size_t m = s.model, hid = s.hidden, E = static_cast<std::size_t>(s.experts);
   const std::size_t El = E / static_cast<std::size_t>(n), T = s.tokens / static_cast<std::size_t>(mesh.devices());
   const std::size_t C = moe_capacity(s, T), first = T * static_cast<std::size_t>(dev.id());
   const std::size_t slots = static_cast<std::size_t>(n) * C;  // an expert's slots on its device
-
-  // Route this device's tokens; slot[t][k]: the assignment's place in its expert's buffer, or -1.
-  Tensor kept = xt::zeros<double>({std::size_t{1}, E}), routed = xt::zeros<double>({std::size_t{1}, E});
-  std::vector<TokenRoute> routes;
-  std::vector<std::vector<long>> slot(T, std::vector<long>(K, -1));
-  Tensor dispatch = xt::zeros<double>({E, C, m});  // [E, C, m]: expert, slot, embed
-  for (std::size_t i = 0; i < T; ++i) {
-    const auto logits = token_logits(in, first + i, s.experts, t);
-    routes.push_back(route_token(logits.data(), s.experts, s.top_k, t));
-    for (std::size_t k = 0; k < K; ++k) {
-      const std::size_t e = static_cast<std::size_t>(routes[i].experts[k]);
-      routed(0, e) += 1;
-      if (kept(0, e) >= static_cast<double>(C)) continue;
-      slot[i][k] = static_cast<long>(kept(0, e));
-      kept(0, e) += 1;
-      std::copy_n(&in.x(first + i, 0), m, &dispatch(e, static_cast<std::size_t>(slot[i][k]), 0));
-    }
-  }
-  // Expert e's slots go to its device: [E/n, n C, m], slots from member 0 first.
-  const Tensor xs = all_to_all(dev, dispatch, {ep}, 0, 1, "x_dispatch");
   const std::size_t e0 = El * static_cast<std::size_t>(dev.coord(ep));
+
+  // Forward: dispatch, the experts, combine.
+  const Packed pk = route_and_pack(in, s, first, T, C, t);
+  // Expert e's slots go to its device: [E/n, n C, m], slots from member 0 first.
+  const Tensor xs = all_to_all(dev, pk.dispatch, {ep}, 0, 1, "x_dispatch");
   Tensor hs = xt::zeros<double>({El, slots, hid}), ys = xt::zeros<double>({El, slots, m});
   for (std::size_t el = 0; el < El; ++el)
     for (std::size_t q = 0; q < slots; ++q)
       expert_forward(in.w_in, in.w_out, e0 + el, &xs(el, q, 0), &hs(el, q, 0), &ys(el, q, 0), m, hid, t);
   const Tensor back = all_to_all(dev, ys, {ep}, 1, 0, "y_combine");  // [E, C, m] again
+  const Combined cb = combine(pk, back, in, s, first, t);
 
-  // Combine, and the backward at the tokens: d gates, and dy to send to the experts.
-  Tensor out = xt::zeros<double>({T, m}), dys = xt::zeros<double>({E, C, m});
-  std::vector<std::vector<double>> dl(T);
-  for (std::size_t i = 0; i < T; ++i) {
-    std::vector<double> acc(m, 0.0), dgates(K, 0.0);
-    const double* dout = &in.dout(first + i, 0);
-    for (std::size_t k = 0; k < K; ++k) {
-      if (slot[i][k] < 0) continue;
-      const std::size_t e = static_cast<std::size_t>(routes[i].experts[k]), q = static_cast<std::size_t>(slot[i][k]);
-      double dg = 0;
-      for (std::size_t j = 0; j < m; ++j) {
-        acc[j] += routes[i].gates[k] * back(e, q, j);
-        dg += dout[j] * back(e, q, j);
-        dys(e, q, j) = round_to(t, routes[i].gates[k] * dout[j]);
-      }
-      dgates[k] = round_to(t, dg);
-    }
-    for (std::size_t j = 0; j < m; ++j) out(i, j) = round_to(t, acc[j]);
-    dl[i] = router_backward(routes[i], dgates, s.experts, t);
-  }
-  const Tensor dy_in = all_to_all(dev, dys, {ep}, 0, 1, "dy_dispatch");
+  // Backward: dy to the experts, their backward, dx back to the tokens.
+  const Tensor dy_in = all_to_all(dev, cb.dys, {ep}, 0, 1, "dy_dispatch");
   Tensor dxs = xt::zeros<double>({El, slots, m});
   Tensor dw_in = xt::zeros<double>({El, m, hid}), dw_out = xt::zeros<double>({El, hid, m});
   for (std::size_t el = 0; el < El; ++el)
@@ -283,19 +252,9 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
       expert_backward(in.w_in, in.w_out, e0 + el, &xs(el, q, 0), &hs(el, q, 0), &dy_in(el, q, 0), &dxs(el, q, 0),
                       &dw_in(el, 0, 0), &dw_out(el, 0, 0), m, hid, t);
   const Tensor dx_back = all_to_all(dev, dxs, {ep}, 1, 0, "dx_combine");
+  Tensor dx, dw_router;
+  token_gradients(pk, cb, dx_back, in, s, first, t, dx, dw_router);
 
-  Tensor dx = xt::zeros<double>({T, m}), dw_router = xt::zeros<double>({m, E});
-  for (std::size_t i = 0; i < T; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      const double xj = in.x(first + i, j);
-      double acc = 0;
-      for (std::size_t e = 0; e < E; ++e) acc += dl[i][e] * in.w_router(j, e);
-      for (std::size_t k = 0; k < K; ++k)
-        if (slot[i][k] >= 0)
-          acc += dx_back(static_cast<std::size_t>(routes[i].experts[k]), static_cast<std::size_t>(slot[i][k]), j);
-      dx(i, j) = round_to(t, acc);
-      for (std::size_t e = 0; e < E; ++e) dw_router(j, e) += xj * dl[i][e];
-    }
   // Weights' gradients: the router's is replicated on every device, an expert's over the data axes.
   round_all(dw_router, t);
   round_all(dw_in, t);
@@ -305,8 +264,8 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
     dw_in = all_reduce(dev, dw_in, data, "dW_in");
     dw_out = all_reduce(dev, dw_out, data, "dW_out");
   }
-  return {{"out", out}, {"dx", dx}, {"dW_router", dw_router}, {"dW_in", dw_in}, {"dW_out", dw_out},
-          {"kept", kept}, {"routed", routed}};
+  return {{"out", cb.out}, {"dx", dx}, {"dW_router", dw_router}, {"dW_in", dw_in}, {"dW_out", dw_out},
+          {"kept", pk.kept}, {"routed", pk.routed}};
 }
 
 }  // namespace shardlab

@@ -31,6 +31,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/tensor.hpp"
+#include "harness/models/moe_expert.hpp"
 
 namespace shardlab {
 
@@ -56,17 +57,6 @@ void check_moe_shape(const MoeShape& s, int devices, int expert_devices);
 
 // C = ceil(capacity_factor * top_k * group_tokens / experts), at least 1.
 std::size_t moe_capacity(const MoeShape& s, std::size_t group_tokens);
-
-// One token's routing: its top_k experts (larger logit first; a tie goes to the lower index) and
-// their gates, softmax over the k logits, rounded to t.
-struct TokenRoute {
-  std::vector<int> experts;
-  std::vector<double> gates;
-};
-TokenRoute route_token(const double* logits, int experts, int top_k, DType t);
-// d logits [E] from d gates [k] (the softmax's backward; 0 for experts not chosen), rounded to t:
-// dl_e = g_e (dg_e - sum_j g_j dg_j).
-std::vector<double> router_backward(const TokenRoute& r, const std::vector<double>& dgates, int experts, DType t);
 
 // What the sharded run and the reference both produce. kept and routed [G, E]: group g's
 // assignments to each expert kept under capacity and routed in all.

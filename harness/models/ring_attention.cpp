@@ -1,5 +1,6 @@
-// Ring attention: the device program, the unsharded reference and the tolerances
-// (harness/models/ring_attention.hpp).
+// Ring attention: the ring each device runs (its communication: K and V, then dK and dV, shifted
+// round; the math of each block is in attention_block.cpp), the unsharded reference and the
+// tolerances (harness/models/ring_attention.hpp).
 #include "harness/models/ring_attention.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "core/text.hpp"
 #include "core/trace.hpp"
 #include "harness/cost/topology.hpp"
+#include "harness/models/attention_block.hpp"
 
 namespace shardlab {
 
@@ -31,144 +33,111 @@ Tensor rows_of(const Tensor& t, const std::vector<std::size_t>& chunks, std::siz
   return out;
 }
 
-// One device's ring attention, forward and backward. Outputs o, dq, dk, dv (its chunks' rows),
-// flops [forward, backward], peak_bytes.
+// The ring as one device sees it: n devices over `axis`, this one the i-th, holding query
+// chunks `mine` of c rows each.
+struct Ring {
+  Device& dev;
+  std::string axis;
+  RingOrder order;
+  int n, i;
+  std::size_t c;
+  std::vector<std::size_t> mine;
+};
+
+// The device's tally: FLOPs of each pass and the most elements its arrays held at once (counted at
+// each ring step, from the arrays the step holds: one [2c, d] block each, the statistics [2c] and
+// the c x c scratch blocks).
+struct Tally {
+  double flops_fwd = 0, flops_bwd = 0;
+  std::size_t peak = 0, block = 0, rows = 0, scratch = 0;
+  void hold(std::size_t blocks, std::size_t statistics) {
+    peak = std::max(peak, blocks * block + statistics * rows + scratch);
+  }
+};
+
+// f(a, b, diagonal) for every block of query chunk a against key chunk b that the causal mask
+// leaves (a key chunk after a query chunk is masked whole).
+template <class F>
+void each_unmasked_block(const std::vector<std::size_t>& queries, const std::vector<std::size_t>& keys, F f) {
+  for (std::size_t a = 0; a < 2; ++a)
+    for (std::size_t b = 0; b < 2; ++b)
+      if (keys[b] <= queries[a]) f(a, b, keys[b] == queries[a]);
+}
+
+std::string step_text(int step, int i, int src) {
+  return "step " + std::to_string(step) + ": queries of device " + std::to_string(i) + ", keys of device " +
+         std::to_string(src);
+}
+
+// Forward: K and V go round the ring (n - 1 shifts by one); each step folds the blocks they bring.
+AttentionForward ring_forward(const Ring& ring, const Tensor& q, Tensor k, Tensor v, const Tensor& dout, Tally& t) {
+  const std::size_t d = q.shape()[1];
+  OnlineSoftmax run(2 * ring.c, d);
+  BlockScratch scratch(ring.c);
+  int src = ring.i;  // whose keys and values this device holds
+  for (int step = 0; step < ring.n; ++step) {
+    {
+      TraceSpan span("ring attention", [&] { return step_text(step, ring.i, src); });
+      each_unmasked_block(ring.mine, chunks_of(ring.order, src, ring.n), [&](std::size_t a, std::size_t b, bool diag) {
+        t.flops_fwd += 4.0 * ring.c * ring.c * d;
+        attention_block_forward(q, k, v, a, b, ring.c, diag, run, scratch);
+      });
+      t.hold(4, 2);  // q, acc, k, v; m, l; one block of scores and p
+    }
+    if (step + 1 < ring.n) {
+      t.hold(5, 2);  // the incoming block beside q, acc, k, v
+      k = collective_shift(ring.dev, k, {ring.axis}, 1, "k");
+      v = collective_shift(ring.dev, v, {ring.axis}, 1, "v");
+      src = (src + ring.n - 1) % ring.n;
+    }
+  }
+  return attention_finish(run, dout);
+}
+
+// Backward: K and V go round again, dK and dV travelling with them; one more shift brings those home.
+void ring_backward(const Ring& ring, const Tensor& q, Tensor k, Tensor v, const Tensor& dout,
+                   const AttentionForward& fwd, Tensor& dq, Tensor& dk, Tensor& dv, Tally& t) {
+  const std::size_t d = q.shape()[1], rows = 2 * ring.c;
+  BlockScratch scratch(ring.c);
+  dq = xt::zeros<double>(Shape{rows, d});
+  dk = xt::zeros<double>(Shape{rows, d});
+  dv = xt::zeros<double>(Shape{rows, d});
+  int src = ring.i;
+  for (int step = 0; step < ring.n; ++step) {
+    {
+      TraceSpan span("ring attention backward", [&] { return step_text(step, ring.i, src); });
+      each_unmasked_block(ring.mine, chunks_of(ring.order, src, ring.n), [&](std::size_t a, std::size_t b, bool diag) {
+        t.flops_bwd += 10.0 * ring.c * ring.c * d;
+        attention_block_backward(q, dout, k, v, fwd, a, b, ring.c, diag, dq, dk, dv, scratch);
+      });
+      t.hold(8, 2);  // q, dout, o, dq, k, v, dk, dv; lse, D; p and ds
+    }
+    t.hold(9, 2);  // one incoming block beside the eight
+    if (step + 1 < ring.n) {
+      k = collective_shift(ring.dev, k, {ring.axis}, 1, "k");
+      v = collective_shift(ring.dev, v, {ring.axis}, 1, "v");
+      src = (src + ring.n - 1) % ring.n;
+    }
+    dk = collective_shift(ring.dev, dk, {ring.axis}, 1, "dk");
+    dv = collective_shift(ring.dev, dv, {ring.axis}, 1, "dv");
+  }
+}
+
 }  // namespace
 
 Outputs ring_attention_device(Device& dev, const RingInputs& in, const RingConfig& cfg, RingOrder order,
                               const std::string& X) {
   const int n = dev.mesh().axis_size(X), i = dev.coord(X);
-  const std::size_t c = cfg.chunk, d = cfg.head, rows = 2 * c;
-  const double scale = 1.0 / std::sqrt(double(d));
-  const std::vector<std::size_t> mine = chunks_of(order, i, n);
-  const Tensor q = rows_of(in.q, mine, c), dout = rows_of(in.dout, mine, c);
-  Tensor k = rows_of(in.k, mine, c), v = rows_of(in.v, mine, c);
-  double flops_fwd = 0, flops_bwd = 0;
-  std::size_t peak = 0;
-  auto hold = [&](std::size_t elements) { peak = std::max(peak, elements); };
-  const std::size_t block = rows * d;  // one [2c, d] block
-
-  // Forward: running max m, running sum l, unnormalised output acc.
-  std::vector<double> m(rows, -kInf), l(rows, 0.0);
-  Tensor acc = xt::zeros<double>(Shape{rows, d});
-  std::vector<double> s(c * c), p(c * c);
-  int src = i;  // whose keys and values this device holds
-  for (int step = 0; step < n; ++step) {
-    {
-      TraceSpan span("ring attention", [&] {
-        return "step " + std::to_string(step) + ": queries of device " + std::to_string(i) + ", keys of device " +
-               std::to_string(src);
-      });
-      const std::vector<std::size_t> theirs = chunks_of(order, src, n);
-      for (std::size_t a = 0; a < 2; ++a)
-        for (std::size_t b = 0; b < 2; ++b) {
-          if (theirs[b] > mine[a]) continue;  // every key after every query: masked whole
-          const bool diagonal = theirs[b] == mine[a];
-          flops_fwd += 4.0 * c * c * d;
-          for (std::size_t r = 0; r < c; ++r) {
-            const std::size_t qr = a * c + r;
-            double top = m[qr];
-            for (std::size_t j = 0; j < c; ++j) {
-              double x = -kInf;
-              if (!diagonal || j <= r) {
-                x = 0;
-                for (std::size_t e = 0; e < d; ++e) x += q(qr, e) * k(b * c + j, e);
-                x *= scale;
-              }
-              s[r * c + j] = x;
-              top = std::max(top, x);
-            }
-            const double rescale = std::exp(m[qr] - top);
-            double sum = 0;
-            for (std::size_t j = 0; j < c; ++j) sum += p[r * c + j] = std::exp(s[r * c + j] - top);
-            l[qr] = l[qr] * rescale + sum;
-            m[qr] = top;
-            for (std::size_t e = 0; e < d; ++e) {
-              double pv = 0;
-              for (std::size_t j = 0; j < c; ++j) pv += p[r * c + j] * v(b * c + j, e);
-              acc(qr, e) = acc(qr, e) * rescale + pv;
-            }
-          }
-        }
-      hold(4 * block + 2 * rows + 2 * c * c);  // q, acc, k, v; m, l; one block of scores and p
-    }
-    if (step + 1 < n) {
-      hold(5 * block + 2 * rows + 2 * c * c);  // the incoming block beside q, acc, k, v
-      k = collective_shift(dev, k, {X}, 1, "k");
-      v = collective_shift(dev, v, {X}, 1, "v");
-      src = (src + n - 1) % n;
-    }
-  }
-  Tensor o = xt::empty<double>(Shape{rows, d});
-  std::vector<double> lse(rows), D(rows, 0.0);
-  std::vector<double>& ds = s;  // the backward's dS block reuses the scores' buffer
-  for (std::size_t r = 0; r < rows; ++r) {
-    lse[r] = m[r] + std::log(l[r]);
-    for (std::size_t e = 0; e < d; ++e) {
-      o(r, e) = acc(r, e) / l[r];
-      D[r] += dout(r, e) * o(r, e);
-    }
-  }
-  acc = Tensor();
-  m.clear();
-  l.clear();
-
-  // Backward: dK and dV travel with their keys and values and come home after one more shift.
-  k = rows_of(in.k, mine, c);
-  v = rows_of(in.v, mine, c);
-  Tensor dq = xt::zeros<double>(Shape{rows, d}), dk = xt::zeros<double>(Shape{rows, d}),
-         dv = xt::zeros<double>(Shape{rows, d});
-  src = i;
-  for (int step = 0; step < n; ++step) {
-    {
-      TraceSpan span("ring attention backward", [&] {
-        return "step " + std::to_string(step) + ": queries of device " + std::to_string(i) + ", keys of device " +
-               std::to_string(src);
-      });
-      const std::vector<std::size_t> theirs = chunks_of(order, src, n);
-      for (std::size_t a = 0; a < 2; ++a)
-        for (std::size_t b = 0; b < 2; ++b) {
-          if (theirs[b] > mine[a]) continue;
-          const bool diagonal = theirs[b] == mine[a];
-          flops_bwd += 10.0 * c * c * d;
-          for (std::size_t r = 0; r < c; ++r) {
-            const std::size_t qr = a * c + r;
-            for (std::size_t j = 0; j < c; ++j) {
-              double pr = 0, dp = 0;
-              if (!diagonal || j <= r) {
-                double x = 0;
-                for (std::size_t e = 0; e < d; ++e) x += q(qr, e) * k(b * c + j, e);
-                pr = std::exp(x * scale - lse[qr]);
-                for (std::size_t e = 0; e < d; ++e) dp += dout(qr, e) * v(b * c + j, e);
-              }
-              p[r * c + j] = pr;
-              ds[r * c + j] = pr * (dp - D[qr]);
-            }
-          }
-          for (std::size_t r = 0; r < c; ++r)
-            for (std::size_t j = 0; j < c; ++j) {
-              const double pr = p[r * c + j], g = ds[r * c + j] * scale;
-              for (std::size_t e = 0; e < d; ++e) {
-                dv(b * c + j, e) += pr * dout(a * c + r, e);
-                dq(a * c + r, e) += g * k(b * c + j, e);
-                dk(b * c + j, e) += g * q(a * c + r, e);
-              }
-            }
-        }
-      // q, dout, o, dq, k, v, dk, dv; lse, D; p and ds
-      hold(8 * block + 2 * rows + 2 * c * c);
-    }
-    hold(9 * block + 2 * rows + 2 * c * c);  // one incoming block beside the eight
-    if (step + 1 < n) {
-      k = collective_shift(dev, k, {X}, 1, "k");
-      v = collective_shift(dev, v, {X}, 1, "v");
-      src = (src + n - 1) % n;
-    }
-    dk = collective_shift(dev, dk, {X}, 1, "dk");
-    dv = collective_shift(dev, dv, {X}, 1, "dv");
-  }
-  return {{"o", o},   {"dq", dq}, {"dk", dk}, {"dv", dv}, {"flops", Tensor{flops_fwd, flops_bwd}},
-          {"peak_bytes", Tensor{double(peak * dev.element_bytes())}}};
+  const std::size_t c = cfg.chunk, d = cfg.head;
+  const Ring ring{dev, X, order, n, i, c, chunks_of(order, i, n)};
+  const Tensor q = rows_of(in.q, ring.mine, c), dout = rows_of(in.dout, ring.mine, c);
+  Tally t;
+  t.block = 2 * c * d, t.rows = 2 * c, t.scratch = 2 * c * c;
+  const AttentionForward fwd = ring_forward(ring, q, rows_of(in.k, ring.mine, c), rows_of(in.v, ring.mine, c), dout, t);
+  Tensor dq, dk, dv;
+  ring_backward(ring, q, rows_of(in.k, ring.mine, c), rows_of(in.v, ring.mine, c), dout, fwd, dq, dk, dv, t);
+  return {{"o", fwd.o}, {"dq", dq}, {"dk", dk}, {"dv", dv}, {"flops", Tensor{t.flops_fwd, t.flops_bwd}},
+          {"peak_bytes", Tensor{double(t.peak * dev.element_bytes())}}};
 }
 
 namespace {

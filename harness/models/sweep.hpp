@@ -44,6 +44,10 @@ struct DatTable {
   double number(std::size_t block, std::size_t row, const std::string& column) const;
 };
 
+// A cell: the number in `format`, "-" for NaN (missing); a count.
+std::string dat_number(double v, const char* format = "%.6g");
+std::string dat_integer(std::size_t v);
+
 // Device counts 1, 2, 4, ... up to max_devices, and the 2-D mesh of each for gspmd:
 // 1x1, 1x2, 2x2, 2x4, 4x4 ... (Y grows first, as the article's 2x4; X = batch, Y = embed/hidden).
 std::vector<int> sweep_device_counts(int max_devices);

@@ -86,16 +86,140 @@ std::string op_label(const TensorProgram& p, std::size_t i) {
          (op.line > 0 ? ", line " + std::to_string(op.line) : "") + ")";
 }
 
+namespace {
+
+// Every letter of `dims` a distinct lower-case dim that p.sizes gives a size.
+void check_dims(const TensorProgram& p, const std::string& dims, const std::string& where) {
+  if (!distinct_letters(dims)) fail(where + " names a dim twice: '" + dims + "'");
+  for (char c : dims) {
+    if (!std::islower(static_cast<unsigned char>(c)))
+      fail(where + " has dim '" + std::string(1, c) + "': dims are single lower-case letters");
+    if (!p.sizes.count(c)) fail(where + " uses dim '" + std::string(1, c) + "', which `dims` gives no size");
+  }
+}
+
+// The fields each kind of op takes (eq, to, value, over) given where they belong and only there.
+void check_fields(const TensorProgram& p, const ProgramOp& op, const std::vector<std::string>& in_dims,
+                  const std::string& where) {
+  if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
+  if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename || op.kind == OpKind::concat) == op.to.empty())
+    fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast, rename and concat take to"));
+  const bool roll = op.name == "roll", split = op.kind == OpKind::split;
+  if ((op.name == "scale" || op.name == "shift" || roll || split) != op.has_value)
+    fail(where + (op.has_value ? ": only scale, shift, roll and split take value" : " needs value = <number>"));
+  if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax || roll || split || op.kind == OpKind::concat) ==
+      op.over.empty())
+    fail(where + (op.over.empty() ? " needs over = \"<dims>\""
+                                  : ": only reductions, softmax, roll, split and concat take over"));
+  if (split && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
+    fail(where + ": split takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
+  if (split && (op.value != std::floor(op.value) || op.value < 0 || op.value >= double(p.sizes.at(op.over[0]))))
+    fail(where + ": split takes value = a part from 0 to " + std::to_string(p.sizes.at(op.over[0]) - 1) + " of dim '" +
+         op.over + "', not " + format_number(op.value, "%g"));
+  if (roll && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
+    fail(where + ": roll takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
+  if (roll && (op.value != std::floor(op.value) || std::abs(op.value) > 1e15))
+    fail(where + ": roll takes a whole number of places, not value = " + format_number(op.value, "%g"));
+}
+
+// The dims of op i's result, from its operands' dims `in_dims`; fail() where they do not fit the op.
+std::string out_dims_of(const TensorProgram& p, std::size_t i, const ProgramOp& op,
+                        const std::vector<std::string>& in_dims, const std::string& where) {
+  std::string out;
+  switch (op.kind) {
+    case OpKind::einsum: {
+      if (op.eq.find("->") == std::string::npos) fail(where + " needs eq = \"<a>,<b>-><out>\"");
+      Einsum e;
+      try {
+        e = Einsum::parse(op.eq);
+      } catch (const Error& err) {
+        fail(where + ": " + err.what());
+      }
+      const std::string sides[2] = {e.a, e.b};
+      for (int k = 0; k < 2; ++k)
+        if (in_dims[k] != sides[k])
+          fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "' but the eq's " +
+               (k == 0 ? "first" : "second") + " operand is '" + sides[k] + "'");
+      out = e.out;
+      break;
+    }
+    case OpKind::unary: out = in_dims[0]; break;
+    case OpKind::split:
+      for (char c : in_dims[0])
+        if (c != op.over[0]) out += c;
+      break;
+    case OpKind::concat: {
+      check_dims(p, op.to, where);
+      if (op.to.find(op.over[0]) == std::string::npos)
+        fail(where + ": to = '" + op.to + "' lacks the dim '" + op.over + "' it stacks along");
+      std::string part;
+      for (char c : op.to)
+        if (c != op.over[0]) part += c;
+      for (std::size_t k = 0; k < op.in.size(); ++k)
+        if (in_dims[k] != part)
+          fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "'; each part must have '" + part +
+               "' (to = '" + op.to + "' without '" + op.over + "')");
+      out = op.to;
+      break;
+    }
+    case OpKind::rename:
+      if (op.to.size() != in_dims[0].size())
+        fail(where + ": to = '" + op.to + "' names " + std::to_string(op.to.size()) + " dims, " + op.in[0] + " '" +
+             in_dims[0] + "' has " + std::to_string(in_dims[0].size()));
+      check_dims(p, op.to, where);
+      for (std::size_t d = 0; d < op.to.size(); ++d)
+        if (p.sizes.at(op.to[d]) != p.sizes.at(in_dims[0][d]))
+          fail(where + ": dim '" + std::string(1, op.to[d]) + "' (size " + std::to_string(p.sizes.at(op.to[d])) +
+               ") cannot rename '" + std::string(1, in_dims[0][d]) + "' (size " +
+               std::to_string(p.sizes.at(in_dims[0][d])) + ")");
+      out = op.to;
+      break;
+    case OpKind::broadcast:
+      for (char c : in_dims[0])
+        if (op.to.find(c) == std::string::npos)
+          fail(where + ": " + op.in[0] + " has dim '" + std::string(1, c) + "', which to = '" + op.to + "' lacks");
+      out = op.to;
+      break;
+    case OpKind::binary:
+      if (op.name == "is_max") {  // its bound (program_check.hpp) holds only for a max of the first
+        bool is_its_max = false;
+        for (std::size_t k = 0; k < i; ++k)
+          if (p.ops[k].out == op.in[1])
+            is_its_max = p.ops[k].name == "max" && p.ops[k].in[0] == op.in[0];
+        if (!is_its_max) fail(where + ": is_max's second operand must be max(" + op.in[0] + ") over some dims");
+      }
+      if (contains_all(in_dims[0], in_dims[1]))
+        out = in_dims[0];
+      else if (contains_all(in_dims[1], in_dims[0]))
+        out = in_dims[1];
+      else
+        fail(where + ": " + op.in[0] + " '" + in_dims[0] + "' and " + op.in[1] + " '" + in_dims[1] +
+             "' do not broadcast: one's dims must all be the other's");
+      break;
+    case OpKind::reduce:
+    case OpKind::softmax:
+      if (!distinct_letters(op.over)) fail(where + ": over names a dim twice: '" + op.over + "'");
+      for (char c : op.over)
+        if (in_dims[0].find(c) == std::string::npos)
+          fail(where + ": over names dim '" + std::string(1, c) + "', which " + op.in[0] + " '" + in_dims[0] +
+               "' does not have");
+      if (op.kind == OpKind::softmax) {
+        if (op.name == "softmax" && op.over.size() != 1)
+          fail(where + ": softmax is over one dim, not '" + op.over + "'");
+        out = in_dims[0];
+      } else {
+        for (char c : in_dims[0])
+          if (op.over.find(c) == std::string::npos) out += c;
+      }
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
 TensorProgram make_program(TensorProgram p) {
   p.dims.clear();
-  auto check_dims = [&](const std::string& dims, const std::string& where) {
-    if (!distinct_letters(dims)) fail(where + " names a dim twice: '" + dims + "'");
-    for (char c : dims) {
-      if (!std::islower(static_cast<unsigned char>(c)))
-        fail(where + " has dim '" + std::string(1, c) + "': dims are single lower-case letters");
-      if (!p.sizes.count(c)) fail(where + " uses dim '" + std::string(1, c) + "', which `dims` gives no size");
-    }
-  };
   auto define = [&](const std::string& name, const std::string& dims, const std::string& where) {
     if (!is_identifier(name)) fail(where + ": '" + name + "' is not a tensor name (letters, digits and _)");
     if (p.dims.count(name)) fail(where + " defines " + name + ", which is already defined");
@@ -107,7 +231,7 @@ TensorProgram make_program(TensorProgram p) {
     p.dims[name] = dims;
   };
   for (const auto& [name, dims] : p.inputs) {
-    check_dims(dims, "input " + name);
+    check_dims(p, dims, "input " + name);
     define(name, dims, "input " + name);
   }
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
@@ -128,114 +252,9 @@ TensorProgram make_program(TensorProgram p) {
       if (!p.dims.count(t)) fail(where + " reads " + t + ", which is not an input or the output of an earlier op");
       in_dims.push_back(p.dims.at(t));
     }
-    if (op.kind != OpKind::einsum && !op.eq.empty()) fail(where + ": only einsum takes an eq");
-    if ((op.kind == OpKind::broadcast || op.kind == OpKind::rename || op.kind == OpKind::concat) == op.to.empty())
-      fail(where + (op.to.empty() ? " needs to = \"<dims>\"" : ": only broadcast, rename and concat take to"));
-    const bool roll = op.name == "roll", split = op.kind == OpKind::split;
-    if ((op.name == "scale" || op.name == "shift" || roll || split) != op.has_value)
-      fail(where + (op.has_value ? ": only scale, shift, roll and split take value" : " needs value = <number>"));
-    if ((op.kind == OpKind::reduce || op.kind == OpKind::softmax || roll || split || op.kind == OpKind::concat) ==
-        op.over.empty())
-      fail(where + (op.over.empty() ? " needs over = \"<dims>\""
-                                    : ": only reductions, softmax, roll, split and concat take over"));
-    if (split && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
-      fail(where + ": split takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
-    if (split && (op.value != std::floor(op.value) || op.value < 0 || op.value >= double(p.sizes.at(op.over[0]))))
-      fail(where + ": split takes value = a part from 0 to " + std::to_string(p.sizes.at(op.over[0]) - 1) + " of dim '" +
-           op.over + "', not " + format_number(op.value, "%g"));
-    if (roll && (op.over.size() != 1 || in_dims[0].find(op.over[0]) == std::string::npos))
-      fail(where + ": roll takes over = one dim of " + op.in[0] + " '" + in_dims[0] + "', not '" + op.over + "'");
-    if (roll && (op.value != std::floor(op.value) || std::abs(op.value) > 1e15))
-      fail(where + ": roll takes a whole number of places, not value = " + format_number(op.value, "%g"));
-    std::string out;
-    switch (op.kind) {
-      case OpKind::einsum: {
-        if (op.eq.find("->") == std::string::npos) fail(where + " needs eq = \"<a>,<b>-><out>\"");
-        Einsum e;
-        try {
-          e = Einsum::parse(op.eq);
-        } catch (const Error& err) {
-          fail(where + ": " + err.what());
-        }
-        const std::string sides[2] = {e.a, e.b};
-        for (int k = 0; k < 2; ++k)
-          if (in_dims[k] != sides[k])
-            fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "' but the eq's " +
-                 (k == 0 ? "first" : "second") + " operand is '" + sides[k] + "'");
-        out = e.out;
-        break;
-      }
-      case OpKind::unary: out = in_dims[0]; break;
-      case OpKind::split:
-        for (char c : in_dims[0])
-          if (c != op.over[0]) out += c;
-        break;
-      case OpKind::concat: {
-        check_dims(op.to, where);
-        if (op.to.find(op.over[0]) == std::string::npos)
-          fail(where + ": to = '" + op.to + "' lacks the dim '" + op.over + "' it stacks along");
-        std::string part;
-        for (char c : op.to)
-          if (c != op.over[0]) part += c;
-        for (std::size_t k = 0; k < op.in.size(); ++k)
-          if (in_dims[k] != part)
-            fail(where + ": operand " + op.in[k] + " has dims '" + in_dims[k] + "'; each part must have '" + part +
-                 "' (to = '" + op.to + "' without '" + op.over + "')");
-        out = op.to;
-        break;
-      }
-      case OpKind::rename:
-        if (op.to.size() != in_dims[0].size())
-          fail(where + ": to = '" + op.to + "' names " + std::to_string(op.to.size()) + " dims, " + op.in[0] + " '" +
-               in_dims[0] + "' has " + std::to_string(in_dims[0].size()));
-        check_dims(op.to, where);
-        for (std::size_t d = 0; d < op.to.size(); ++d)
-          if (p.sizes.at(op.to[d]) != p.sizes.at(in_dims[0][d]))
-            fail(where + ": dim '" + std::string(1, op.to[d]) + "' (size " + std::to_string(p.sizes.at(op.to[d])) +
-                 ") cannot rename '" + std::string(1, in_dims[0][d]) + "' (size " +
-                 std::to_string(p.sizes.at(in_dims[0][d])) + ")");
-        out = op.to;
-        break;
-      case OpKind::broadcast:
-        for (char c : in_dims[0])
-          if (op.to.find(c) == std::string::npos)
-            fail(where + ": " + op.in[0] + " has dim '" + std::string(1, c) + "', which to = '" + op.to + "' lacks");
-        out = op.to;
-        break;
-      case OpKind::binary:
-        if (op.name == "is_max") {  // its bound (program_check.hpp) holds only for a max of the first
-          bool is_its_max = false;
-          for (std::size_t k = 0; k < i; ++k)
-            if (p.ops[k].out == op.in[1])
-              is_its_max = p.ops[k].name == "max" && p.ops[k].in[0] == op.in[0];
-          if (!is_its_max) fail(where + ": is_max's second operand must be max(" + op.in[0] + ") over some dims");
-        }
-        if (contains_all(in_dims[0], in_dims[1]))
-          out = in_dims[0];
-        else if (contains_all(in_dims[1], in_dims[0]))
-          out = in_dims[1];
-        else
-          fail(where + ": " + op.in[0] + " '" + in_dims[0] + "' and " + op.in[1] + " '" + in_dims[1] +
-               "' do not broadcast: one's dims must all be the other's");
-        break;
-      case OpKind::reduce:
-      case OpKind::softmax:
-        if (!distinct_letters(op.over)) fail(where + ": over names a dim twice: '" + op.over + "'");
-        for (char c : op.over)
-          if (in_dims[0].find(c) == std::string::npos)
-            fail(where + ": over names dim '" + std::string(1, c) + "', which " + op.in[0] + " '" + in_dims[0] +
-                 "' does not have");
-        if (op.kind == OpKind::softmax) {
-          if (op.name == "softmax" && op.over.size() != 1)
-            fail(where + ": softmax is over one dim, not '" + op.over + "'");
-          out = in_dims[0];
-        } else {
-          for (char c : in_dims[0])
-            if (op.over.find(c) == std::string::npos) out += c;
-        }
-        break;
-    }
-    check_dims(out, where);
+    check_fields(p, op, in_dims, where);
+    const std::string out = out_dims_of(p, i, op, in_dims, where);
+    check_dims(p, out, where);
     define(op.out, out, where);
   }
   if (p.outputs.empty()) fail("the program names no outputs");

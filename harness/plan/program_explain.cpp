@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/table.hpp"
 #include "core/wrap.hpp"
 #include "harness/plan/layout_search.hpp"
 #include "harness/plan/plan_search.hpp"
@@ -92,6 +93,48 @@ std::string program_explain_text(const ProgramPlan& plan) {
     out += line + "\n";
   }
   return wrap_lines(out, 100, Hang::indent);
+}
+
+std::string program_plan_text(const ProgramPlan& plan) {
+  // The op's kind shows in its step rows (contract, gelu, ...): the op column names its output only.
+  Table t({"op", "computes", "step", "tensor", "over", "spec", "sent/device"});
+  for (const auto& o : plan.ops) {
+    const ProgramOp& op = plan.program.ops[o.op];
+    const std::string label = std::to_string(o.op + 1);
+    bool first = true;
+    auto row = [&](const std::string& step, const std::string& tensor, const std::string& over, const std::string& spec,
+                   const std::string& bytes) {
+      t.add({first ? label : "", first ? op.out : "", step, tensor, over, spec, bytes});
+      first = false;
+    };
+    auto steps = [&](const std::vector<PlanStep>& list) {
+      for (const auto& s : list)
+        row(step_kind_name(s.kind), s.tensor, axes_text(s.axes), s.before.text() + " -> " + s.after.text(),
+            std::to_string(s.predicted_bytes));
+    };
+    for (const auto& r : o.reshard) steps(r);
+    for (int k = 0; k < 2; ++k)
+      if (o.reuse[k]) {
+        const Spec& s = k == 0 ? o.contraction.a.spec : o.contraction.b.spec;
+        const std::string& from = plan.program.ops[o.reuse_op[k]].in[static_cast<std::size_t>(o.reuse_operand[k])];
+        const std::string& t = op.in[static_cast<std::size_t>(k)];
+        row("reuse", t, "", s.text() + " (" + (from == t ? "" : from + "'s copy, ") + "moved for op " +
+                                std::to_string(o.reuse_op[k] + 1) + ")", "0");
+      }
+    if (o.has_contraction) {
+      for (const auto& s : o.contraction.steps)
+        if (s.kind == StepKind::contract)
+          row("contract", op.out, "", o.contraction.a_used.text() + " x " + o.contraction.b_used.text() + " -> " +
+                                          s.after.text(), "0");
+        else
+          row(step_kind_name(s.kind), s.tensor, axes_text(s.axes), s.before.text() + " -> " + s.after.text(),
+              std::to_string(s.predicted_bytes));
+    } else {
+      row(op.name, op.out, "", o.computed.text(), "0");
+    }
+    steps(o.finish);
+  }
+  return t.text();
 }
 
 }  // namespace shardlab

@@ -97,6 +97,10 @@ Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor
 // The bytes a device holds at most, as program_spmd counts them, predicted from the plan.
 std::size_t predicted_peak_bytes(const ProgramPlan& plan);
 
+// Whether the plan's steps move operand k before the product (a spec that differs only in axes
+// of size 1 moves nothing and makes no copy): the einsum then holds a moved copy of it.
+bool moves_operand(const Plan& p, int k);
+
 // A roll op (harness/plan/program.hpp) under out's spec: the dim it rolls, and where that dim is
 // split over axes of more than one device, the axes and the whole blocks each block moves along
 // them (0 to n-1). Error(unsupported) when the roll is not whole blocks of a split dim.
