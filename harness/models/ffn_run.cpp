@@ -24,6 +24,7 @@
 #include "core/text.hpp"
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
+#include "harness/models/case_run_io.hpp"
 #include "harness/models/bench_ffn.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_check.hpp"
@@ -347,8 +348,9 @@ void verify_sketch(FfnResult& r, const FfnPlan& plan, const FfnInputsOf<T>& in,
   const DType t = dtype_of<T>();
   const double h_sum = d.m * max_abs_of(in.x) * max_abs_of(in.w_in);
   const double dg_sum = c.backward ? d.m * max_abs_of(in.r) * max_abs_of(in.w_out) : 0.0;
-  const bool h_exact = exact_in_eighths(h_sum, t), dg_exact = c.backward && exact_in_eighths(dg_sum, t);
-  const bool h_sums_exact = exact_in_eighths(h_sum, t, true), dg_sums_exact = exact_in_eighths(dg_sum, t, true);
+  const bool grid = c.inputs.empty();  // a user's values are not on the grid of eighths
+  const bool h_exact = grid && exact_in_eighths(h_sum, t), dg_exact = grid && c.backward && exact_in_eighths(dg_sum, t);
+  const bool h_sums_exact = grid && exact_in_eighths(h_sum, t, true), dg_sums_exact = grid && exact_in_eighths(dg_sum, t, true);
   const std::uint64_t seed = c.seed * 7919 + 17;  // drawn before looking at any result
   // A wrong device block covers at least 1/devices of a result's rows: the rows line prints the
   // chance of missing an error that large.
@@ -388,7 +390,8 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
   auto t0 = std::chrono::steady_clock::now();
   std::optional<progress::Phase> shown;  // the phase on the progress display (progress.hpp); emplace ends the last
   shown.emplace("generating inputs x, W_in, W_out" + std::string(c.backward ? ", R" : ""));
-  const FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  read_ffn_inputs(in, c.inputs, c.dtype, c.backward);  // a lesson's --inputs
   r.seconds_inputs = seconds_since(t0);
 
   const Mesh& mesh = plan.mesh;
