@@ -130,7 +130,7 @@ MPI_TESTS := $(if $(MPI_TEST_SRCS),$(BUILD)/bin/mpi_tests)
 # would delete them, and rebuild every unit next time).
 UNITY_SRCS := $(patsubst $(BUILD)/obj/unity/%.o,$(BUILD)/unity/%.cpp,$(filter $(BUILD)/obj/unity/%,$(LIB_OBJS) $(TEST_OBJS) $(MPI_TEST_OBJS)))
 .SECONDARY: $(UNITY_SRCS)
-.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots sanitize plots clean help soak cluster bench-peer
+.PHONY: all bins deps run test test-unit test-cases test-mpi test-plots test-torch sanitize plots clean help soak cluster bench-peer
 all: $(LIB) $(MPI_MODULE) $(SHARDLAB) $(LESSONS) $(TESTS) $(MPI_TESTS)
 
 # The binaries the doctest suite runs, for a sanitizer build (make SAN=address bins).
@@ -274,6 +274,7 @@ test: deps
 	@+$(call timed,test-cases)
 	@+$(call timed,test-mpi)
 	@+$(call timed,test-plots)
+	@+$(call timed,test-torch)
 
 # MPICH's hwloc reads every PCI device's config space in MPI_Init: a fifth of an empty MPI program's
 # start here, 20-30 ms of each of the suites' few hundred mpiexec launches. On one machine nothing
@@ -292,6 +293,19 @@ test-unit:
 test-cases:
 	@echo "== case files: $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml
+
+# shardlab against PyTorch autograd (tests/torch/roundtrip.py, docs/case-files.md): a transformer
+# layer, attention and a layer norm run from .npz inputs, their saved outputs and gradients compared
+# with torch's. Needs Debian's python3-torch (about 800 MB, so not in PACKAGES: .ci/run installs it);
+# without it, one line says it is skipped. TEST_TORCH=later: skipped, .ci/run runs it once installed.
+TEST_TORCH ?= yes
+test-torch: $(SHARDLAB)
+	@if [ "$(TEST_TORCH)" = later ]; then echo "== tests/torch/roundtrip.py: later (TEST_TORCH=later; .ci/run runs it when PyTorch is in)"; \
+	elif /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then \
+	  echo "== tests/torch/roundtrip.py --shardlab $(SHARDLAB)  (against PyTorch autograd)"; \
+	  OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-Haswell} OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tests/torch/roundtrip.py \
+	    --shardlab $(SHARDLAB); \
+	else echo "== tests/torch/roundtrip.py skipped: PyTorch is not installed (apt-get install python3-torch runs it)"; fi
 
 # The MPI suite at 2 and 8 ranks (and its nested-mpiexec cases on one rank), lessons and shardlab
 # on 8, 4 and 3 processes, a wrong process count, then faults (tests/mpi/fault_test.sh) and the

@@ -24,6 +24,7 @@
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
+#include "harness/models/case_run_io.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_check.hpp"
 #include "harness/models/memory_scaling.hpp"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   std::string dims_flag = "B=8,S=4,M=16,H=64";
   cli.option("--dims", dims_flag, "B=..,S=..,M=..,H=.. (dims left out keep their defaults), or 'article' for B=8,S=512,M=5120,H=20480 (about 35 s and 9 GB on 2 cores)");
   cli.uneven_option();  // dims that do not divide the mesh
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
     config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
+    config.inputs = cli.common.inputs;
     const FfnStrategy& gspmd = ffn_strategy("gspmd");
     const FfnPlan plan = plan_ffn(mesh, config);  // checks the mesh and dims before anything prints
     refuse_ffn_over_memory(plan, config, cli.common.backend == "mpi" ? 1 : mesh.devices());
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
     // On a terminal, its phases as the layer's (harness/check/progress.hpp); each ends before a print.
     std::optional<progress::Phase> shown;
     shown.emplace("the AllReduce alternative: g = gelu(x W_in), unsharded");
-    const FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
+    FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
+    read_ffn_inputs(in, config.inputs, DType::float64, false);
     // x W_in is exact in float32 too (integers times eighths, |h| <= M/2 while M < 2^22), and
     // sgemm is about twice dgemm (`shardlab bench ffn` prints the rates): the same g, sooner.
     const DType exact_in = exact_in_eighths(d.m * 0.5, DType::float32) ? DType::float32 : DType::float64;

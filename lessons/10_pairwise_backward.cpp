@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
              "defaults)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   cli.uneven_option();  // dims that do not divide the mesh
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
     config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
+    config.inputs = cli.common.inputs;
     config.backward = true;
     config.finite_differences = false;  // once below, for the unsharded layer all three share
     const std::vector<std::string> strategies = {"column", "row", "pairwise"};

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   Cli cli("11_propagation", "Lesson 11: annotate x, W_in and W_out; propagation derives the rest (GSPMD)", "X=2,Y=4");
   std::string dims = "b=8,s=4,m=16,h=64";
   cli.option("--dims", dims, "dim sizes b=..,s=..,m=..,h=.. (batch, sequence, embed, hidden)");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
         << "   dh = dg * gelu'(h), dx = dh W_in^T, dW_in = x^T dh; each gradient lies as its tensor does.\n\n";
     out << "4. Each op planned from the specs it meets (the search, fewest bytes):\n" << program_plan_text(plan) << "\n";
 
-    const auto inputs = program_inputs(g.program, cli.common.seed);
+    const auto inputs = program_inputs_from(cli.common.inputs, g.program, cli.common.seed);
     const RunResult run = session.run(program_spmd(plan, inputs));
 
     // What annotating x alone would give: the weights are derived back through the einsums.

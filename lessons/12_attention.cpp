@@ -86,6 +86,7 @@ std::string wrapped(const std::vector<std::string>& items, std::size_t indent, s
 
 int main(int argc, char** argv) {
   Cli cli("12_attention", "Lesson 12: multi-head self-attention sharded by heads, in 2D and by keys", "X=2,Y=4");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

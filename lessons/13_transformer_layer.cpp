@@ -48,6 +48,7 @@ const std::vector<Layout> kLayouts = {
 
 int main(int argc, char** argv) {
   Cli cli("13_transformer_layer", "Lesson 13: a Transformer layer in the 2D and the Megatron layouts", "X=2,Y=4");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

@@ -103,6 +103,7 @@ std::string wrapped(const std::vector<std::string>& items, const std::string& in
 
 int main(int argc, char** argv) {
   Cli cli("18_sequence_parallel", "Lesson 18: a Transformer layer with sequence parallelism beside Megatron's", "Y=4");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {

@@ -51,6 +51,7 @@ std::string num(double x) { return format_number(x, "%.4g"); }
 int main(int argc, char** argv) {
   Cli cli("19_context_parallel", "Lesson 19: context parallelism by ring attention, causal, load-balanced", "X=4");
   cli.mesh_follows_processes("X");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
     cfg.seed = cli.common.seed;
     check_ring(cfg);  // a ring past what runs in seconds: one sentence, before anything is printed
     const std::size_t S = cfg.tokens(), d = cfg.head, c = cfg.chunk, eb = session.element_bytes();
-    const RingInputs in = ring_inputs(cfg, session.dtype());
+    RingInputs in = ring_inputs(cfg, session.dtype());
+    read_named_inputs(cli.common.inputs, {{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"dout", &in.dout}}, session.dtype());
     auto& out = session.out();
     out << "1. Ring " << mesh.text() << ": one causal attention head, S = " << S << " tokens, head size d = " << d
         << ",\n   cut into 2n = " << 2 * n << " chunks of " << c << " tokens. Each device keeps its queries; "

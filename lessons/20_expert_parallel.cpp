@@ -30,6 +30,7 @@
 #include "harness/cost/cost.hpp"
 #include "harness/models/moe_cost.hpp"
 #include "harness/models/moe_run.hpp"
+#include "harness/models/case_run_io.hpp"
 
 using namespace shardlab;
 
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   cli.option("--capacity-factor", factor, "slots per expert and device, in units of an even share (1.0)");
   cli.option("--experts", s.experts, "number of experts E (8)");
   cli.option("--top-k", s.top_k, "experts per token (2)");
+  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
         << num(s.capacity_factor) << " x " << s.top_k << " x " << per_device << " / " << E << ") = " << C
         << " of\n   them, the first C in token order; the others are dropped (they pass without that expert).\n\n";
 
-    const MoeInputs in = moe_inputs(s, cli.common.seed);
+    MoeInputs in = moe_inputs(s, cli.common.seed);
+    read_named_inputs(cli.common.inputs, {{"x", &in.x}, {"W_router", &in.w_router}, {"W_in", &in.w_in}, {"W_out", &in.w_out}, {"dy", &in.dout}}, session.dtype());
     const MoeRun r = run_moe(session, s, in);
     if (!session.runtime().is_root()) return session.finish();
     Report& report = session.report();

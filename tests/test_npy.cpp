@@ -269,7 +269,7 @@ TEST_SUITE("npy") {
 
   TEST_CASE("a NUL byte in the header is refused, as NumPy's literal_eval refuses it") {
     const std::string p = temp_path("nul.npy");
-    for (const std::string dict : {std::string("{'descr': '<f8'\0, 'fortran_order': False, 'shape': (1,), }", 58),
+    for (const std::string& dict : {std::string("{'descr': '<f8'\0, 'fortran_order': False, 'shape': (1,), }", 58),
                                    std::string("{'descr': '<f8\0', 'fortran_order': False, 'shape': (1,), }", 58)}) {
       write_file(p, npy_bytes(dict, raw<double>({1.5})));
       CHECK(has(io_error(p), "its header holds a NUL byte"));

@@ -131,7 +131,8 @@ std::string canonical_header(const std::string& header) {
 }
 
 Header check_header(const std::string& path, const std::string& head, std::uint64_t size) {
-  const std::string descr = descr_of(head);
+  std::string descr = descr_of(head);
+  if (descr.find('\0') != std::string::npos) descr.clear();  // refused below, as any NUL in the header
   if (!descr.empty() && !readable_descr(descr))
     throw io(path, "holds dtype '" + descr + "'; shardlab reads " + kReadable);
   const auto unreadable = [&](const std::string& why) { return io(path, "not a readable .npy file (" + why + ")"); };

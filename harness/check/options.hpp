@@ -19,6 +19,7 @@ struct CommonOptions {
   std::string inject;                // --inject KIND: one bug planted in the sharded run (collectives/fault.hpp)
   std::string replay = "on";         // --replay on|off: bfloat16 runs against their replay (collectives/replay.hpp)
   std::string uneven = "none";       // --uneven chunk|pad|none: dims that do not divide (core/mesh.hpp)
+  std::string inputs;                // --inputs: a .npz or folder of NAME.npy (harness/check/npz.hpp)
 };
 
 }  // namespace shardlab

@@ -61,6 +61,12 @@ void Cli::mesh_follows_processes(const std::string& axis) { impl_->line_axis = a
 
 void Cli::uneven_option() { add_uneven_option(&impl_->app, common.uneven); }
 
+void Cli::inputs_option() {
+  impl_->app.add_option("--inputs", common.inputs,
+                        "read the lesson's input tensors that this .npz or folder of NAME.npy names (float16, bfloat16, "
+                        "float32, float64) from it; the rest are generated as without it");
+}
+
 void Cli::flag(const std::string& flags, bool& target, const std::string& help) {
   impl_->app.add_flag(flags, target, help);
 }

@@ -48,6 +48,9 @@ class Cli {
   void mesh_follows_processes(const std::string& axis);
   // --uneven chunk|pad|none into common.uneven (chunk by default; add_uneven_option).
   void uneven_option();
+  // --inputs FILE.npz|FOLDER into common.inputs: the lesson's named input tensors read from it
+  // (harness/models/case_run_io.hpp), the rest generated as without it.
+  void inputs_option();
   CommonOptions common;
 
  private:

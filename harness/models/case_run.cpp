@@ -212,7 +212,7 @@ CaseFile layout_case(const std::string& body, const std::string& shard, const st
   const Mesh& mesh = session.mesh();
   const std::string text = "name = \"" + label + "\"\nmesh = \"" + mesh.text() + "\"\n" + body + "\n" +
                            with_mesh_axes(shard, mesh) + "\n";
-  CaseFile c = parse_case_file(text, label);
+  CaseFile c = parse_case_file(text, label, session.options().inputs);  // a lesson's --inputs
   c.seed = seed;
   c.dtype = dtype_name(session.dtype());
   return c;

@@ -36,36 +36,81 @@ std::string InputsUsed::text() const {
   return out;
 }
 
-std::map<std::string, Tensor> case_inputs(const CaseFile& c, const TensorProgram& p, InputsUsed* used) {
-  std::map<std::string, Tensor> out = program_inputs(p, c.seed);
-  if (c.inputs_from.empty()) return out;
+namespace {
+
+// Each of `tensors` the arrays name replaced by its array rounded to `dtype`, its shape and values
+// checked first; Error(io) when the arrays name none of them.
+InputsUsed take_arrays(const NamedArrays& files, const std::vector<std::pair<std::string, Tensor*>>& tensors,
+                       DType dtype) {
   InputsUsed u;
-  u.source = c.inputs_from;
-  const NamedArrays& files = c.input_files;
-  for (const auto& [name, letters] : p.inputs) {
+  u.source = files.source;
+  for (const auto& [name, tensor] : tensors) {
     const auto it = files.arrays.find(name);
     if (it == files.arrays.end()) {
       u.generated.push_back(name);
       continue;
     }
-    const Shape want = p.shape(name), got(it->second.data.shape().begin(), it->second.data.shape().end());
+    const Shape want = shape_of(*tensor), got = shape_of(it->second.data);
     if (got != want)
-      throw Error(ErrorKind::rank_mismatch, files.where(name) + " has shape " + io_shape_words(got) + "; the program's " + name +
-                                                " (" + letters + ") is " + io_shape_words(want));
+      throw Error(ErrorKind::rank_mismatch, files.where(name) + " has shape " + io_shape_words(got) + "; the input " + name +
+                                                " here is " + io_shape_words(want));
     refuse_non_finite(files.where(name), it->second.data);
-    out[name] = it->second.data;
+    *tensor = rounded(it->second.data, dtype);
     u.read.push_back(name + " (" + npy_type_name(it->second.type) + ")");
   }
   for (const auto& [name, array] : files.arrays)
-    if (std::none_of(p.inputs.begin(), p.inputs.end(), [&](const auto& in) { return in.first == name; }))
-      u.unused.push_back(name);
+    if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == name; })) u.unused.push_back(name);
   if (u.read.empty()) {
     std::vector<std::string> names;
-    for (const auto& in : p.inputs) names.push_back(in.first);
-    throw Error(ErrorKind::io, c.inputs_from + " names none of the program's inputs (" + join(names, ", ") +
-                                   "); it holds " + join(u.unused, ", "));
+    for (const auto& t : tensors) names.push_back(t.first);
+    throw Error(ErrorKind::io, files.source + " names none of the inputs here (" + join(names, ", ") + "); it holds " +
+                                   join(u.unused, ", "));
   }
+  return u;
+}
+
+std::vector<std::pair<std::string, Tensor*>> named(const TensorProgram& p, std::map<std::string, Tensor>& values) {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (const auto& in : p.inputs) out.push_back({in.first, &values.at(in.first)});
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> case_inputs(const CaseFile& c, const TensorProgram& p, InputsUsed* used) {
+  std::map<std::string, Tensor> out = program_inputs(p, c.seed);
+  if (c.inputs_from.empty()) return out;
+  // float64: every value as stored; the run rounds its inputs to its element type itself.
+  const InputsUsed u = take_arrays(c.input_files, named(p, out), DType::float64);
   if (used) *used = u;
+  return out;
+}
+
+std::string read_named_inputs(const std::string& path, const std::vector<std::pair<std::string, Tensor*>>& tensors,
+                              DType dtype) {
+  return path.empty() ? "" : take_arrays(load_arrays(path), tensors, dtype).text();
+}
+
+template <class T>
+void read_ffn_inputs(FfnInputsOf<T>& in, const std::string& path, DType dtype, bool backward) {
+  if (path.empty()) return;
+  Tensor x = converted<double>(in.x), w_in = converted<double>(in.w_in), w_out = converted<double>(in.w_out),
+         r = backward ? converted<double>(in.r) : Tensor();
+  std::vector<std::pair<std::string, Tensor*>> tensors = {{"x", &x}, {"W_in", &w_in}, {"W_out", &w_out}};
+  if (backward) tensors.push_back({"dy", &r});
+  read_named_inputs(path, tensors, dtype);
+  in.x = converted<T>(x);
+  in.w_in = converted<T>(w_in);
+  in.w_out = converted<T>(w_out);
+  if (backward) in.r = converted<T>(r);
+}
+template void read_ffn_inputs<double>(FfnInputsOf<double>&, const std::string&, DType, bool);
+template void read_ffn_inputs<float>(FfnInputsOf<float>&, const std::string&, DType, bool);
+template void read_ffn_inputs<bfloat16>(FfnInputsOf<bfloat16>&, const std::string&, DType, bool);
+
+std::map<std::string, Tensor> program_inputs_from(const std::string& path, const TensorProgram& p, std::uint64_t seed) {
+  std::map<std::string, Tensor> out = program_inputs(p, seed);
+  if (!path.empty()) take_arrays(load_arrays(path), named(p, out), DType::float64);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "collectives/runtime.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/program_check.hpp"
+#include "harness/models/ffn.hpp"
 #include "harness/plan/program_plan.hpp"
 
 namespace shardlab {
@@ -29,6 +30,18 @@ struct InputsUsed {
 // rank_mismatch) and every value finite (Error io); the rest program_inputs(p, c.seed)'s. An
 // input file naming none of the inputs is refused (Error io): it is surely not this case's.
 std::map<std::string, Tensor> case_inputs(const CaseFile& c, const TensorProgram& p, InputsUsed* used = nullptr);
+
+// A lesson's or model's named input tensors from `path` (a .npz or folder; nothing when empty):
+// each tensor the arrays name is replaced by its array, rounded to `dtype` (the run stores it so),
+// after its shape is checked (Error rank_mismatch) and its values (Error io, non-finite). Error(io)
+// when the arrays name none of them. Returns the lines InputsUsed::text() prints ("" when empty).
+std::string read_named_inputs(const std::string& path, const std::vector<std::pair<std::string, Tensor*>>& tensors,
+                              DType dtype);
+// An FFN's x, W_in, W_out and (backward) dy, its R, from `path`, as read_named_inputs.
+template <class T>
+void read_ffn_inputs(FfnInputsOf<T>& in, const std::string& path, DType dtype, bool backward);
+// The same over program_inputs(p, seed): a program's inputs with those `path` names read from it.
+std::map<std::string, Tensor> program_inputs_from(const std::string& path, const TensorProgram& p, std::uint64_t seed);
 
 // The element that sets an output check's power (verify.hpp: max over i of (tol_i + |err_i|) /
 // RMS): on a user's values, an outlier's element usually.

@@ -89,6 +89,7 @@ FfnSpecs ffn_specs(const FfnStrategy& s, const Mesh& mesh, const FfnDims& dims);
 struct FfnConfig {
   std::string strategy = "gspmd";
   FfnDims dims;
+  std::string inputs;  // a lesson's --inputs: x, W_in, W_out (dy: R) read from it (case_run_io.hpp)
   bool backward = false;
   std::uint64_t seed = 0;
   DType dtype = DType::float32;    // element type stored and moved (core/dtype.hpp)

@@ -25,6 +25,7 @@
 #include "core/gelu.hpp"
 #include "core/layout.hpp"
 #include "harness/models/bench_ffn.hpp"
+#include "harness/models/case_run_io.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_check.hpp"
 #include "harness/models/ffn_verify.hpp"
@@ -232,7 +233,8 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
   auto t0 = std::chrono::steady_clock::now();
   std::optional<progress::Phase> shown;  // the phase on the progress display (progress.hpp); emplace ends the last
   shown.emplace("generating inputs x, W_in, W_out" + std::string(c.backward ? ", R" : ""));
-  const FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
+  read_ffn_inputs(in, c.inputs, c.dtype, c.backward);  // a lesson's --inputs
   r.seconds_inputs = seconds_since(t0);
 
   const Mesh& mesh = plan.mesh;
