@@ -7,6 +7,7 @@
 #include "core/table.hpp"
 #include "core/text.hpp"
 #include "core/wrap.hpp"
+#include "core/error.hpp"
 #include "harness/check/session.hpp"
 #include "harness/models/three_d.hpp"
 
@@ -70,23 +71,49 @@ ModelSpec miniature_model(const ThreeDConfig& c) {
 
 }  // namespace
 
-Miniature run_miniature(const Layout& chosen, const CommonOptions& common) {
+namespace {
+
+struct Prepared {
   Miniature mini;
+  ThreeDConfig config;
+};
+
+Prepared prepare(const Layout& chosen, std::uint64_t seed) {
+  Prepared r;
+  Miniature& mini = r.mini;
   mini.chosen = chosen;
   std::string note;
   const Layout degrees = miniature_layout(chosen, &note);
   mini.notes.push_back(note);
   mini.run = runnable(degrees, mini.notes);
-  ThreeDConfig c;
+  ThreeDConfig& c = r.config;
   c.data = mini.run.dp, c.pipe = mini.run.pp, c.tensor = mini.run.tp;
-  c.chunks = 2, c.zero_stage = mini.run.zero, c.seed = common.seed;
+  c.chunks = 2, c.zero_stage = mini.run.zero, c.seed = seed;
   mini.run.micro_batch = static_cast<int>(c.micro_batch);
   mini.model = miniature_model(c);
+  mini.mesh = three_d_mesh(c);
+  return r;
+}
+
+}  // namespace
+
+std::string miniature_mesh(const Layout& chosen) { return prepare(chosen, 0).mini.mesh; }
+
+Miniature run_miniature(const Layout& chosen, const CommonOptions& common) {
   CommonOptions o = common;
-  o.mesh = mini.mesh = three_d_mesh(c);
+  o.mesh = miniature_mesh(chosen);
   o.quiet = true;
   Session session("plan-model --miniature", o);
-  mini.dtype = o.dtype;
+  return run_miniature(chosen, session);
+}
+
+Miniature run_miniature(const Layout& chosen, Session& session) {
+  Prepared prep = prepare(chosen, session.options().seed);
+  Miniature& mini = prep.mini;
+  const ThreeDConfig& c = prep.config;
+  if (session.mesh().text() != mini.mesh)
+    throw Error(ErrorKind::parse, "the miniature of " + chosen.text() + " runs on --mesh " + mini.mesh);
+  mini.dtype = session.options().dtype;
   const ThreeDInputs in = three_d_inputs(c);
   const RunResult run = session.run(three_d_program(c, in));
   if (!session.runtime().is_root()) return mini;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/check/options.hpp"
+#include "harness/check/session.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/jobs/plan_model.hpp"
 
@@ -36,9 +37,13 @@ struct Miniature {
 // 2); `note` says which.
 Layout miniature_layout(const Layout& chosen, std::string* note);
 
-// Runs on the sim backend (threads of this process). Error(parse) for a degree the run cannot
-// take (an EP layout runs without EP, noted).
+// The mesh the miniature of `chosen` runs on: "D=2,P=2,T=2".
+std::string miniature_mesh(const Layout& chosen);
+// Runs on the backend of `common` (its mesh replaced by miniature_mesh; nothing printed), or in
+// `session`, whose mesh must be miniature_mesh(chosen) (Error(parse) otherwise). Root only has the
+// checks and terms.
 Miniature run_miniature(const Layout& chosen, const CommonOptions& common);
+Miniature run_miniature(const Layout& chosen, Session& session);
 
 // The summary people read (its last line "the plan's byte model matched the run's ledger in N of N
 // terms"); `per_device` adds the table of every term.
