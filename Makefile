@@ -356,7 +356,7 @@ PLOT_TERM := $(if $(filter command line,$(origin TERM)),$(TERM),pngcairo)
 GNUPLOT ?= gnuplot
 PLOT_README ?= yes
 PLOT_SWEEP ?= yes
-PLOT_DATA := machine.dat busbw.dat bytes_per_device.dat comm_share.dat memory_per_device.dat zero_memory.dat bubble.dat
+PLOT_DATA := machine.dat busbw.dat bytes_per_device.dat comm_share.dat memory_per_device.dat zero_memory.dat bubble.dat plan_model.dat
 plots:
 	@case "$(PLOT_TERM)" in dumb|png|pngcairo) ;; \
 	  *) echo "plots: TERM=$(PLOT_TERM) is not a plot terminal; give TERM=dumb, or leave TERM out for PNG files" >&2; exit 2;; esac
@@ -372,8 +372,8 @@ plots:
 	  echo "mpiexec failed: measuring on the sim backend instead (busbw: ours only; machine: no link)"; \
 	else echo "mpiexec not found: measuring on the sim backend (busbw: ours only; machine: no link)"; fi; \
 	echo "== $$busbw --backend sim"; OPENBLAS_NUM_THREADS=1 $$busbw --backend sim
-	@[ "$(PLOT_SWEEP)" = no ] || echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble --machine $(PLOT_DIR)/machine.dat"
-	@[ "$(PLOT_SWEEP)" = no ] || OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble --machine $(PLOT_DIR)/machine.dat
+	@[ "$(PLOT_SWEEP)" = no ] || echo "== $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble,plan --machine $(PLOT_DIR)/machine.dat"
+	@[ "$(PLOT_SWEEP)" = no ] || OPENBLAS_NUM_THREADS=1 $(SHARDLAB) sweep --out $(PLOT_DIR) --what bytes,share,memory,zero,bubble,plan --machine $(PLOT_DIR)/machine.dat
 	@if ! command -v $(GNUPLOT) >/dev/null; then echo "gnuplot not found: skipping plots"; exit 0; fi; \
 	term=$(PLOT_TERM); [ $$term = dumb ] || term=pngcairo; written=""; \
 	for g in plots/*.gp; do \

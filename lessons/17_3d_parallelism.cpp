@@ -58,40 +58,6 @@ std::map<std::string, double> messages_by_axis(const std::vector<LedgerRow>& row
   return n;
 }
 
-// One Adam step against the unsharded model: the last stage's output, the owned gradient rows and
-// the weight shards of every device, each as one verdict (named with `tag` in front).
-std::vector<Verdict> check_step(const Mesh& mesh, const ThreeDConfig& c, const RunResult& run, const ThreeDReference& ref,
-                                const std::string& tag) {
-  Verdict outputs, grads, weights;
-  // The loss weights the output linearly (L = sum y R), so no gradient depends on y: it is
-  // checked on its own, or a wrong forward sum would pass unseen.
-  outputs.name = tag + "last stage's output y = unsharded";
-  grads.name = tag + "owned step-1 gradient rows = whole batch's";
-  weights.name = tag + "W1, W2 shards after one Adam step = unsharded";
-  for (int id = 0; id < mesh.devices(); ++id) {
-    const auto k = mesh.coords(id);
-    const int d = k[0], p = k[1], t = k[2];
-    // Each as the device stores it: padding (--uneven pad) is expected to be exactly 0.
-    const ThreeDCut cut = three_d_cut(c, d, t);
-    auto shard = [&](const Tensor& w, bool by_cols) { return three_d_shard(c, w, t, by_cols); };
-    auto own1 = [&](const Tensor& w) { return cut.w1_rows.own(shard(w, true)); };
-    auto own2 = [&](const Tensor& w) { return cut.w2_rows.own(shard(w, false)); };
-    const Outputs& o = run.outputs[id];
-    const std::vector<std::pair<Verdict, Verdict*>> vs = {
-        {compare("dW1", o.at("dW1"), own1(ref.g1[p]), own1(ref.g1_tol[p])), &grads},
-        {compare("dW2", o.at("dW2"), own2(ref.g2[p]), own2(ref.g2_tol[p])), &grads},
-        {compare("W1", o.at("W1"), shard(ref.w1[p], true), shard(ref.w1_tol[p], true)), &weights},
-        {compare("W2", o.at("W2"), shard(ref.w2[p], false), shard(ref.w2_tol[p], false)), &weights}};
-    for (const auto& [v, into] : vs) absorb(*into, v, "device " + std::to_string(id) + " " + v.name);
-    if (p == c.pipe - 1) {
-      const std::size_t n = ref.y.shape()[0] / c.data;
-      auto mine = [&](const Tensor& whole) -> Tensor { return xt::view(whole, xt::range(d * n, (d + 1) * n), xt::all()); };
-      absorb(outputs, compare("y", o.at("y"), mine(ref.y), mine(ref.y_tol)), "device " + std::to_string(id) + " y");
-    }
-  }
-  return {outputs, grads, weights};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,9 +289,9 @@ int main(int argc, char** argv) {
            "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n\n";
 
     // One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
-    for (const Verdict& v : check_step(mesh, c, run, three_d_reference(c, in, session.dtype()), ""))
+    for (const Verdict& v : three_d_check(mesh, c, run, three_d_reference(c, in, session.dtype()), ""))
       report.checks.push_back(v);
-    for (const Verdict& v : check_step(mesh, c2, run2, three_d_reference(c2, in, session.dtype()), "ZeRO-2: "))
+    for (const Verdict& v : three_d_check(mesh, c2, run2, three_d_reference(c2, in, session.dtype()), "ZeRO-2: "))
       report.checks.push_back(v);
     const std::string stages_text =
         c.pipe == 2 ? "both stages" : c.pipe == 1 ? "its one stage" : "all " + std::to_string(c.pipe) + " stages";

@@ -19,7 +19,8 @@ std::size_t widest(const std::string& text) {
 
 TEST_CASE("--help of every lesson and every shardlab command fits 100 columns") {
   for (const char* bin : {"01_mesh_and_layout", "08_gspmd_ffn", "12_attention", "15_zero", "16_pipeline",
-                          "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel", "shardlab", "shardlab bench",
+                          "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel",
+                          "21_planning_a_model", "shardlab", "shardlab bench",
                           "shardlab bench collectives", "shardlab bench ffn", "shardlab cost", "shardlab ffn",
                           "shardlab matmul", "shardlab einsum", "shardlab sweep", "shardlab run", "shardlab check",
                           "shardlab zero", "shardlab pipeline", "shardlab soak", "shardlab exercise",

@@ -50,7 +50,8 @@ TEST_CASE("lessons: every command a lesson prints runs as printed") {
                            "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
                            "08_gspmd_ffn", "09_column_row_pairwise", "10_pairwise_backward", "11_propagation",
                            "12_attention", "13_transformer_layer", "14_data_parallel", "15_zero", "16_pipeline",
-                           "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel"};
+                           "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel",
+                           "21_planning_a_model"};
   int exercises = 0, ran = 0;
   for (const char* lesson : lessons) {
     const std::string name = lesson;
@@ -126,7 +127,8 @@ TEST_CASE("lessons: output at most 100 columns wide, sections in order, no tenso
                              "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
                              "08_gspmd_ffn", "09_column_row_pairwise", "10_pairwise_backward", "11_propagation",
                              "12_attention", "13_transformer_layer", "14_data_parallel", "15_zero", "16_pipeline",
-                             "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel"}) {
+                             "17_3d_parallelism", "18_sequence_parallel", "19_context_parallel", "20_expert_parallel",
+                           "21_planning_a_model"}) {
     const std::string name = lesson;
     CAPTURE(name);
     const auto r = run_binary(lesson);

@@ -58,6 +58,7 @@ const std::vector<LessonMeshes> kLessons = {
     {"18_sequence_parallel", "", {"Y=1", "Y=8"}, {"X=2,Y=4"}},
     {"19_context_parallel", "", {"X=4", "X=8"}, {"X=1"}},  // a ring needs 2 devices
     {"20_expert_parallel", "", {"X=2,Y=2", "X=1,Y=2", "X=2,Y=1", "X=1,Y=1", "X=1,Y=8", "X=8,Y=1", "X=8", "X=1"}, {}},
+    {"21_planning_a_model", "", {"D=2,P=2,T=2"}, {"X=8", "D=2,P=1,T=2"}},  // the miniature's own mesh
 };
 
 // The first stdout line wider than 100 columns, with its number; "" if none.

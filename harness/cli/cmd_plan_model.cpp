@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/jobs/job_miniature.hpp"
 #include "harness/jobs/job_search.hpp"
 
 namespace shardlab {
@@ -15,8 +16,19 @@ namespace {
 struct PlanModelOptions {
   std::string model, cluster, print_model, print_cluster;
   int devices = 0, top = 3;
-  bool json = false, overlap_dp = false;
+  bool json = false, overlap_dp = false, miniature = false, no_miniature = false;
 };
+
+nlohmann::ordered_json miniature_json(const Miniature& m) {
+  nlohmann::ordered_json j = {{"mesh", m.mesh}, {"layout_run", m.run.text()}, {"notes", m.notes},
+                              {"pass", m.pass()}, {"terms_matched", m.matched()}, {"terms", m.terms.size()}};
+  j["checks"] = nlohmann::ordered_json::array();
+  for (const auto& v : m.verdicts) j["checks"].push_back({{"name", v.name}, {"pass", v.pass}});
+  j["byte_terms"] = nlohmann::ordered_json::array();
+  for (const auto& t : m.terms)
+    j["byte_terms"].push_back({{"device", t.device}, {"part", t.part}, {"plan_bytes", t.model}, {"ledger_bytes", t.ledger}});
+  return j;
+}
 
 nlohmann::ordered_json cost_json(const JobCost& j) {
   const auto& l = j.layout;
@@ -52,17 +64,22 @@ int run(const PlanModelOptions& o) {
               << c.name << ": the leanest needs " << need / 1e9 << " GB a device of " << c.memory_bytes / 1e9 << "\n";
     return 2;
   }
+  std::unique_ptr<Miniature> mini;
+  if (!o.no_miniature) mini = std::make_unique<Miniature>(run_miniature(r.fitting[0].layout, CommonOptions{}));
+  const int status = mini && !mini->pass() ? 1 : 0;
   if (o.json) {
     nlohmann::ordered_json j = {{"model", m.name}, {"cluster", c.name}, {"devices", o.devices},
                                 {"params", model_params(m)}, {"evaluated", r.evaluated},
                                 {"fitting", r.fitting.size()}};
     j["best"] = nlohmann::ordered_json::array();
     for (int i = 0; i < o.top && i < static_cast<int>(r.fitting.size()); ++i) j["best"].push_back(cost_json(r.fitting[i]));
+    if (mini) j["miniature"] = miniature_json(*mini);
     std::cout << j.dump(2) << std::endl;
-    return 0;
+    return status;
   }
   std::cout << plan_text(m, c, s, r, o.top);
-  return 0;
+  if (mini) std::cout << miniature_text(*mini, o.miniature);
+  return status;
 }
 
 }  // namespace
@@ -78,6 +95,8 @@ Command add_plan_model_command(CLI::App& app) {
   c->add_option("--top", o->top, "how many of the best layouts to show")->capture_default_str();
   c->add_flag("--overlap-dp", o->overlap_dp, "hide DP communication behind the backward pass");
   c->add_flag("--json", o->json, "print one JSON object instead of the tables");
+  c->add_flag("--miniature", o->miniature, "show every byte term of the miniature run (device by device)");
+  c->add_flag("--no-miniature", o->no_miniature, "plan only: do not run the chosen layout in miniature");
   c->add_option("--print-model", o->print_model, "print a model preset as a TOML file and stop");
   c->add_option("--print-cluster", o->print_cluster, "print a cluster preset as a TOML file and stop");
   return {c, [o] { return run(*o); }};

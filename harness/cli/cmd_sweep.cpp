@@ -17,6 +17,7 @@
 #include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/machine.hpp"
+#include "harness/jobs/job_sweep.hpp"
 #include "harness/models/sweep.hpp"
 #include "harness/cli/timeout_option.hpp"
 
@@ -38,7 +39,7 @@ struct SweepOptions {
   std::string machine;  // a machine.dat for the this-machine preset
 };
 
-const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "busbw", "machine"};
+const std::vector<std::string> kWhat = {"bytes", "share", "memory", "zero", "bubble", "plan", "busbw", "machine"};
 
 // How well the fit holds: "rate from 512K up, within 2% over 12 timings; all 36 timings within 61%"
 // (a timing: one collective at one size).
@@ -98,6 +99,7 @@ int run_sweep(const SweepOptions& o) {
   if (wants("share")) root.tables.push_back(share_sweep(o.share_dims, o.max_devices, &presets));
   if (wants("memory")) root.tables.push_back(memory_sweep(o.dims, o.max_devices, dtype));
   if (wants("zero")) root.tables.push_back(zero_sweep());
+  if (wants("plan")) root.tables.push_back(plan_model_sweep());
   if (wants("bubble") && process_is_root()) root.tables.push_back(bubble_sweep());
   if (wants("busbw") && !o.bench_csv.empty())
     root.tables.push_back(
@@ -182,7 +184,7 @@ Command add_sweep_command(CLI::App& app) {
       "and memory per device against device count for every FFN strategy, the modeled communication share of an "
       "FFN step per hardware preset, ZeRO memory per device by stage, measured busbw ours against MPICH's (make plots draws them)");
   c->add_option("--out", o->out, "directory for the .dat files (created if missing)")->capture_default_str();
-  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,zero,bubble,busbw; machine measures "
+  c->add_option("--what", o->what, "tables to write, comma separated: bytes,share,memory,zero,bubble,plan,busbw; machine measures "
                                    "this machine's GEMM and reduction rates, and under mpiexec -n 2 with --backend mpi "
                                    "fits launch, alpha and the link rate (the this-machine preset's figures)")
       ->capture_default_str();

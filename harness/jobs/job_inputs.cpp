@@ -30,6 +30,7 @@ double mlp_params(const ModelSpec& m) {  // one FFN (one expert): weights and bi
 double expert_params(const ModelSpec& m) { return m.moe() ? m.experts * mlp_params(m) : 0; }
 
 double layer_params(const ModelSpec& m) {
+  if (!m.attention) return mlp_params(m);
   const double h = m.hidden, hd = h / m.heads, kv = 2 * h * m.kv_heads * hd;
   const double attn = h * h + kv + h * h + (m.biases ? h + 2 * m.kv_heads * hd + h : 0);
   const double norms = m.biases ? 4 * h : 2 * h;  // two LayerNorms (weight, bias) or RMSNorms

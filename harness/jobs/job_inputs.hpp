@@ -25,6 +25,9 @@ struct ModelSpec {
   // Attention scores held in memory (materialized, as Megatron-LM in 2021) or never stored
   // (flash, FlashAttention's fused kernel): decides the 5 a s / h term of the activations.
   bool flash_attention = true;
+  // false: a bare stack of MLP blocks, no attention and no norms (the miniature run's model,
+  // harness/models/three_d.hpp); its layers hold the two FFN matrices alone.
+  bool attention = true;
   bool moe() const { return experts > 0; }
 };
 

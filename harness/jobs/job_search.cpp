@@ -132,8 +132,8 @@ std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchO
   out << "\nWhy " << b.text() << " (article 004's rules, with these numbers):\n";
   // TP inside a node.
   {
-    const double across = tp_seconds(m, b, best.micro_batches, c.inter);
-    const double inside = tp_seconds(m, b, best.micro_batches, c.intra);
+    const double across = tp_seconds(m, b, c.inter);
+    const double inside = tp_seconds(m, b, c.intra);
     if (b.tp > 1)
       out << "  - TP stays inside a node: " << verdict(tp_inside_node(c, b)) << ". Over NVLink-class links it costs "
           << sec(inside) << " s a step; across nodes it would cost " << sec(across) << " s.\n";

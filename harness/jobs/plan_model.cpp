@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/text.hpp"
+#include "collectives/predict.hpp"
 #include "harness/models/pipeline.hpp"
 
 namespace shardlab {
@@ -63,7 +64,7 @@ ActTerms act_terms(const ModelSpec& m) {
 
 double matmul_params(const ModelSpec& m) {  // a layer's matmul weights a token uses
   const double h = m.hidden, hd = h / m.heads;
-  const double attn = 2 * h * h + 2 * h * m.kv_heads * hd;
+  const double attn = m.attention ? 2 * h * h + 2 * h * m.kv_heads * hd : 0;
   return attn + (m.gated_ffn ? 3 : 2) * h * m.ffn * std::max(1, m.top_k);
 }
 
@@ -82,7 +83,7 @@ double activation_bytes_per_layer(const ModelSpec& m, int b, const Layout& l, Re
 
 double step_flops(const ModelSpec& m, Recompute r) {
   const double tokens = m.global_batch * m.seq;
-  const double layer_fwd = 2 * matmul_params(m) + 4.0 * m.seq * m.hidden;
+  const double layer_fwd = 2 * matmul_params(m) + (m.attention ? 4.0 * m.seq * m.hidden : 0);
   const double logits = 2.0 * m.vocab * m.hidden;
   double passes = 3 * (m.layers * layer_fwd + logits);
   if (r == Recompute::full) passes += m.layers * layer_fwd;
@@ -102,14 +103,74 @@ double step_flops_logits(const ModelSpec& m) { return m.global_batch * m.seq * 3
 
 bool tp_inside_node(const ClusterSpec& c, const Layout& l) { return l.tp <= c.devices_per_node; }
 
-double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link) {
-  if (l.tp < 2) return 0;
-  const double n = 2.0 * m.seq * l.micro_batch * m.hidden;  // b s h in bf16
-  const int per_layer = l.recompute == Recompute::full ? 6 : 4;
-  const double one = l.sp ? collective_seconds("all_gather", Algorithm::ring, l.tp, n, link) +
-                                collective_seconds("reduce_scatter", Algorithm::ring, l.tp, n, link)
-                          : collective_seconds("all_reduce", Algorithm::ring, l.tp, n, link);
-  return double(m.layers) / l.pp * micro_batches * per_layer * one;
+double device_params(const ModelSpec& m, const Layout& l) {
+  // Parameters on the first stage: its layers (experts over EP too) and the input embedding.
+  const double dense_layer = layer_params(m) - expert_params(m);
+  double pd = double(m.layers) / l.pp * (dense_layer / l.tp + expert_params(m) / (l.tp * l.ep));
+  pd += (double(m.vocab) * m.hidden) / l.tp + (m.learned_positions ? double(m.seq) * m.hidden : 0);
+  if (l.pp == 1 && !m.tied_embeddings) pd += double(m.vocab) * m.hidden / l.tp;
+  return pd;
+}
+
+int micro_batches(const ModelSpec& m, const Layout& l) {
+  return static_cast<int>(m.global_batch / l.dp / l.micro_batch);
+}
+
+std::vector<CommTerm> comm_terms(const ModelSpec& m, const Layout& l, int stage, double element_bytes,
+                                 bool scatter_gather) {
+  std::vector<CommTerm> v;
+  const double mb = micro_batches(m, l), layers_here = double(m.layers) / l.pp;
+  const double act = element_bytes * m.seq * l.micro_batch * m.hidden;  // b s h
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  if (l.tp > 1) {
+    // Per layer and micro-batch: an f/g pair for attention and one for the MLP, each reducing
+    // once forward and once backward; full recomputation runs the forward's again. Without an
+    // embedding the first layer's input gradient goes nowhere, so it is not reduced.
+    const double blocks = m.attention ? 2 : 1, fwd = blocks * (l.recompute == Recompute::full ? 2 : 1);
+    const double count = layers_here * mb * (fwd + blocks) - (first && m.vocab == 0 ? mb : 0);
+    if (l.sp) {
+      v.push_back({"TP", "all_gather", l.tp, act, count});
+      v.push_back({"TP", "reduce_scatter", l.tp, act, count});
+    } else {
+      v.push_back({"TP", "all_reduce", l.tp, act, count});
+    }
+  }
+  if (l.pp > 1) {
+    // Each micro-batch's activation on and its gradient back, per virtual stage; the very first
+    // chunk receives no gradient to pass back and the very last sends nothing on.
+    const double sends = mb * (2.0 * l.vp - (first ? 1 : 0) - (last ? 1 : 0));
+    v.push_back({"P2P", "send", 2, scatter_gather ? act / l.tp : act, sends});
+  }
+  if (l.dp > 1) {
+    const double g = element_bytes * device_params(m, l);  // the gradients
+    if (l.zero == 0) {
+      v.push_back({"DP", "all_reduce", l.dp, g, 1});
+    } else {
+      v.push_back({"DP", "reduce_scatter", l.dp, g, l.zero >= 2 ? mb : 1});
+      v.push_back({"DP", "all_gather", l.dp, g, l.zero >= 3 ? 2 * mb : 1});
+    }
+  }
+  if (m.moe() && l.ep > 1)
+    v.push_back({"EP", "all_to_all", l.ep, act * m.top_k, layers_here * mb * (l.recompute == Recompute::full ? 6 : 4)});
+  return v;
+}
+
+double comm_term_seconds(const CommTerm& t, const Hardware& hw) {
+  if (t.op == "send") return t.count * (hw.launch + hw.alpha + t.bytes / hw.bytes_per_s);
+  return t.count * collective_seconds(t.op, Algorithm::ring, t.group, t.bytes, hw);
+}
+
+double comm_term_bytes_sent(const CommTerm& t, std::size_t element_bytes, int member) {
+  if (t.op == "send") return t.count * t.bytes;
+  const double input = t.op == "all_gather" ? t.bytes / t.group : t.bytes;  // all_gather takes one block
+  return t.count * double(predicted_bytes_sent_by(t.op, t.group, static_cast<std::size_t>(input), element_bytes, member));
+}
+
+double tp_seconds(const ModelSpec& m, const Layout& l, const Hardware& link) {
+  double s = 0;
+  for (const CommTerm& t : comm_terms(m, l, -1, 2, true))
+    if (t.part == "TP") s += comm_term_seconds(t, link);
+  return s;
 }
 
 JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, const JobPlanOptions& o) {
@@ -117,14 +178,10 @@ JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, cons
   j.layout = l;
   j.peak = c.peak(o.dtype);
   const int devices = l.devices();
-  j.micro_batches = static_cast<int>(m.global_batch / l.dp / l.micro_batch);
+  j.micro_batches = micro_batches(m, l);
   const int mb = j.micro_batches;
   const double layers_here = double(m.layers) / l.pp;
-  // Parameters on the first stage: its layers (experts over EP too) and the input embedding.
-  const double dense_layer = layer_params(m) - expert_params(m);
-  double pd = layers_here * (dense_layer / l.tp + expert_params(m) / (l.tp * l.ep));
-  pd += (double(m.vocab) * m.hidden) / l.tp + (m.learned_positions ? double(m.seq) * m.hidden : 0);
-  if (l.pp == 1 && !m.tied_embeddings) pd += double(m.vocab) * m.hidden / l.tp;
+  const double pd = device_params(m, l);
   j.params_per_device = pd;
   const double d = l.dp;
   j.memory.params = 2 * pd / (l.zero >= 3 ? d : 1);
@@ -146,33 +203,22 @@ JobCost job_cost(const ModelSpec& m, const ClusterSpec& c, const Layout& l, cons
   const double passes = l.recompute == Recompute::full ? 8 : 6;  // 2 x (forward 1 + backward 2 + recompute 1)
   const double hbm = passes * layers_here * mb * none / c.hbm_bytes_per_s;
   j.time.compute = stage_flops(m, l) / (j.peak * c.gemm_efficiency) + hbm;
-  j.time.tp = tp_seconds(m, l, mb, link_for(c, tp_inside_node(c, l)));
-  if (m.moe() && l.ep > 1) {
-    const double n = 2.0 * m.seq * l.micro_batch * m.top_k * m.hidden;
-    const bool inside = l.tp * l.ep <= c.devices_per_node;
-    const int count = l.recompute == Recompute::full ? 6 : 4;
-    j.time.ep = layers_here * mb * count *
-                collective_seconds("all_to_all", Algorithm::ring, l.ep, n, link_for(c, inside));
+  // Communication: an interior stage's terms (it sends both ways) in bf16, each on the link its
+  // group spans (ranks: TP, then DP, then PP).
+  for (const CommTerm& t : comm_terms(m, l, -1, 2, o.scatter_gather)) {
+    const int node = c.devices_per_node;
+    const bool inside = t.part == "TP"    ? tp_inside_node(c, l)
+                        : t.part == "P2P" ? l.tp * l.dp * 2 <= node
+                        : t.part == "DP"  ? l.tp * l.dp <= node
+                                          : l.tp * l.ep <= node;
+    const double s = comm_term_seconds(t, link_for(c, inside));
+    (t.part == "TP" ? j.time.tp : t.part == "P2P" ? j.time.p2p : t.part == "DP" ? j.time.dp : j.time.ep) += s;
   }
+  j.time.dp_exposed = o.overlap_dp ? 0 : j.time.dp;
   const double ideal = j.time.compute + j.time.tp + j.time.ep;
   if (l.pp > 1) {
     const double f = bubble_formula(l.pp, mb, l.vp);  // share of the whole: (p-1)/(v m + p-1)
     j.time.bubble = ideal * f / (1 - f);
-    const bool inside = l.tp * l.dp * 2 <= c.devices_per_node;  // ranks: TP, then DP, then PP
-    const double n = 2.0 * m.seq * l.micro_batch * m.hidden / l.tp;
-    const Hardware& hw = link_for(c, inside);
-    j.time.p2p = 2.0 * l.vp * mb * (hw.launch + hw.alpha + n / hw.bytes_per_s);
-  }
-  if (l.dp > 1) {
-    const bool inside = l.tp * l.dp <= c.devices_per_node;
-    const Hardware& hw = link_for(c, inside);
-    const double g = 2 * pd;  // bf16 gradients
-    const double rs = collective_seconds("reduce_scatter", Algorithm::ring, l.dp, g, hw);
-    const double ag = collective_seconds("all_gather", Algorithm::ring, l.dp, g, hw);
-    if (l.zero <= 1) j.time.dp = collective_seconds("all_reduce", Algorithm::ring, l.dp, g, hw);
-    else if (l.zero == 2) j.time.dp = mb * rs + ag;
-    else j.time.dp = mb * (rs + 2 * ag);
-    j.time.dp_exposed = o.overlap_dp ? 0 : j.time.dp;
   }
   j.time.optimizer = 28 * pd / (l.zero >= 1 ? d : 1) / c.hbm_bytes_per_s;
   const double step = j.time.step();

@@ -37,6 +37,7 @@
 // Collectives are priced by collective_seconds (ring) on the cluster's intra- or inter-node link.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "harness/jobs/job_inputs.hpp"
 
@@ -56,8 +57,9 @@ struct Layout {
 };
 
 struct JobPlanOptions {
-  std::string dtype = "bf16";  // peak FLOP/s used for compute
-  bool overlap_dp = false;     // DP communication hidden behind the backward pass
+  std::string dtype = "bf16";   // peak FLOP/s used for compute
+  bool overlap_dp = false;      // DP communication hidden behind the backward pass
+  bool scatter_gather = true;   // PP sends b s h / t from each TP rank (Narayanan Section 4.1)
 };
 
 struct MemoryParts {
@@ -99,7 +101,26 @@ double step_flops_logits(const ModelSpec& m);        // its output layer's share
 // One device's FLOPs a step on the slowest (last) pipeline stage: its layers and the output layer.
 double stage_flops(const ModelSpec& m, const Layout& l);
 // The TP communication of one step on `link` (the layout's own, or another to compare).
-double tp_seconds(const ModelSpec& m, const Layout& l, int micro_batches, const Hardware& link);
+double tp_seconds(const ModelSpec& m, const Layout& l, const Hardware& link);
+double device_params(const ModelSpec& m, const Layout& l);  // on the first stage, over TP and EP
+int micro_batches(const ModelSpec& m, const Layout& l);     // m: a pipeline's micro-batches a step
+
+// The byte model: one communication term of a step on one device, `count` calls of `op` ("send"
+// for a pipeline's point-to-point) over a group of `group` devices, each on a tensor of `bytes`
+// (the whole tensor, as collective_seconds takes it). The step time prices these terms; the
+// miniature run (job_miniature.hpp) checks the bytes they send against a run's ledger.
+struct CommTerm {
+  std::string part, op;  // part: "TP", "P2P", "DP", "EP"
+  int group = 1;
+  double bytes = 0, count = 0;
+};
+// The terms of a device on pipeline stage `stage` (-1: an interior stage, which sends both ways),
+// tensors of `element_bytes` a value.
+std::vector<CommTerm> comm_terms(const ModelSpec& m, const Layout& l, int stage, double element_bytes,
+                                 bool scatter_gather);
+double comm_term_seconds(const CommTerm& t, const Hardware& link);
+// Bytes member `member` of the group sends for the term (collectives/predict.hpp's ring arithmetic).
+double comm_term_bytes_sent(const CommTerm& t, std::size_t element_bytes, int member);
 bool tp_inside_node(const ClusterSpec& c, const Layout& l);
 
 }  // namespace shardlab

@@ -152,6 +152,11 @@ std::vector<ExerciseCase> later_lessons() {
          "ecm,emh->ech", "x,W_in,h", "Y,X,_", "Y,X,_", "Y,X,_", "e=8,c=16,m=8,h=16"),
       ex("20", "MoE: the experts' weight gradient, each expert data parallel over X", "X=2,Y=2", "ecm,ech->emh",
          "x,dh,dW_in", "Y,X,_", "Y,X,_", "Y,_,_", "e=8,c=16,m=8,h=16"),
+      // 21: the planner's byte terms, one by one, on its miniature mesh
+      ex("21", "the plan's TP term: a stage's row matmul, its sums over T, the batch over D", "D=2,P=2,T=2",
+         "bh,hm->bm", "h,W_out,y", "D,T", "T,_", "D,_", "b=8,h=16,m=8"),
+      ex("21", "the plan's DP term under ZeRO: W_in's gradient, each replica keeping its rows", "D=2,P=2,T=2",
+         "bm,bh->mh", "x,dh,dW_in", "D,_", "D,T", "D,T", "b=8,m=8,h=16"),
   };
 }
 

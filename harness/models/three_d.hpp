@@ -21,6 +21,8 @@
 
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
+#include "core/mesh.hpp"
+#include "harness/check/verify.hpp"
 #include "harness/models/training.hpp"
 
 namespace shardlab {
@@ -79,5 +81,10 @@ std::string traffic_axis(const LedgerRow& row);
 // ring's formulas (collectives/predict.hpp): evenly, (D-1)/D of the 2 width (hidden/T) elements each.
 double zero_d_bytes(const ThreeDConfig& c, std::size_t element_bytes, int d, int t);
 int zero_reduce_scatters(const ThreeDConfig& c);  // per weight: 1, or m with ZeRO-2
+
+// One Adam step of a run against the unsharded model: the last stage's output, the owned gradient
+// rows and the weight shards of every device, each as one verdict (named with `tag` in front).
+std::vector<Verdict> three_d_check(const Mesh& mesh, const ThreeDConfig& c, const RunResult& run,
+                                   const ThreeDReference& ref, const std::string& tag);
 
 }  // namespace shardlab
