@@ -128,7 +128,8 @@ def worker(args):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2)
     out = {"rank": args.rank}
     if args.worker == "layer":
-        out["step_seconds"] = torch_layer(torch, dist, parse_dims(args.dims), args.steps, args.rank)
+        out["step_seconds"], out["step_cpu_seconds"] = torch_layer(torch, dist, parse_dims(args.dims), args.steps,
+                                                                  args.rank)
     else:
         out["collectives_us"] = torch_collectives(torch, dist, args.iters)
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -137,7 +138,7 @@ def worker(args):
 
 
 def torch_layer(torch, dist, d, steps, rank):
-    """Seconds of each step, the first (cold) then `steps` warm ones."""
+    """Wall and process CPU seconds of each step, the first (cold) then `steps` warm ones."""
     class CopyToParallel(torch.autograd.Function):  # Megatron's f: identity forward, AllReduce backward
         @staticmethod
         def forward(ctx, x):
@@ -171,18 +172,19 @@ def torch_layer(torch, dist, d, steps, rank):
     w_in = ints(d["M"], d["H"], scale=1 / 8)[:, cols].contiguous().requires_grad_()
     w_out = ints(d["H"], d["M"], scale=1 / 8)[cols, :].contiguous().requires_grad_()
     dy = ints(d["B"], d["S"], d["M"])
-    times = []
+    times, cpu = [], []
     for _ in range(steps + 1):
         for t in (x, w_in, w_out):
             t.grad = None
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         h = CopyToParallel.apply(x) @ w_in
         y = ReduceFromParallel.apply(torch.nn.functional.gelu(h) @ w_out)
         y.backward(dy)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         del h, y
-    return times
+    return times, cpu
 
 
 def torch_collectives(torch, dist, iters):
@@ -316,16 +318,18 @@ def main():
 def compare(a):
     print(f"# bench peer: Megatron MLP pairwise on 2 devices, forward + backward, float32, {dims_text(a.dims)}")
     print(f"# CPU: {cpu_model()}, {os.cpu_count()} cores; one BLAS thread per device on both sides")
-    sl_steps, pt_steps, kernels, pt_peak = [], [], None, 0
+    sl_steps, pt_steps, sl_cpu, pt_cpu, kernels, pt_peak = [], [], [], [], None, 0
     for r in range(a.rounds):
         print(f"round {r + 1}: A shardlab, {load_text()}", flush=True)
         j = shardlab_layer(a)
         kernels = kernels_of(j.get("kernels"))
         sl_steps += j["step_seconds"]
+        sl_cpu += j.get("step_cpu_seconds", [])
         print(f"round {r + 1}: B PyTorch + gloo (OPENBLAS_CORETYPE={kernels}), {load_text()}", flush=True)
         res = run_torch(a, "layer", kernels, dims=dims_text(a.dims), steps=a.steps)
         # A step ends when the slower rank's does.
         pt_steps += [max(s) for s in zip(*(x["step_seconds"][1:] for x in res))]
+        pt_cpu += [sum(s) for s in zip(*(x["step_cpu_seconds"][1:] for x in res))]  # both processes
         pt_peak = max([pt_peak] + [x["peak_rss_bytes"] for x in res])
     sl, pt = statistics.median(sl_steps), statistics.median(pt_steps)
     print(f"# OpenBLAS kernels: {kernels} on both sides; {len(sl_steps)} warm steps each, median")
@@ -333,6 +337,11 @@ def compare(a):
             ["PyTorch + gloo (2 processes)", f"{pt:.3f}", "1.00"]]
     table(["warm step", "seconds", "/ PyTorch"], rows)
     print(f"step ratio shardlab / PyTorch: {sl / pt:.2f} (median warm step)")
+    if sl_cpu and pt_cpu:
+        # CPU time, both devices: what each side computes, whatever other jobs take from the cores.
+        sc, pc = statistics.median(sl_cpu), statistics.median(pt_cpu)
+        print(f"CPU ratio shardlab / PyTorch: {sc / pc:.2f} (median warm step's CPU seconds, both devices: "
+              f"{sc:.3f} against {pc:.3f})")
     if not a.no_mpi and shutil.which("mpiexec"):
         peaks = shardlab_mpi_peaks(a)
         print(f"# peak memory: mpiexec -n 2 shardlab ffn --backend mpi per rank (rank 0 also verifies); "

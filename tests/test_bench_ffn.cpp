@@ -93,11 +93,21 @@ TEST_CASE("bench ffn --steps N: N warm steps after the first, each with its GFLO
   }
   std::sort(seconds.begin(), seconds.end());
   CHECK(j["warm_over_floor"].get<double>() == doctest::Approx(seconds[1] / j["floor_seconds"].get<double>()));
+  // Each warm step's CPU time, and the median against the FLOPs at the one-core CPU rate.
+  REQUIRE(j["step_cpu_seconds"].size() == 3);
+  std::vector<double> cpu;
+  for (const auto& c : j["step_cpu_seconds"]) cpu.push_back(c.get<double>());
+  for (double c : cpu) CHECK(c > 0);
+  std::sort(cpu.begin(), cpu.end());
+  const double cpu_floor = j["flops"].get<double>() / (j["single_core_cpu_gflops"].get<double>() * 1e9);
+  CHECK(j["warm_cpu_over_cpu_floor"].get<double>() == doctest::Approx(cpu[1] / cpu_floor));
+  CHECK(text.out.find("in CPU time: the median warm step took") != std::string::npos);
   // Without --steps: no warm step, and the JSON says so.
   const auto none = nlohmann::json::parse(run_binary("shardlab bench ffn --dims B=2,S=8,M=16,H=64 --json").out);
   CHECK(none["steps"] == 0);
   CHECK(none["step_seconds"].empty());
   CHECK_FALSE(none.contains("warm_over_floor"));
+  CHECK_FALSE(none.contains("warm_cpu_over_cpu_floor"));
 }
 
 TEST_CASE("bench ffn --steps refuses a negative or non-numeric count in one sentence, exit 2") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <iostream>
 #include <thread>
@@ -41,17 +42,38 @@ std::string checks_table(const std::vector<Verdict>& checks, DType t) {
   return table.text();
 }
 
+// The one-core GEMM rate by the wall clock, and by the calling thread's CPU time (the rate while it
+// runs, whatever else shares the core): the best of 3 calls after a warm-up.
+struct GemmRates {
+  double wall = 0, cpu = 0;
+};
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 template <class T>
-double gemm_gflops(std::size_t n) {
+GemmRates gemm_rates(std::size_t n) {
   std::vector<T> a(n * n, T(0.5)), b(n * n, T(0.25)), c(n * n);
-  double best = 0;
+  GemmRates best;
   for (int rep = 0; rep < 4; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = thread_cpu_seconds();
     batched_gemm(1, n, n, n, a.data(), false, b.data(), false, c.data());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);  // the first call warms up
+    const double cpu = thread_cpu_seconds() - c0;
+    if (rep == 0) continue;  // the first call warms up
+    best.wall = std::max(best.wall, 2.0 * n * n * n / s / 1e9);
+    if (cpu > 0) best.cpu = std::max(best.cpu, 2.0 * n * n * n / cpu / 1e9);
   }
   return best;
+}
+
+GemmRates single_core_rates(const std::string& dtype, std::size_t n = 1536) {
+  use_one_blas_thread();
+  return parse_dtype(dtype) == DType::float64 ? gemm_rates<double>(n) : gemm_rates<float>(n);
 }
 
 double peak_rss_bytes() {
@@ -85,10 +107,7 @@ std::string steps_table(double first, const std::vector<double>& warm, double fl
 
 }  // namespace
 
-double single_core_gemm_gflops(const std::string& dtype, std::size_t n) {
-  use_one_blas_thread();
-  return parse_dtype(dtype) == DType::float64 ? gemm_gflops<double>(n) : gemm_gflops<float>(n);
-}
+double single_core_gemm_gflops(const std::string& dtype, std::size_t n) { return single_core_rates(dtype, n).wall; }
 
 double ffn_floor_seconds(const FfnPlan& plan, double one_core_gflops) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -105,6 +124,10 @@ struct Figures {
   double planned = 0, rss = 0;   // bytes the plan says this process needs; its peak RSS
   TouchRates touch;
   double touch_seconds = 0, warm_median = 0, cold_limit = 0;
+  // The same step in CPU time: the process's CPU seconds against the FLOPs at the one-core CPU
+  // rate. Time other jobs take from the cores is in neither, so on a shared machine this says what
+  // of the step is shardlab's own work beyond its GEMMs.
+  double cpu_rate = 0, cpu_floor = 0, warm_cpu = 0;
 };
 
 void print_json(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, const FfnResult& r, const Figures& f,
@@ -142,6 +165,9 @@ void print_json(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, 
   j["step_gflops_per_device"] = per_device;
   j["first_gflops_per_device"] = plan.flops_per_device() / r.seconds_run / 1e9;
   if (!r.seconds_steps.empty()) j["warm_over_floor"] = f.warm_median / f.floor;  // the median warm step
+  j["single_core_cpu_gflops"] = f.cpu_rate;
+  j["step_cpu_seconds"] = r.cpu_seconds_steps;
+  if (!r.cpu_seconds_steps.empty() && f.cpu_floor > 0) j["warm_cpu_over_cpu_floor"] = f.warm_cpu / f.cpu_floor;
   j["first_over_cold_limit"] = r.seconds_run / f.cold_limit;
   j["peak_rss_bytes"] = f.rss;
   j["planned_bytes"] = f.planned;
@@ -182,6 +208,12 @@ void print_text(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, 
               << "  warm step / floor = " << format_number(f.warm_median / f.floor, "%.2f") << " (the median of "
               << r.seconds_steps.size() << " warm steps; target <= 1.15); " << mesh.devices() << " devices on "
               << f.cores << " cores\n";
+  if (!r.cpu_seconds_steps.empty() && f.cpu_floor > 0)
+    std::cout << wrap_lines("  in CPU time: the median warm step took " + secs(f.warm_cpu) + " of the process's CPU, " +
+                            format_number(f.warm_cpu / f.cpu_floor, "%.2f") + "x its FLOPs at the one-core rate by CPU time (" +
+                            format_number(f.cpu_rate, "%.1f") + " GFLOP/s): " + secs(f.cpu_floor) +
+                            "; the wall ratio's excess over this is time the cores gave to others")
+              << "\n";
   std::cout << "\n" << checks_table(r.checks, dtype);
   for (const auto& c : r.checks)
     if (!c.pass) std::cout << wrap_lines("  " + c.name + ": " + c.detail) << "\n";
@@ -213,7 +245,9 @@ int bench_ffn(const FfnBenchOptions& o) {
 
   Figures f;
   f.cores = std::max(1u, std::thread::hardware_concurrency());
-  f.rate = single_core_gemm_gflops(o.dtype);  // GFLOP/s, one core
+  const GemmRates rates = single_core_rates(o.dtype);
+  f.rate = rates.wall;  // GFLOP/s, one core
+  f.cpu_rate = rates.cpu;
   f.floor = ffn_floor_seconds(plan, f.rate);
   // On a terminal, each phase with the time left (the sharded run's estimate: the FLOP floor).
   progress::enable("bench ffn", !o.json);
@@ -249,6 +283,8 @@ int bench_ffn(const FfnBenchOptions& o) {
   // plan's first touch; inputs + sharded run + verification within 1.5x the floor.
   f.warm_median = median_of(r.seconds_steps);
   f.cold_limit = 1.3 * f.floor + f.touch_seconds;
+  f.cpu_floor = rates.cpu > 0 ? f.flops / (rates.cpu * 1e9) : 0;
+  f.warm_cpu = median_of(r.cpu_seconds_steps);
 
   if (o.json)
     print_json(plan, config, mesh, r, f, dtype, o.steps);

@@ -198,6 +198,7 @@ struct FfnResult {
   // Wall time of each phase (root): generating inputs, the sharded run, verification.
   double seconds_inputs = 0, seconds_run = 0, seconds_verify = 0;
   std::vector<double> seconds_steps;  // each warm step after the first (FfnConfig::steps)
+  std::vector<double> cpu_seconds_steps;  // the process's CPU time (user + system) in each of them
   bool pass() const;
 };
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <type_traits>
 #include <cfloat>
@@ -215,6 +216,13 @@ xt::xarray<T> gather_global(const Mesh& mesh, const Spec& spec, const Shape& glo
   return out;
 }
 
+// User + system CPU seconds of every thread of this process: what a step costs whatever else shares the cores.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -260,8 +268,10 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
     Blocks<T> warm(static_cast<std::size_t>(mesh.devices()));
     for (int s = 0; s < c.steps; ++s) {
       const auto ts = std::chrono::steady_clock::now();
+      const double cpu = process_cpu_seconds();
       runner(typed_program<T>(plan, in, sink ? &warm : nullptr, false));
       r.seconds_steps.push_back(seconds_since(ts));
+      r.cpu_seconds_steps.push_back(process_cpu_seconds() - cpu);
     }
   }
   if (!root) return r;

@@ -295,7 +295,9 @@ Layouts::Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& sta
     return spec_of(code);
   });
   Lay here, work;
-  std::string code;
+  std::string code, key;
+  index_.reserve(4096);
+  nodes_.reserve(4096);
   while (!queue.empty()) {
     const auto [c, i] = queue.top();
     queue.pop();
@@ -312,13 +314,14 @@ Layouts::Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& sta
                     const Cost next = c + price(here, after, local, kind, axes, dim, to_dim);
                     if (next.key > bound) return;
                     encode(after, code);
-                    std::string key = key_of_code(code);
+                    key.assign(code);
+                    if (after.partial.size() > 1) key = key_of_code(code);
                     auto it = index_.find(key);
                     if (it != index_.end()) {
                       const Node& old = nodes_[static_cast<std::size_t>(it->second)];
                       if (old.settled || !(next < old.cost)) return;
                     }
-                    const int j = it != index_.end() ? it->second : node_of(std::move(key));
+                    const int j = it != index_.end() ? it->second : node_of(std::string(key));
                     Node& n = nodes_[static_cast<std::size_t>(j)];  // node_of may have moved nodes_
                     n.code = code;
                     n.cost = next;
