@@ -28,7 +28,6 @@
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
-#include "harness/models/case_run_io.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/ffn_check.hpp"
 #include "harness/models/ffn_line.hpp"
@@ -56,7 +55,6 @@ int main(int argc, char** argv) {
              "full for bfloat16)");
   cli.mesh_follows_processes("Y");  // mpiexec -n 8 ... --backend mpi: a line of 8
   cli.uneven_option();               // M or H that do not split over the line
-  cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -78,7 +76,6 @@ int main(int argc, char** argv) {
     config.dtype = session.dtype();
     config.dims = parse_ffn_dims(dims_flag);
     config.seed = cli.common.seed;
-    config.inputs = cli.common.inputs;
     config.strategy = "row_column";
     const FfnPlan row_col = plan_ffn(mesh, config);
     config.strategy = "pairwise";
@@ -93,8 +90,7 @@ int main(int argc, char** argv) {
     const Spec w_cols = Spec::parse("_," + Y), w_rows = Spec::parse(Y + ",_");  // a weight cut by columns, by rows
 
     // x holds B*S tokens of M features; h = x W_in, g = gelu(h), y = g W_out.
-    FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
-    read_ffn_inputs(in, config.inputs, DType::float64, false);
+    const FfnInputs in = ffn_inputs_as<double>(d, config.seed, false);  // no R: forward only
     const Einsum up = Einsum::parse("bsm,mh->bsh"), down = Einsum::parse("bsh,hm->bsm");
     // --verify full: the programs multiply in float64 and y is compared element by element with
     // the unsharded layer. sketch: they multiply in the element type (float32: sgemm, about 2x

@@ -46,7 +46,8 @@ std::string descr_of(const std::string& bytes) {
 // bfloat16 as ml_dtypes (and so JAX) saves it: numpy has no bfloat16, and np.save writes an
 // ml_dtypes array's dtype.str, the 2-byte void '<V2' ('|V2' from a plain void view of the bits).
 // Each 2-byte word is the upper half of a float32, little-endian.
-bool is_bfloat16_descr(const std::string& d) { return d == "<V2" || d == "|V2"; }
+// 'bfloat16' is read too: the header ml_dtypes' users write by hand from str(dtype) to keep the type.
+bool is_bfloat16_descr(const std::string& d) { return d == "<V2" || d == "|V2" || d == "bfloat16"; }
 bool readable_descr(const std::string& d) { return d == "<f2" || d == "<f4" || d == "<f8" || is_bfloat16_descr(d); }
 const char* const kReadable = "little-endian float16 (<f2), float32 (<f4), float64 (<f8) or bfloat16 (<V2, as ml_dtypes and "
                               "JAX save it)";
