@@ -187,6 +187,7 @@ TEST_CASE("cli: standard output that cannot be written is exit 3 with one line, 
     CAPTURE(lesson);
     CHECK(run_binary(lesson + " --help >/dev/full").status == 3);
   }
+  shardlab::testing::run_line("rm -rf /tmp/shardlab_test_cli_sweep");
   const auto lesson = run_binary("02_reduction_allreduce --quiet >/dev/full");
   CHECK(lesson.status == 3);
   CHECK(count_lines(lesson.err) == 1);

@@ -214,10 +214,11 @@ void hold_standard_streams() {
 
 int checked_stdout(int status) {
   static bool said = false;  // once, though guarded() may nest
-  std::cout.flush();
   errno = 0;
+  std::cout.flush();  // through stdio's buffer (cout is synced with it): its failure sets errno
+  int why = errno;
   const bool flushed = std::fflush(stdout) == 0;
-  const int why = errno;
+  if (why == 0) why = errno;
   if (std::cout.good() && flushed && !std::ferror(stdout)) return status;
   if (!said)
     std::cerr << "error: standard output could not be written" << (why ? std::string(" (") + std::strerror(why) + ")" : "")
