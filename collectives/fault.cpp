@@ -5,6 +5,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace shardlab {
 
@@ -26,9 +27,8 @@ Fault parse_fault(const std::string& text) {
   if (text.empty() || text == "none") return f;
   if (text.rfind("perturb:", 0) == 0) {
     const std::string e = text.substr(8);
-    char* end = nullptr;
-    f.size = e.empty() ? NAN : std::strtod(e.c_str(), &end);
-    if (e.empty() || *end != '\0' || !std::isfinite(f.size) || f.size <= 0)
+    f.size = number_syntax(e, false).empty() ? std::strtod(e.c_str(), nullptr) : NAN;
+    if (!std::isfinite(f.size) || f.size <= 0)
       throw Error(ErrorKind::parse, "--inject " + text + ": perturb needs a size E > 0, e.g. perturb:1e-3");
     f.kind = FaultKind::perturb;
     return f;
@@ -39,6 +39,17 @@ Fault parse_fault(const std::string& text) {
       return f;
     }
   throw Error(ErrorKind::parse, "--inject '" + text + "' is not a fault this harness plants; use " + kList);
+}
+
+void refuse_unplantable(const Fault& f, DType t) {
+  const double epsilon = 2 * unit_roundoff(t);
+  if (f.kind != FaultKind::perturb || f.size >= epsilon) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "--inject perturb:%g plants nothing in %s: an element times (1 + %g) rounds back to itself below the "
+                "type's epsilon %.3g; give perturb:E with E >= %.3g",
+                f.size, dtype_name(t).c_str(), f.size, epsilon, epsilon);
+  throw Error(ErrorKind::parse, buf);
 }
 
 std::string fault_text(const Fault& f) {

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace shardlab {
 
 enum class FaultKind {
@@ -35,6 +37,10 @@ struct Fault {
 // "perturb:1e-3", "skip-add", ...; "" or "none" is no fault. Error(parse) naming the kinds.
 Fault parse_fault(const std::string& text);
 std::string fault_text(const Fault& f);  // as parse_fault reads it
+// perturb:E below the element type's epsilon (2u: 2.2e-16, 1.2e-7, 7.8e-3) plants nothing: the
+// element times (1 + E) rounds back to itself, and the run would PASS over no fault. Error(parse),
+// one sentence naming the smallest E that shows; any other fault passes.
+void refuse_unplantable(const Fault& f, DType t);
 // Every kind, perturb with `e` ("perturb:0.001", "skip-add", ...).
 std::vector<std::string> fault_kinds(double e);
 

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -60,11 +62,53 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return out;
 }
 
+namespace {
+std::size_t digits_from(const std::string& text, std::size_t at) {
+  std::size_t n = 0;
+  while (at + n < text.size() && std::isdigit(static_cast<unsigned char>(text[at + n]))) ++n;
+  return n;
+}
+}  // namespace
+
+std::string number_syntax(const std::string& text, bool whole) {
+  const std::string expected = whole ? "expected a whole number in decimal" : "expected a number in decimal";
+  std::size_t at = !whole && !text.empty() && text[0] == '-' ? 1 : 0;
+  const std::size_t int_digits = digits_from(text, at);
+  if (int_digits > 1 && text[at] == '0') return "write it without leading zeros";
+  at += int_digits;
+  std::size_t frac_digits = 0;
+  if (!whole && at < text.size() && text[at] == '.') {
+    frac_digits = digits_from(text, at + 1);
+    at += 1 + frac_digits;
+  }
+  if (int_digits + frac_digits == 0) return expected;
+  if (!whole && at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    const std::size_t sign = at + 1 < text.size() && (text[at + 1] == '-' || text[at + 1] == '+') ? 1 : 0;
+    const std::size_t exp_digits = digits_from(text, at + 1 + sign);
+    if (exp_digits == 0) return expected;
+    at += 1 + sign + exp_digits;
+  }
+  return at == text.size() ? "" : expected;
+}
+
+double parse_real(const std::string& text, const std::string& what) {
+  std::string why = number_syntax(text, false);
+  double v = 0;
+  if (why.empty()) {
+    errno = 0;
+    v = std::strtod(text.c_str(), nullptr);
+    if (errno == ERANGE && std::fabs(v) > 1) why = "it is too large for a double";
+  }
+  if (!why.empty()) throw Error(ErrorKind::parse, what + " is '" + excerpt(text) + "'; " + why);
+  return v;
+}
+
 long parse_positive(const std::string& text, const std::string& what) {
-  bool digits = !text.empty() && text.size() <= 9;
-  for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  long v = digits ? std::stol(text) : 0;
-  if (v <= 0) throw Error(ErrorKind::parse, what + " has '" + text + "', expected a positive integer");
+  const std::string why = number_syntax(text, true);
+  const long v = why.empty() && text.size() <= 9 ? std::stol(text) : 0;
+  if (v <= 0)
+    throw Error(ErrorKind::parse, what + " has '" + text + "', expected a positive integer" +
+                                      (why == "write it without leading zeros" ? " without leading zeros" : ""));
   return v;
 }
 

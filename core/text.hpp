@@ -21,7 +21,16 @@ std::string size_text(std::size_t bytes);
 std::uint64_t input_file_size(const std::string& path, const std::string& what, std::uint64_t max_bytes);
 // The whole file (a regular file of at most 16 MiB); Error(io) naming <what> <path> otherwise.
 std::string read_text_file(const std::string& path, const std::string& what);
-// A whole positive integer; otherwise Error(parse): "<what> has 'x', expected a positive integer".
+// The one syntax of every number a user types (a flag's value, --dims, a mesh, perturb:E), in
+// decimal only: a whole number is digits with no leading zero ("0" aside), so "010" and "0x10" are
+// refused rather than read as octal or hex; a real number may add a leading '-', a fraction and an
+// exponent (-1.5e-3, .5, 2.) and is never hex, "inf" or "nan". "" when `text` is well formed, else
+// why not ("expected a whole number in decimal"), to follow "<what> is '<text>'; ".
+std::string number_syntax(const std::string& text, bool whole);
+// A finite real number as number_syntax reads it; otherwise Error(parse): "<what> is 'x'; <why>".
+double parse_real(const std::string& text, const std::string& what);
+// A whole positive integer (number_syntax); otherwise Error(parse): "<what> has 'x', expected a
+// positive integer".
 long parse_positive(const std::string& text, const std::string& what);
 bool is_identifier(const std::string& text);  // letters, digits, '_' ; not starting with a digit
 // What a user typed, safe to quote in a one-line error: at most `max` characters, each byte

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -52,6 +53,12 @@ void check_writable(const std::string& given, const std::string& what) {
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw io(what, path, "it is a directory, not a file name");
     if (!S_ISREG(st.st_mode)) throw io(what, path, "it exists and is not a regular file");
+    // A read-only file is kept, for root too (whose access() ignores the mode bits), and so is an
+    // immutable one (chattr +i), which the rename at the end would fail on after all the work.
+    const bool no_write_bit = (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0;
+    if (no_write_bit || ::access(path.c_str(), W_OK) != 0)
+      throw io(what, path, std::string("it exists and is read-only") + (!no_write_bit && errno == EPERM ? " (immutable)" : "") +
+                               "; make it writable or give another name");
   }
   // A writable directory that takes no files (/proc, /sys, a read-only mount, as root): try the
   // temporary file the write will use, and remove it, so the run does not find out after its work.
@@ -112,8 +119,9 @@ void write_file_whole(const std::string& path_given, const std::string& what, co
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw io(what, path, "cannot put the new file in its place");
+    throw io(what, path, "cannot put the new file in its place (" + why + ")");
   }
 }
 

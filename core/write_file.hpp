@@ -12,7 +12,8 @@
 namespace shardlab {
 
 // Error(io) "cannot write <what> <path>: <why>" when the directory is missing or not writable, or
-// the path exists and is not a regular file. Creates nothing.
+// the path exists and is not a regular file, or is read-only (no write bit, even for root) or
+// immutable. Creates nothing and leaves the target as it was.
 void check_writable(const std::string& path, const std::string& what);
 // Error(io) when two of the named files are one: an output given twice, or an output on top of an
 // input ("--trace and --a-in name the same file x.npy"). Each entry is {flag, path}; empty paths are

@@ -40,6 +40,10 @@ TensorProgram ffn_program(const std::string& dims) {
   TensorProgram p;
   p.name = "ffn";
   p.sizes = parse_dim_sizes(dims);
+  for (const auto& [letter, size] : p.sizes)  // a size the program never reads would pass unseen
+    if (std::string("bsmh").find(letter) == std::string::npos)
+      throw Error(ErrorKind::parse, "--dims gives " + std::string(1, letter) + "=" + std::to_string(size) +
+                                        ", but the FFN program has no dim " + std::string(1, letter) + "; its dims are b, s, m, h");
   p.inputs = {{"x", "bsm"}, {"W_in", "mh"}, {"W_out", "hm"}};
   ProgramOp up, act, down;
   up.out = "h", up.name = "einsum", up.eq = "bsm,mh->bsh", up.in = {"x", "W_in"};

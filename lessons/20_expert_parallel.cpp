@@ -36,12 +36,7 @@ using namespace shardlab;
 
 namespace {
 
-double parse_factor(const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0') throw Error(ErrorKind::parse, "--capacity-factor " + text + " is not a number");
-  return v;
-}
+double parse_factor(const std::string& text) { return parse_real(text, "--capacity-factor"); }
 
 std::string num(double v) { return format_number(v, "%g"); }
 

@@ -50,20 +50,30 @@ TEST_CASE("shardlab soak --dtype: every case in the type asked, its weakest chec
     REQUIRE(j.contains("types"));
     REQUIRE(j["types"].contains(t));
     CHECK(j["types"].size() == 1);
-    // Nearly all of the run is its cases (the rest: drawing them and starting up).
-    CHECK(j["types"][t]["seconds"].get<double>() >= 0.5 * j["seconds"].get<double>());
+    // The cases' seconds are a part of the run's, measured on one clock (no share of it is
+    // asserted: that would depend on the machine's load).
+    CHECK(j["types"][t]["seconds"].get<double>() > 0);
+    CHECK(j["types"][t]["seconds"].get<double>() <= j["seconds"].get<double>());
     CHECK(j["types"][t]["cases_run"] == 12);
     CHECK(j["types"][t]["cases_passed"] == 12);
     CHECK(j["weak_checks"] == 0);
   }
 }
 
-TEST_CASE("shardlab soak: no verdict over zero cases; a run that could run none is one sentence, exit 2") {
-  const auto r = run_binary("shardlab soak --minutes 0.0000001");
-  CHECK(r.status == 2);
-  CHECK(count_lines(r.err) == 1);
-  CHECK(r.err.find("soak ran no case") != std::string::npos);
-  CHECK(r.out.empty());
+TEST_CASE("shardlab soak: a duration too short for a case is refused before it starts, never by the clock") {
+  // Refused by the rule, not by a race: the same answer on every run and every machine load.
+  for (const std::string minutes : {"0.0000001", "0.009"}) {
+    CAPTURE(minutes);
+    const auto r = run_binary("shardlab soak --minutes " + minutes);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("give at least 0.01") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  // The shortest duration allowed still verifies at least one case, however slow the machine.
+  const auto r = run_binary("shardlab soak --minutes 0.01 --seed 4 --json");
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["cases_run"].get<int>() >= 1);
 }
 
 TEST_CASE("shardlab soak: bad values are one sentence and exit 2") {

@@ -11,6 +11,8 @@
 #include "collectives/fault.hpp"
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "core/dtype.hpp"
+#include "core/text.hpp"
 #include "core/mesh.hpp"
 
 using namespace shardlab;
@@ -57,6 +59,28 @@ TEST_SUITE("fault") {
     CHECK(is_bookkeeping("peak_bytes"));
     CHECK(is_bookkeeping("held"));
     CHECK_FALSE(is_bookkeeping("dW_in"));
+  }
+
+  TEST_CASE("perturb:E below the element type's epsilon plants nothing, so it is refused") {
+    // The element v times (1 + E) is v again below epsilon: the run would PASS over no fault.
+    std::vector<float> f = {1.0f, 1.0f};
+    perturb_block(f.data(), f.size(), 1e-30);
+    CHECK(f[0] == 1.0f);  // planted nothing
+    CHECK_THROWS_WITH_AS(refuse_unplantable(parse_fault("perturb:1e-30"), DType::float32),
+                         doctest::Contains("plants nothing in float32"), Error);
+    CHECK_THROWS_AS(refuse_unplantable(parse_fault("perturb:1e-3"), DType::bfloat16), Error);
+    CHECK_THROWS_AS(refuse_unplantable(parse_fault("perturb:1e-17"), DType::float64), Error);
+    // At epsilon and above an element always moves by at least one step of its type.
+    for (const DType t : {DType::float32, DType::float64, DType::bfloat16}) {
+      CAPTURE(dtype_name(t));
+      const double e = 2 * unit_roundoff(t);
+      CHECK_NOTHROW(refuse_unplantable(parse_fault("perturb:" + format_number(e * 1.0000001, "%.17g")), t));
+      CHECK_NOTHROW(refuse_unplantable(parse_fault("skip-add"), t));
+    }
+    std::vector<bfloat16> b = {bfloat16(1.5f), bfloat16(1.5f)};
+    perturb_block(b.data(), b.size(), 2 * unit_roundoff(DType::bfloat16));
+    CHECK(float(b[0]) != 1.5f);
+    CHECK_THROWS_AS(parse_fault("perturb:0x1p-3"), Error);  // decimal only, as every number
   }
 
   TEST_CASE("skip-add: the last device's reduction step keeps what it received, once") {

@@ -374,3 +374,22 @@ outputs = ["y"]
     CHECK(searched == 3 * 3 * 3);  // gspmd, pairwise, data
   }
 }
+
+TEST_CASE("gradient_program: a wide split's stacked parts are refused past 256, before any op is made") {
+  auto fused = [](std::size_t j) {  // two parts of x split over j, multiplied (fused QKV's shape)
+    TensorProgram p;
+    p.name = "fused";
+    p.sizes = {{'b', 2}, {'j', j}, {'d', 4}};
+    p.inputs = {{"x", "bjd"}};
+    ProgramOp q, k, y;
+    q.out = "q", q.name = "split", q.in = {"x"}, q.over = "j", q.value = 0, q.has_value = true;
+    k.out = "k", k.name = "split", k.in = {"x"}, k.over = "j", k.value = 1, k.has_value = true;
+    y.out = "y", y.name = "mul", y.in = {"q", "k"};
+    p.ops = {q, k, y};
+    p.outputs = {"y"};
+    return make_program(p);
+  };
+  CHECK(gradient_program(fused(256)).program.ops.size() < 256 + 12);  // one op a part, names made in linear time
+  REQUIRE_THROWS_WITH_AS(gradient_program(fused(257)), doctest::Contains("at most 256"), Error);
+  CHECK_THROWS_AS(gradient_program(fused(1000000)), Error);
+}

@@ -50,12 +50,11 @@ TEST_CASE("join is the inverse of split") {
 TEST_CASE("parse_positive accepts whole positive integers") {
   CHECK(parse_positive("1", "n") == 1);
   CHECK(parse_positive("42", "n") == 42);
-  CHECK(parse_positive("007", "n") == 7);
   CHECK(parse_positive("999999999", "n") == 999999999L);
 }
 
 TEST_CASE("parse_positive rejects everything else with a parse error naming the input") {
-  for (const std::string bad : {"0", "-1", "", "+3", " 3", "3 ", "1.5", "q", "2x", "1e3", "1234567890"}) {
+  for (const std::string bad : {"0", "-1", "", "+3", " 3", "3 ", "1.5", "q", "2x", "1e3", "1234567890", "007", "0x4"}) {
     CAPTURE(bad);
     try {
       parse_positive(bad, "mesh axis X");
@@ -66,6 +65,46 @@ TEST_CASE("parse_positive rejects everything else with a parse error naming the 
       CHECK(msg.find("mesh axis X") != std::string::npos);
       CHECK(msg.find("'" + bad + "'") != std::string::npos);
       CHECK(msg.find("positive integer") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("number_syntax: decimal only, no leading zeros, no hex, inf or nan") {
+  for (const std::string ok : {"0", "7", "10", "123456789012345678901234567890"}) {
+    CAPTURE(ok);
+    CHECK(number_syntax(ok, true).empty());
+    CHECK(number_syntax(ok, false).empty());
+  }
+  for (const std::string ok : {"0.5", ".5", "2.", "-3", "-0.25", "1e3", "1E-3", "2.5e+10", "0e0"}) {
+    CAPTURE(ok);
+    CHECK(number_syntax(ok, false).empty());
+    CHECK(!number_syntax(ok, true).empty());
+  }
+  for (const std::string bad : {"", "-", ".", "e3", "1e", "1e+", "+3", " 3", "3 ", "0x10", "0X1p3", "inf", "nan",
+                                "-inf", "1,5", "1..2", "--1", "1e3.5", "0b1"}) {
+    CAPTURE(bad);
+    CHECK(!number_syntax(bad, true).empty());
+    CHECK(!number_syntax(bad, false).empty());
+  }
+  for (const std::string zeros : {"010", "00", "007.5", "-01"}) {
+    CAPTURE(zeros);
+    CHECK(number_syntax(zeros, false) == "write it without leading zeros");
+  }
+  CHECK(number_syntax("010", true) == "write it without leading zeros");
+}
+
+TEST_CASE("parse_real: a finite decimal number, or one sentence naming the flag") {
+  CHECK(parse_real("1e-30", "perturb") == 1e-30);
+  CHECK(parse_real("-2.5", "x") == -2.5);
+  CHECK(parse_real("1e-400", "x") == 0);  // below the smallest double: zero, not an error
+  for (const std::string bad : {"1e999", "0x10", "inf", "nan", "", "1.5x"}) {
+    CAPTURE(bad);
+    try {
+      parse_real(bad, "--capacity-factor");
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::parse);
+      CHECK(std::string(e.what()).rfind("--capacity-factor is '" + bad + "'; ", 0) == 0);
     }
   }
 }

@@ -25,7 +25,7 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
                             : unit == "M" || unit == "MiB" ? 1024 * 1024
                             : unit == "G" || unit == "GiB" ? std::size_t{1} << 30
                                                            : 0;
-  if (!used || !scale || text[0] == '-' || !std::isdigit(static_cast<unsigned char>(text[0])))
+  if (!used || !scale || !number_syntax(text.substr(0, used), true).empty())
     throw Error(ErrorKind::parse, what + " is '" + text + "'; give bytes such as 4096, 64K, 16M or 1G");
   if (v > (std::size_t{1} << 50) / scale)
     throw Error(ErrorKind::parse, what + " is '" + text + "', more than 1 PiB; give bytes such as 4096, 64K, 16M or 1G");

@@ -43,7 +43,9 @@ Session::Session(const std::string& case_name, const CommonOptions& options, boo
   const DType dtype = parse_dtype(options.dtype);
   runtime_ = std::make_unique<Runtime>(parse_backend(options.backend), options.collectives == "native", dtype);
   if (options.replay == "off") runtime_->set_replay(false);
-  runtime_->inject(parse_fault(options.inject));
+  const Fault fault = parse_fault(options.inject);
+  refuse_unplantable(fault, dtype);
+  runtime_->inject(fault);
   // A wrong process count is a setup error: say so before any part of a report is printed.
   if (devices) runtime_->check_mesh(mesh_);
   if (!options.trace.empty()) {

@@ -1,6 +1,11 @@
 #include "harness/cli/cli.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +16,7 @@
 
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "collectives/exit_signals.hpp"
 #include "harness/cli/help_format.hpp"
 #include "harness/cli/timeout_option.hpp"
@@ -26,6 +32,7 @@ struct Cli::Impl {
 
 Cli::Cli(const std::string& name, const std::string& description, const std::string& default_mesh)
     : impl_(std::make_unique<Impl>(name, description)) {
+  hold_standard_streams();
   exit_on_signals();
   common.mesh = default_mesh;
   auto& app = impl_->app;
@@ -76,7 +83,7 @@ int Cli::parse(int argc, char** argv) {
     impl_->app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     if (process_is_root()) std::cout << impl_->app.help();
-    return 0;
+    return checked_stdout(0);
   } catch (const CLI::ParseError& e) {
     if (process_is_root()) std::cerr << impl_->app.get_name() << ": " << e.what() << " (see --help)\n";
     return 2;
@@ -96,26 +103,26 @@ int Cli::parse(int argc, char** argv) {
 namespace {
 // What a typed value must look like, by CLI11's type name for the option: CLI11 2.1 reads integers
 // with strtoull/strtoll in base 0, so "-1" wraps to 2^64-1, "1e30" stops short, "010" is octal and
-// an overflow saturates; and it takes an empty string as a value. Returns the reason, or "".
+// an overflow saturates, reads reals with strtod, so "0x10" is 16, and takes an empty string as a
+// value. Every number is held to number_syntax instead. Returns the reason, or "".
 std::string bad_value(const std::string& type, const std::string& v) {
   if (v.find_first_not_of(" \t") == std::string::npos) return "is empty; give a value";
   const bool uint = type.rfind("UINT", 0) == 0, sint = !uint && type.rfind("INT", 0) == 0;
   if (uint || sint) {
-    const std::size_t digits = v[0] == '-' && sint ? 1 : 0;
     if (v[0] == '-' && uint) return "is '" + v + "'; it cannot be negative";
-    if (v.size() == digits || v.find_first_not_of("0123456789", digits) != std::string::npos)
-      return "is '" + v + "'; expected a whole number in decimal";
-    if (v.size() > digits + 1 && v[digits] == '0') return "is '" + v + "'; write it without leading zeros";
+    const std::size_t sign = v[0] == '-' && sint ? 1 : 0;
+    if (const std::string why = number_syntax(v.substr(sign), true); !why.empty()) return "is '" + v + "'; " + why;
     errno = 0;
     if (uint) std::strtoull(v.c_str(), nullptr, 10);
     else std::strtoll(v.c_str(), nullptr, 10);
     if (errno == ERANGE) return "is '" + v + "'; it does not fit in " + (uint ? "64 bits" : "a signed 64-bit integer");
   }
   if (type.rfind("FLOAT", 0) == 0) {
-    char* end = nullptr;
-    errno = 0;
-    const double d = std::strtod(v.c_str(), &end);
-    if (*end != '\0' || errno == ERANGE || !std::isfinite(d)) return "is '" + v + "'; expected a finite number";
+    try {
+      parse_real(v, "");
+    } catch (const Error& e) {
+      return std::string(e.what()).substr(1);  // "is '...'; why"
+    }
   }
   return "";
 }
@@ -150,6 +157,8 @@ void at_least(CLI::Option* option, long lo) { within(option, lo, std::numeric_li
 void within(CLI::Option* option, long lo, long hi) {
   option->check(CLI::Validator(
       [lo, hi](std::string& v) {
+        const std::size_t sign = !v.empty() && v[0] == '-' ? 1 : 0;
+        if (const std::string why = number_syntax(v.substr(sign), true); !why.empty()) return "is '" + v + "'; " + why;
         char* end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);  // out of range: LONG_MIN or LONG_MAX
         if (v.empty() || *end != '\0' || n < lo) return "is '" + v + "'; give at least " + std::to_string(lo);
@@ -198,20 +207,48 @@ std::string one_line(const std::string& text) {
 }
 }  // namespace
 
+void hold_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int held = ::open("/dev/null", O_RDONLY);
+      if (held >= 0 && held != fd) {
+        ::dup2(held, fd);
+        ::close(held);
+      }
+    }
+}
+
+int checked_stdout(int status) {
+  static bool said = false;  // once, though guarded() may nest
+  errno = 0;
+  std::cout.flush();  // through stdio's buffer (cout is synced with it): its failure sets errno
+  int why = errno;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (why == 0) why = errno;
+  if (std::cout.good() && flushed && !std::ferror(stdout)) return status;
+  if (!said)
+    std::cerr << "error: standard output could not be written" << (why ? std::string(" (") + std::strerror(why) + ")" : "")
+              << ", so the report is lost; give it a writable place\n";
+  said = true;
+  return 3;
+}
+
 int guarded(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
-    return e.kind() == ErrorKind::fault ? 3 : 2;
-  } catch (const std::bad_alloc&) {
-    if (process_is_root())
-      std::cerr << "error: out of memory: this run needs more memory than the machine could give; give smaller sizes\n";
-    return 2;
-  } catch (const std::exception& e) {
-    if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
-    return 2;
-  }
+  return checked_stdout([&] {
+    try {
+      return body();
+    } catch (const Error& e) {
+      if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
+      return e.kind() == ErrorKind::fault ? 3 : 2;
+    } catch (const std::bad_alloc&) {
+      if (process_is_root())
+        std::cerr << "error: out of memory: this run needs more memory than the machine could give; give smaller sizes\n";
+      return 2;
+    } catch (const std::exception& e) {
+      if (process_is_root()) std::cerr << "error: " << one_line(e.what()) << "\n";
+      return 2;
+    }
+  }());
 }
 
 }  // namespace shardlab

@@ -62,8 +62,18 @@ class Cli {
 // mpiexec with --backend mpi, else `fallback`.
 int line_devices(const CommonOptions& common, int fallback);
 
+// Before anything prints: a closed descriptor 0, 1 or 2 gets /dev/null opened read-only in its
+// place, so no file the run opens takes that number (a report written into a trace file) and a
+// write to it still fails. Called by Cli and shardlab's main; idempotent.
+void hold_standard_streams();
+// A report that cannot be written is a fault: flushes standard output and, when a write to it
+// failed (/dev/full, a closed descriptor, a full disk), says so in one line on stderr and returns
+// 3; otherwise `status`. guarded() and the --help paths end with it.
+int checked_stdout(int status);
+
 // Runs `body` and turns a shardlab::Error into one sentence on stderr (from the root process only)
 // and exit status 2 (3 for ErrorKind::fault); any other exception likewise becomes a sentence and status 2.
+// Then checked_stdout: output that could not be written is exit 3.
 int guarded(const std::function<int()>& body);
 
 }  // namespace shardlab

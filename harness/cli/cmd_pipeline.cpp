@@ -87,8 +87,12 @@ Command add_pipeline_command(CLI::App& app) {
   c->add_option("--virtual-stages", o->virtual_stages, "interleaved: model chunks per device (default 2)");
   c->add_option("--layers", o->layers, "layers, split evenly over the stages")->capture_default_str();
   c->add_option("--width", o->width, "each layer's width D (weights [D, D])")->capture_default_str();
-  c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
-  c->add_option("--batch", o->batch, "rows of the whole batch, cut into --chunks micro-batches (instead of --micro-batch)");
+  auto* micro = c->add_option("--micro-batch", o->micro_batch, "rows of each micro-batch")->capture_default_str();
+  // A --batch of 0 would read as "not given", and with --micro-batch one of the two would be dropped.
+  auto* batch = c->add_option("--batch", o->batch,
+                              "rows of the whole batch, cut into --chunks micro-batches (instead of --micro-batch)");
+  at_least(batch, 1);
+  batch->excludes(micro);
   add_run_options(c, o->common, "<stages>");
   add_uneven_option(c, o->common.uneven);
   return {c, [o] { return run(*o); }};

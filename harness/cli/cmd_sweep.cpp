@@ -1,6 +1,10 @@
 #include "harness/cli/cmd_sweep.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <thread>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +18,7 @@
 #include "core/error.hpp"
 #include "harness/cli/cli.hpp"
 #include "core/text.hpp"
+#include "core/write_file.hpp"
 #include "harness/bench/bench.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/cost/machine.hpp"
@@ -72,6 +77,27 @@ struct RootWork {
   std::vector<std::string> lines;
 };
 
+// The file each --what table is written to, in --out.
+const std::map<std::string, std::string> kDatName = {
+    {"bytes", "bytes_per_device"}, {"share", "comm_share"}, {"memory", "memory_per_device"}, {"zero", "zero_memory"},
+    {"bubble", "bubble"},          {"busbw", "busbw"},      {"machine", "machine"}};
+
+// Refuses, before anything is measured, a .dat file that could not be written after it (a
+// read-only or immutable one, a directory in its place) or an --out that could not be made.
+void check_dat_targets(const std::string& dir, const std::vector<std::string>& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {  // made later: its nearest existing parent must take it
+    fs::path up = fs::absolute(dir, ec);
+    while (!fs::exists(up, ec) && up != up.parent_path()) up = up.parent_path();
+    if (!fs::is_directory(up, ec) || ::access(up.c_str(), W_OK) != 0)
+      throw Error(ErrorKind::io, "cannot create directory " + dir + ": " + up.string() + " is not a writable directory");
+    return;
+  }
+  if (!fs::is_directory(dir, ec)) throw Error(ErrorKind::io, "--out " + dir + " is a file, not a directory");
+  for (const auto& w : what) check_writable((fs::path(dir) / (kDatName.at(w) + ".dat")).string(), "sweep table");
+}
+
 int run_sweep(const SweepOptions& o) {
   const Backend backend = parse_backend(o.backend);
   const DType dtype = parse_dtype(o.dtype);
@@ -91,6 +117,7 @@ int run_sweep(const SweepOptions& o) {
     throw Error(ErrorKind::world_size, "--what machine under " + std::to_string(sharing) + " processes on " +
                                            std::to_string(cores) + " cores would fit waiting, not the link; run it with mpiexec -n " +
                                            std::to_string(std::min(cores, 2)));
+  check_dat_targets(o.out, what);  // every rank: all refuse alike
   // Everything that can fail on bad input runs before anything is written.
   const std::vector<Hardware> presets = presets_with_machine(o.machine);
   const Hardware& machine = hardware_preset("this-machine", presets);

@@ -31,6 +31,7 @@
 namespace shardlab {
 
 int shardlab_main(int argc, char** argv) {
+  hold_standard_streams();
   exit_on_signals();
   CLI::App app("shardlab: learn and check tensor-parallel sharding on a simulated or MPI mesh", "shardlab");
   app.formatter(wrapping_formatter());  // before the subcommands: they copy it
@@ -71,7 +72,7 @@ int shardlab_main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     if (process_is_root()) std::cout << app.help();
-    return 0;
+    return checked_stdout(0);
   } catch (const CLI::ParseError& e) {
     if (process_is_root()) std::cerr << "shardlab: " << e.what() << " (see shardlab --help)\n";
     return 2;

@@ -8,15 +8,15 @@
 #include <CLI/CLI.hpp>
 
 #include "collectives/watchdog.hpp"
+#include "core/text.hpp"
 
 namespace shardlab {
 
 namespace {
 double parse_seconds(const std::string& text) {
   errno = 0;
-  char* end = nullptr;
-  const double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || !(v > 0))
+  const double v = number_syntax(text, false).empty() ? std::strtod(text.c_str(), nullptr) : 0;
+  if (errno != 0 || !std::isfinite(v) || !(v > 0))
     throw CLI::ValidationError("--collective-timeout is '" + text +
                                "'; give a positive number of seconds, such as 300");
   return v;

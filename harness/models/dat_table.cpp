@@ -102,8 +102,9 @@ std::vector<std::string> write_dat_files(const std::string& dir, const std::vect
   for (std::size_t i = 0; i < temps.size(); ++i) {
     fs::rename(temps[i], finals[i], ec);
     if (ec) {
+      const std::string why = ec.message();  // before drop_temps reuses ec
       drop_temps();
-      throw Error(ErrorKind::fault, "cannot rename " + temps[i] + " to " + finals[i] + ": " + ec.message());
+      throw Error(ErrorKind::fault, "cannot rename " + temps[i] + " to " + finals[i] + ": " + why);
     }
   }
   return finals;

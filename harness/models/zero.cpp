@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace shardlab {
 
@@ -58,7 +59,7 @@ double parse_param_count(const std::string& text, const std::string& what) {
   if (scale != 1) number.pop_back();
   char* end = nullptr;
   const double v = std::strtod(number.c_str(), &end);
-  const bool decimal = number.find_first_not_of("0123456789.eE+-") == std::string::npos;  // strtod also reads 0x10, inf
+  const bool decimal = number_syntax(number, false).empty();  // strtod also reads 0x10, inf
   if (number.empty() || !decimal || end != number.c_str() + number.size() || !std::isfinite(v) || v <= 0) throw bad();
   if (v * scale < 1 || v * scale != std::floor(v * scale))
     throw Error(ErrorKind::parse, what + " has '" + text + "', which is not a whole number of parameters (at least 1)");

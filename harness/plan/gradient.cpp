@@ -9,6 +9,9 @@ namespace shardlab {
 
 namespace {
 
+// The parts that the splits' gradients may stack, all splits together.
+constexpr std::size_t kMaxStackedParts = 256;
+
 class Deriver {
  public:
   explicit Deriver(const TensorProgram& f) : f_(f), g_(f) {
@@ -74,11 +77,27 @@ class Deriver {
       if (needs_.count(op.out) && op.name != "stop_gradient")
         for (const auto& t : op.in)
           if (needs_.count(t) && (op.kind != OpKind::split || split_groups.insert({t, op.over}).second)) ++uses_[t];
+    // A split's gradient stacks one part per index of its dim, each part an op of its own (zeros
+    // where no op used the part): refused before any is made when that would not plan in seconds.
+    std::size_t parts = 0;
+    for (const auto& [t, over] : split_groups) {
+      parts += f_.sizes.at(over[0]);
+      if (parts > kMaxStackedParts)
+        throw Error(ErrorKind::unsupported,
+                    "backward: the gradient of the split of " + t + " over " + over + " (" +
+                        std::to_string(f_.sizes.at(over[0])) + " parts) stacks one op per part, more than the " +
+                        std::to_string(kMaxStackedParts) + " a gradient program may stack to be planned in seconds; "
+                        "give " + over + " at most " + std::to_string(kMaxStackedParts) + " or set backward = false");
+    }
   }
 
+  // base, or base_2, base_3 ... the first not taken. Names are only ever added, so the search for
+  // a base goes on from where its last one stopped: linear in the names made, not quadratic.
   std::string fresh(const std::string& base) {
-    std::string n = base;
-    for (int k = 2; names_.count(n); ++k) n = base + "_" + std::to_string(k);
+    int& k = next_suffix_[base];  // the last suffix tried (1: base itself)
+    std::string n;
+    do n = ++k == 1 ? base : base + "_" + std::to_string(k);
+    while (names_.count(n));
     names_.insert(n);
     return n;
   }
@@ -280,6 +299,7 @@ class Deriver {
   std::set<std::string> names_, needs_;
   int deriving_ = -1;  // the forward op whose rule is being applied (-1: the inputs' last adds)
   std::map<std::string, int> uses_;
+  std::map<std::string, int> next_suffix_;  // fresh(): the last suffix tried for a base name
   std::map<std::string, std::vector<std::string>> contribs_;
   std::map<std::string, std::string> whole_, grad_;
   // (tensor, dim) -> part -> the gradient of that part of a split of the tensor along the dim

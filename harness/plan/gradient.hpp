@@ -23,7 +23,8 @@
 //   roll     z = roll(a over s, k)     da = roll(dz over s, -k)
 //   split    z = split(a over j, k)    da = concat(dz_0, ..., dz_n-1 over j): every split of a
 //                                      along j gives one part; a part no op used is zeros
-//                                      (scale value=0 of another part)
+//                                      (scale value=0 of another part); one op per part, so
+//                                      Error(unsupported) past 256 parts in all, before any op
 //   concat   z = concat(a_0.. over j)  da_k = split(dz over j, k)
 // stop_gradient passes nothing back. A tensor read by several ops adds its contributions. Names: the gradient of t is dt (d_t, ...
 // when that name is taken), partial contributions dt_1, dt_2, and each helper names what it holds
