@@ -18,7 +18,7 @@
 //         node; ZeRO-1 against ZeRO-2 (run) and ZeRO-3 (GPT-3 by formula) on the D axis; article
 //         002's nested 4x4 mesh and the commands that run its parts; the verdict of one Adam step
 //         against the unsharded model, for both ZeRO stages.
-// main reads as numbered sections, one function each.
+// main reads as numbered sections, one function each; the file is long because it is one lesson.
 #include <algorithm>
 #include <map>
 #include <string>
