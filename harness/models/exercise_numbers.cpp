@@ -215,7 +215,7 @@ NumberAnswer parse_number_answer(const std::string& text) {
   NumberAnswer out;
   for (const std::string& part : split(flat, ';')) {
     std::string item = trim(part);
-    if (item.empty()) continue;
+    if (item.empty() || lower(item) == "none" || lower(item) == "nothing") continue;  // graded as no answer
     std::replace(item.begin(), item.end(), '=', ' ');
     std::istringstream in(item);
     std::vector<std::string> words;
