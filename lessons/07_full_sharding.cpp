@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
            "          the GSPMD feed-forward layer: two such matmuls, with AllGather and ReduceScatter.\n"
            "          The planner's article rules already derive it (quoted: -> means a file to the shell):\n"
            "          build/bin/shardlab einsum 'bsm,mh->bsh' --plan article --specs X,_,Y X,Y \\\n"
-           "            --out-spec X,_,Y --dims b=8,s=4,m=16,h=32\n"
+           "            --out-spec X,_,Y --dims b=8,s=4,m=16,h=64\n"
            "Exercise: build/bin/shardlab exercise --lesson 07\n";
     return session.finish();
   });

@@ -18,6 +18,9 @@
 // Prints: the mesh; the program; the specs of the main tensors under each layout; each layout's
 //         collectives forward and backward with bytes per device and peak memory; the verdict
 //         of each against the unsharded block and central differences.
+#include <algorithm>
+#include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -34,8 +37,8 @@ using namespace shardlab;
 namespace {
 
 // Keys come from the same x as queries, under their own sequence letter t (rename).
-const char* kBlock = R"(dims = { b = 2, s = 8, t = 8, m = 16, n = 8, d = 4 }
-inputs = { x = "bsm", W_q = "mnd", W_k = "mnd", W_v = "mnd", W_o = "ndm" }
+const char* kDims = "b=2,s=8,t=8,m=16,n=8,d=4";
+const char* kBlock = R"(inputs = { x = "bsm", W_q = "mnd", W_k = "mnd", W_v = "mnd", W_o = "ndm" }
 ops = [
   { out = "x_t", op = "rename", in = ["x"], to = "btm" },
   { out = "q", op = "einsum", eq = "bsm,mnd->bsnd", in = ["x", "W_q"] },
@@ -69,6 +72,33 @@ const std::vector<Layout> kLayouts = {
      R"({ x = "_,_,_", x_t = "_,(A,B),_", W_q = "_,_,_", W_k = "_,_,_", W_v = "_,_,_" })"},
 };
 
+// The block's dims ("b=2,s=8,..."), split as the three layouts need on axes of a and c devices (b
+// over the first axis, m over either, n and t over both); else one short sentence naming meshes
+// that do.
+std::map<std::string, long> block_dims(const std::string& text, long a, long c) {
+  std::map<std::string, long> dims;
+  for (const std::string& kv : split(text, ',')) {
+    const auto eq = kv.find('=');
+    const std::string name = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
+    if (value.empty() || value.size() > 6 || !std::all_of(value.begin(), value.end(), ::isdigit) || std::stol(value) == 0 ||
+        std::string("b s t m n d").find(name) == std::string::npos || name.size() != 1)
+      throw Error(ErrorKind::parse, "--dims " + excerpt(text) + ": give b, s, t, m, n and d as positive whole numbers, "
+                                    "like " + kDims);
+    dims[name] = std::stol(value);
+  }
+  if (dims.size() != 6) throw Error(ErrorKind::parse, std::string("--dims needs all of b, s, t, m, n and d, like ") + kDims);
+  const std::map<std::string, long> need = {{"b", a}, {"m", std::lcm(a, c)}, {"n", a * c}, {"t", a * c}};
+  std::string fix, why;
+  for (const auto& [name, k] : need)
+    if (dims[name] % k != 0) {
+      why += (why.empty() ? "" : ", ") + name + " = " + std::to_string(dims[name]) + " over " + std::to_string(k);
+    }
+  if (!why.empty())
+    throw Error(ErrorKind::not_divisible, "lesson 12's block does not split here (" + why +
+                                              "): use a mesh like X=2,Y=4, X=1,Y=8 or X=2,Y=2");
+  return dims;
+}
+
 // "all_gather x over Y" lines joined, wrapped to `width` columns after `indent`.
 std::string wrapped(const std::vector<std::string>& items, std::size_t indent, std::size_t width = 96) {
   std::string out, line;
@@ -87,6 +117,7 @@ std::string wrapped(const std::vector<std::string>& items, std::size_t indent, s
 int main(int argc, char** argv) {
   Cli cli("12_attention", "Lesson 12: multi-head self-attention sharded by heads, in 2D and by keys", "X=2,Y=4");
   cli.inputs_option();  // --inputs FILE.npz: named input tensors read from it
+  const std::string dims_text = kDims;  // other sizes change which plan is cheapest, and the lesson's claims
   if (int status = cli.parse(argc, argv); status >= 0) return status;
 
   return guarded([&] {
@@ -94,13 +125,17 @@ int main(int argc, char** argv) {
     const Mesh& mesh = session.mesh();
     if (mesh.rank() != 2) throw Error(ErrorKind::parse, "lesson 12 needs a 2-axis mesh like X=2,Y=4, not " + mesh.text());
     const std::string A = mesh.names()[0], B = mesh.names()[1];
+    std::string block = "dims = { ";
+    for (const auto& [name, size] : block_dims(dims_text, mesh.axis_size(A), mesh.axis_size(B)))
+      block += name + " = " + std::to_string(size) + ", ";
+    block = block.substr(0, block.size() - 2) + " }\n" + kBlock;
     auto& out = session.out();
     out << "1. Mesh " << mesh.text() << ":\n" << mesh.picture() << "\n";
 
     std::vector<CaseFile> cases;
     std::vector<ProgramPlan> plans;
     for (const auto& l : kLayouts) {
-      cases.push_back(layout_case(kBlock, "shard = " + l.shard, "attention_" + l.name, session, cli.common.seed));
+      cases.push_back(layout_case(block, "shard = " + l.shard, "attention_" + l.name, session, cli.common.seed));
       plans.push_back(plan_case(cases.back(), mesh));
     }
     const TensorProgram& forward = cases[0].program;

@@ -46,6 +46,16 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string num(double x) { return format_number(x, "%.4g"); }
 
+// A preset's matmul rate in element type t: the presets give the bfloat16 peak. A TPU runs float32
+// matmuls at it too (XLA's default precision is one bfloat16 pass) and has no float64 unit (0: not
+// priced); an A100 runs float32 at 19.5 TFLOP/s (no TF32, PyTorch's default for matmuls since
+// 1.12) and float64 at 19.5 on its FP64 tensor cores (NVIDIA's A100 datasheet).
+double flops_in(const Hardware& hw, DType t) {
+  if (t == DType::bfloat16) return hw.flops_per_s;
+  if (hw.topology == Topology::torus) return t == DType::float32 ? hw.flops_per_s : 0;
+  return 19.5e12;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,25 +200,40 @@ int main(int argc, char** argv) {
         << "   by all_reduce; every device holds every query and 1/n of the score matrix. The ring\n"
         << "   moves about the same bytes but keeps each softmax row on one device, folding blocks in\n"
         << "   with the online softmax: 1/n of the queries and one small block of scores at a time.\n"
+        << "   (Online softmax: a running max m and sum l per query row; a larger max rescales what was\n"
+        << "   summed so far by exp(m_old - m_new), so blocks of keys can arrive one at a time.)\n"
         << "   Without a ring, queries and keys both split over the sequence, the planner would\n"
         << "   all_gather K (and V): the same n - 1 blocks per device, but all of them held at once.\n"
         << "   In a program, one ring step is a roll of k and v by one block, which the planner makes\n"
         << "   a collective_permute (the output does not change: softmax ignores the keys' order):\n"
         << "   build/bin/shardlab run harness/cases/attention_ring_step.toml\n\n";
 
-    // The cost model at a real size: 128k tokens, 8 devices, 32 heads of 128.
+    // 6. The cost model at a real size: 128k tokens, 8 devices, 32 heads of 128, priced in the
+    // run's own element type (bytes and FLOP rate both).
     {
       const double St = 131072, nn = 8, width = 32 * 128, cc = St / (2 * nn);
-      out << "6. Cost model, one forward ring step at S = 128k tokens on 8 devices, 32 heads of 128\n"
-          << "   (K and V blocks of [" << num(St / nn) << ", " << num(width) << "]; balanced: (2n+1)/n blocks of "
-          << num(cc) << " x " << num(cc) << " per step on average):\n";
-      Table cost({"preset", "wiring", "transfer_us", "compute_us", "hidden"});
-      for (const auto& hw : hardware_presets()) {
+      out << "6. Cost model, one forward ring step at S = 128k tokens on 8 devices, 32 heads of 128, in\n"
+          << "   " << dtype_text(session.dtype()) << " (K and V blocks of [" << num(St / nn) << ", " << num(width)
+          << "];\n   balanced: (2n+1)/n blocks of " << num(cc) << " x " << num(cc) << " per step on average; "
+          << "FLOP/s the preset's rate in that type):\n";
+      Table cost({"preset", "wiring", "TFLOP/s", "transfer_us", "compute_us", "hidden"});
+      int hidden = 0;
+      for (Hardware hw : hardware_presets()) {
         if (hw.name == "this-machine") continue;
+        hw.element_bytes = static_cast<double>(eb);
+        hw.flops_per_s = flops_in(hw, session.dtype());
+        if (hw.flops_per_s == 0) {
+          cost.add({hw.name, topology_text(hw), "-", "-", "-", "no " + dtype_name(session.dtype()) + " unit"});
+          continue;
+        }
         const RingStepCost t = ring_step_cost(St, int(nn), width, hw);
-        cost.add({hw.name, topology_text(hw), num(t.transfer_s * 1e6), num(t.compute_s * 1e6),
+        cost.add({hw.name, topology_text(hw), num(hw.flops_per_s / 1e12), num(t.transfer_s * 1e6), num(t.compute_s * 1e6),
                   t.compute_s >= t.transfer_s ? "yes" : "no"});
+        hidden += t.compute_s >= t.transfer_s;
+        report.numbers["ring_step_transfer_us_" + hw.name] = t.transfer_s * 1e6;
+        report.numbers["ring_step_compute_us_" + hw.name] = t.compute_s * 1e6;
       }
+      report.numbers["ring_step_presets_hidden"] = hidden;
       out << cost.text();
       out << "   When a step's compute takes longer than its transfer, an asynchronous permute hides\n"
           << "   the ring entirely. Here collective_permute waits, so the trace (--trace FILE) shows\n"

@@ -142,9 +142,14 @@ int main(int argc, char** argv) {
       report.numbers["modeled_ms_" + hw.name] = c.total() * 1e3;
     }
     const MoeCost c = moe_cost(big, hardware_preset("nvlink-a100"));
-    out << model.text() << "   Each AllToAll moves " << num(big.experts) << " x " << num(c.capacity) << " x "
+    const double leaves = c.buffer_bytes * (big.devices - 1) / big.devices;  // what the AllToAll prices
+    report.numbers["moe_buffer_mib"] = c.buffer_bytes / (1 << 20);
+    report.numbers["moe_sent_mib"] = leaves / (1 << 20);
+    out << model.text() << "   Each AllToAll's buffer is " << num(big.experts) << " x " << num(c.capacity) << " x "
         << num(big.model) << " x 2 B = " << format_number(c.buffer_bytes / (1 << 20), "%.0f")
-        << " MiB per device (C = " << num(c.capacity) << ");\n"
+        << " MiB per device (C = " << num(c.capacity) << "), of which\n   the " << big.devices - 1 << "/"
+        << big.devices << " for other devices, " << format_number(leaves / (1 << 20), "%.0f")
+        << " MiB, leaves it: the bytes priced;\n"
         << "   communication is 4 of them and the router's AllReduce; compute counts every slot, padding\n"
         << "   included (12 m h FLOPs each). Over Ethernet the AllToAlls take as long as the experts.\n\n";
 

@@ -67,4 +67,9 @@ TEST_SUITE("lessons") {
     CHECK(m.status == 2);
     CHECK(m.err.find("two axes") != std::string::npos);
   }
+
+  TEST_CASE("lesson 04: the words its search plan prints first are explained there") {
+    const auto r = run_binary("04_inner_axes_match");
+    CHECK(r.out.find("(local_slice: a device keeps a slice") != std::string::npos);
+  }
 }

@@ -55,4 +55,9 @@ TEST_SUITE("lessons") {
     CHECK(shardlab::testing::count_lines(d.err) == 1);
     CHECK(d.err.find("not divisible") != std::string::npos);
   }
+
+  TEST_CASE("lesson 05: the words its search plan prints first are explained there") {
+    const auto r = run_binary("05_inner_axes_mismatch");
+    CHECK(r.out.find("(all_to_all: each device cuts its block into n parts") != std::string::npos);
+  }
 }

@@ -39,4 +39,10 @@ TEST_SUITE("lessons") {
     CHECK(s.status == 2);
     CHECK(s.err.find("dim 1 of B (size 6) is not divisible by mesh axis Y (size 4)") != std::string::npos);
   }
+
+  TEST_CASE("lesson 07's Next: uses lesson 08's sizes (H = 64)") {
+    const auto r = run_binary("07_full_sharding");
+    CHECK(r.out.find("--out-spec X,_,Y --dims b=8,s=4,m=16,h=64") != std::string::npos);
+    CHECK(r.out.find("h=32") == std::string::npos);
+  }
 }

@@ -69,4 +69,10 @@ TEST_SUITE("lessons") {
     const auto r = run_binary("11_propagation");
     CHECK(r.out.find("(all_to_all moves a tensor's split from one dim to another") != std::string::npos);
   }
+
+  TEST_CASE("lesson 11's yes/no verdicts state their power: exact, no tolerance") {
+    const auto r = run_binary("11_propagation");
+    CHECK(r.out.find("the same collectives as lesson 08: PASS (exact, no tolerance)") != std::string::npos);
+    CHECK(r.out.find("0 x RMS") == std::string::npos);
+  }
 }

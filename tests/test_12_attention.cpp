@@ -71,4 +71,13 @@ TEST_SUITE("lessons") {
     const auto r = run_binary("12_attention");
     CHECK(r.out.find("Words: all_reduce_max is an AllReduce that keeps each element's largest value") != std::string::npos);
   }
+
+  TEST_CASE("lesson 12 on X=4,Y=2: one short sentence naming meshes that work") {
+    const auto r = run_binary("12_attention --mesh X=4,Y=2");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(shardlab::testing::count_lines(r.err) == 1);
+    CHECK(r.err.size() <= 101);
+    CHECK(r.err.find("use a mesh like X=2,Y=4") != std::string::npos);
+  }
 }

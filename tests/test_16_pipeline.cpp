@@ -58,4 +58,15 @@ TEST_SUITE("lessons") {
     CHECK(none.status == 0);  // the section says how to run it; the rest of the lesson runs
     CHECK(none.out.find("build/bin/16_pipeline --uneven pad") != std::string::npos);
   }
+
+  TEST_CASE("lesson 16 against article 004: 1F1B buys memory, interleaving the bubble for more messages") {
+    const auto r = run_binary("16_pipeline");
+    REQUIRE(r.status == 0);
+    const std::string text = shardlab::testing::flat(r.out);
+    // m = 8 on 4 stages: stage 0 stashes min(4, 8) = 4 under 1F1B, 8 under GPipe; the bubble 3/11
+    // either way, 3/19 with v = 2.
+    CHECK(text.find("stage 0 stashes 4 micro-batches, not GPipe's 8, but the bubble stays 0.2727") != std::string::npos);
+    CHECK(text.find("half as long, 0.1579") != std::string::npos);
+    CHECK(text.find("prioritizing backward passes") != std::string::npos);
+  }
 }

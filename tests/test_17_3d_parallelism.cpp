@@ -50,16 +50,66 @@ TEST_SUITE("lessons") {
       const auto j = nlohmann::json::parse(run_binary(std::string("17_3d_parallelism --json --mesh ") + mesh).out);
       const std::string text = flat(r.out), m = mesh;
       const std::string split = m.substr(2, 1) + "x" + m.substr(6, 1) + "x" + m.substr(10, 1);
-      CHECK(text.find("the same " + split + " split of GPT-3") != std::string::npos);
+      CHECK(text.find("same " + split + " split of GPT-3") != std::string::npos);
       if (split != "2x2x2") CHECK(text.find("2x2x2") == std::string::npos);
       CHECK((text.find("both stages") != std::string::npos) == (m.substr(6, 1) == "2"));
       if (m.substr(6, 1) == "4") CHECK(text.find("all 4 stages") != std::string::npos);
-      // The sentence under the table agrees with the table's own column for this run.
+      // The sentence under the table agrees with the two tables: this run's axis and GPT-3's.
+      const bool agree = j["run_keep_inside"] == j["gpt3_keep_inside"];
+      CHECK((text.find("This run agrees") != std::string::npos) == agree);
+      CHECK((text.find("ranks the axes otherwise") != std::string::npos) == !agree);
+      CHECK(j["gpt3_keep_inside"] == "T");
       const bool inside_cheaper = j["modeled_us_tp_inside"] <= j["modeled_us_tp_across"];
-      CHECK((text.find("This run agrees") != std::string::npos) == inside_cheaper);
-      CHECK((text.find("ranks them the other way") != std::string::npos) == !inside_cheaper);
       if (split == "4x2x2") CHECK_FALSE(inside_cheaper);  // 12 small D messages against 8 over T
     }
+  }
+
+  TEST_CASE("lesson 17: GPT-3's model follows the mesh in every term, and the advice follows the model") {
+    // An axis moves bytes at GPT-3's size exactly when it moves bytes in this run's ledger.
+    const struct {
+      const char* mesh;
+      const char* keep;
+    } meshes[] = {{"D=2,P=1,T=4", "T"}, {"D=4,P=2,T=1", "D"}, {"D=1,P=2,T=4", "T"}, {"D=8,P=1,T=1", "D"},
+                  {"D=1,P=8,T=1", "P"}};
+    for (const auto& m : meshes) {
+      CAPTURE(m.mesh);
+      const auto r = run_binary(std::string("17_3d_parallelism --json --mesh ") + m.mesh);
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      for (const char* axis : {"T", "P", "D"}) {
+        CAPTURE(axis);
+        CHECK((j[std::string("bytes_") + axis].get<double>() > 0) == (j[std::string("gpt3_bytes_") + axis].get<double>() > 0));
+      }
+      CHECK(j["gpt3_keep_inside"] == m.keep);
+      const std::string text = flat(run_binary(std::string("17_3d_parallelism --mesh ") + m.mesh).out);
+      // With T = 1 nothing is concluded about tensor parallelism.
+      CHECK((text.find("no tensor parallelism to place") != std::string::npos) == (std::string(m.mesh).find("T=1") != std::string::npos));
+      CHECK((text.find("'TP inside a node' holds") != std::string::npos) == (std::string(m.keep) == "T"));
+      CHECK(text.find("does not hold") == std::string::npos);
+    }
+    // The 2x1x4 split by hand: T all-reduces 4 times a layer (96 layers, one stage) for 32
+    // micro-batches of 8 x 2048 x 12288 bfloat16 (402,653,184 B), sending 2(4-1)/4 of each.
+    const auto j = nlohmann::json::parse(run_binary("17_3d_parallelism --json --mesh D=2,P=1,T=4").out);
+    CHECK(j["gpt3_bytes_T"].get<double>() == doctest::Approx(32.0 * 96 * 4 * 1.5 * 402653184));
+    CHECK(j["gpt3_bytes_P"] == 0);
+  }
+
+  TEST_CASE("lesson 17: article 004's other reasons for ZeRO-1, PP's 1/PP of the gradients and ZeRO-3's traffic") {
+    const auto r = run_binary("17_3d_parallelism --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    // GPT-3: 12 h^2 x 96 weights, 2 B each; on P = 2, T = 2 a device holds a quarter, and ZeRO-2
+    // over D = 2 would save half of that.
+    const double grads = 12.0 * 12288 * 12288 * 96 * 2 / 1e9;
+    CHECK(j["gpt3_grads_here_gb"].get<double>() == doctest::Approx(grads / 4));
+    CHECK(j["gpt3_zero2_saves_gb"].get<double>() == doctest::Approx(grads / 8));
+    // ZeRO-3 gathers the weights for each micro-batch's forward and backward and scatters each
+    // gradient: 3m = 96 collectives of the shard against ZeRO-1's 2.
+    CHECK(j["gpt3_zero3_d_bytes"].get<double>() == doctest::Approx(48 * j["gpt3_zero1_d_bytes"].get<double>()));
+    CHECK(j["modeled_s_gpt3_zero3_d"].get<double>() > j["modeled_s_gpt3_zero2_d"].get<double>());
+    const std::string text = flat(run_binary("17_3d_parallelism").out);
+    CHECK(text.find("a device holds 1/(P T) = 1/4 of GPT-3's 348 GB of bfloat16 gradients, 87.0 GB") != std::string::npos);
+    CHECK(text.find("3m = 96 collectives of the shard a step, 48 times ZeRO-1's bytes") != std::string::npos);
   }
 
   TEST_CASE("lesson 17: article 002's nested 4x4 mesh, each part run on 16 devices with its assignment of axes") {

@@ -73,4 +73,25 @@ TEST_SUITE("lessons") {
       CHECK(bad.out.empty());
     }
   }
+
+  TEST_CASE("lesson 19's cost model prices one element type, the run's: 2 B halves the ring step") {
+    const auto f32 = run_json("19_context_parallel --json --dtype float32");
+    const auto bf16 = run_json("19_context_parallel --json --dtype bfloat16");
+    // K and V blocks of [16384, 4096] on 8 devices: the transfer scales with the element's bytes.
+    for (const char* hw : {"tpu-v4", "tpu-v5e", "nvlink-a100"}) {
+      CAPTURE(hw);
+      const std::string t = std::string("ring_step_transfer_us_") + hw;
+      CHECK(bf16[t].get<double>() < 0.55 * f32[t].get<double>());
+    }
+    // An A100 runs float32 at 19.5 TFLOP/s, not its bfloat16 peak of 312: 16 times the compute.
+    CHECK(f32["ring_step_compute_us_nvlink-a100"].get<double>() ==
+          doctest::Approx(16 * bf16["ring_step_compute_us_nvlink-a100"].get<double>()));
+    // In bfloat16 the v4 and v5e hide the ring behind compute.
+    const auto text = run_binary("19_context_parallel --dtype bfloat16");
+    CHECK(text.out.find("bfloat16, 2 B per element") != std::string::npos);
+    CHECK(bf16["ring_step_presets_hidden"].get<double>() >= 2);
+    // float64: no TPU has a unit for it, and the table says so rather than pricing it.
+    CHECK(run_binary("19_context_parallel").out.find("no float64 unit") != std::string::npos);
+    CHECK(text.out.find("(Online softmax: a running max m and sum l per query row") != std::string::npos);
+  }
 }

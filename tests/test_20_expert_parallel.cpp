@@ -91,4 +91,14 @@ TEST_SUITE("lessons") {
       CHECK(b.out.empty());
     }
   }
+
+  TEST_CASE("lesson 20 prints an AllToAll's buffer and the 7/8 of it that leaves the device, the bytes priced") {
+    const auto r = run_binary("20_expert_parallel --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["moe_sent_mib"].get<double>() == doctest::Approx(j["moe_buffer_mib"].get<double>() * 7 / 8));
+    const std::string text = shardlab::testing::flat(run_binary("20_expert_parallel").out);
+    CHECK(text.find(" = 80 MiB per device (C = 160), of which the 7/8 for other devices, 70 MiB, leaves it") !=
+          std::string::npos);
+  }
 }

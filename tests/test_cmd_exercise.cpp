@@ -66,7 +66,7 @@ TEST_CASE("shardlab exercise: answers typed one per line on stdin, an empty line
     CHECK(has(r.out, "No answer given (an empty line or the end of input first): graded as none."));
     CHECK(has(r.out, "FAIL exercise 11.1"));
   }
-  for (std::string lesson : {"01", "11", "12", "13", "14", "17"}) {  // "none" fails every lesson's first case
+  for (std::string lesson : {"01", "11", "12", "13", "14", "16", "17", "19", "20"}) {  // "none" fails every lesson's first case
     r = run_binary("shardlab exercise --lesson " + lesson + " --answer none");
     CHECK_MESSAGE(r.status == 1, lesson);
   }
@@ -87,7 +87,8 @@ TEST_CASE("shardlab exercise --json: the question without its answer") {
 }
 
 TEST_CASE("shardlab exercise: every lesson's first exercise fits 100 columns; --list names them") {
-  for (const char* l : {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "17", "18"}) {
+  for (const char* l : {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16",
+                        "17", "18", "19", "20"}) {
     CAPTURE(l);
     const auto r = run_binary(std::string("shardlab exercise --answer none --lesson ") + l);
     CHECK((r.status == 0 || r.status == 1));
@@ -99,7 +100,7 @@ TEST_CASE("shardlab exercise: every lesson's first exercise fits 100 columns; --
 }
 
 TEST_CASE("shardlab exercise: bad values are one sentence and exit 2") {
-  for (const char* args : {"--lesson 16", "--lesson 99", "--lesson ''", "--seed -1", "--answer 'bogus'",
+  for (const char* args : {"--lesson 21", "--lesson 99", "--lesson ''", "--seed -1", "--answer 'bogus'",
                            "--answer 'all_reduce C over Y many'", "--json --answer none", "--seed 1e3"}) {
     CAPTURE(args);
     const auto r = run_binary(std::string("shardlab exercise ") + args);

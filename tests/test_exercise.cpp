@@ -29,15 +29,21 @@ const AnswerItem& only(const Solution& s) {
 
 }  // namespace
 
-TEST_CASE("exercise bank: at least 40 cases, every lesson but 16's with at least 2") {
+TEST_CASE("exercises: every lesson but 21 has at least 2, lesson 01's and 16's by numbers") {
   CHECK(exercise_bank().size() >= 40);
-  std::map<std::string, int> per;
-  for (const auto& c : exercise_bank()) ++per[c.lesson];
-  for (const char* l : {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "17", "18"})
-    CHECK_MESSAGE(per[l] >= 2, l);
-  CHECK(per.count("16") == 0);
-  CHECK_THROWS_AS(pick_exercise("16", 0), Error);
+  for (int l = 1; l <= 20; ++l) {
+    const std::string name = (l < 10 ? "0" : "") + std::to_string(l);
+    CHECK_MESSAGE(exercise_count(name) >= 2, name);
+  }
+  // Lesson 01 moves nothing: its exercises ask for blocks, not collectives; 16 sends, it has none.
+  for (const char* l : {"01", "16"})
+    for (std::uint64_t seed = 0; seed < 4; ++seed) CHECK(pick_exercise(l, seed).by_numbers());
+  for (const char* l : {"19", "20"}) {  // each ends with a number exercise on its own idea
+    const Exercise e = pick_exercise(l, static_cast<std::uint64_t>(exercise_count(l) - 1));
+    CHECK(e.by_numbers());
+  }
   CHECK_THROWS_AS(pick_exercise("99", 0), Error);
+  CHECK_THROWS_AS(pick_exercise("21", 0), Error);
 }
 
 TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the ring formulas") {
@@ -47,6 +53,7 @@ TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the r
     for (std::uint64_t seed = 0; seed < 18; seed += 1) {  // 3 cases x variants 0-5
       const Exercise e = pick_exercise(lesson, seed);
       CAPTURE(e.id);
+      if (e.by_numbers()) continue;  // tests/test_exercise_numbers.cpp
       const Solution s = solve(e);  // throws when the ledger is not the plan
       const Mesh mesh = Mesh::parse(e.c.mesh);
       const auto steps = s.plan.collectives();
@@ -72,7 +79,7 @@ TEST_CASE("exercise bank: every case and variant runs as planned, bytes by the r
 TEST_CASE("exercise: worked by hand") {
   // Lesson 04, Case 1A: C is 8x8 float32 (256 B), all-reduced over Y=4: 2 x 3/4 x 256 = 384.
   Exercise e = pick_exercise("04", 0);
-  CHECK(e.id == "04.1");
+  REQUIRE(e.id == "04.1");
   CHECK(only(solve(e)).text() == "all_reduce C over Y 384");
   // Seed 3 is the same case, variant 1: dims doubled, C 16x16 (1024 B): 1536.
   e = pick_exercise("4", 3);
@@ -103,16 +110,30 @@ TEST_CASE("exercise: worked by hand") {
   CHECK(only(solve(pick_exercise("13", 0))).text() == "all_reduce mu over Y 48");
 }
 
-TEST_CASE("exercise bank: no constant answer passes a lesson's exercises") {
+TEST_CASE("exercises: no constant answer passes a lesson's exercises") {
   // A learner who types the same answer every time: for each lesson, the right answer of any one
-  // case and variant fails another of the same lesson.
+  // exercise and variant fails another of the same lesson (an answer that passed them all would be
+  // right for the first, so one of these or an equivalent form of one).
   for (const std::string& lesson : exercise_lessons()) {
     CAPTURE(lesson);
-    std::vector<Solution> all;
-    for (std::uint64_t seed = 0; seed < 6; ++seed) all.push_back(solve(pick_exercise(lesson, seed)));
-    for (const Solution& one : all) {
+    std::vector<Exercise> all;
+    std::vector<std::string> answers;
+    for (std::uint64_t seed = 0; seed < static_cast<std::uint64_t>(2 * exercise_count(lesson)); ++seed) {
+      all.push_back(pick_exercise(lesson, seed));
+      answers.push_back(right_answer_text(all.back()));
+    }
+    for (const std::string& one : answers) {
+      CAPTURE(one);
       int passed = 0;
-      for (const Solution& s : all) passed += grade(s, one.right).pass();
+      for (const Exercise& e : all) {
+        bool ok = false;
+        try {
+          ok = passes(e, one);
+        } catch (const Error&) {  // a collectives answer to a number exercise, or the reverse
+        }
+        passed += ok;
+      }
+      CHECK(passed >= 1);
       CHECK(passed < static_cast<int>(all.size()));
     }
   }
@@ -172,4 +193,24 @@ TEST_CASE("exercise grading: a reduce_scatter and an all_gather in place of the 
   CHECK_FALSE(g.pass());
   g = grade(s, parse_answer("reduce_scatter u over X 24; all_gather u over X 24"));  // the wrong axis
   CHECK_FALSE(g.pass());
+}
+
+TEST_CASE("exercise grading: axes in another order name the same devices") {
+  // Lesson 20's router gradient: all_reduce dW_r over X,Y; Y,X is the same group of 4 devices.
+  const Exercise e = pick_exercise("20", 0);
+  const Solution s = solve(e);
+  REQUIRE(s.right.size() == 1);
+  REQUIRE(s.right[0].axes == "X,Y");
+  const std::string bytes = std::to_string(s.right[0].bytes);
+  Grade g = grade(s, parse_answer("all_reduce dW_r over Y,X " + bytes));
+  CHECK(g.pass());
+  CHECK(g.lines[0].find("right (Y,X names the same devices as X,Y)") != std::string::npos);
+  g = grade(s, parse_answer("all_reduce dW_r over X,Y " + bytes));
+  CHECK(g.pass());
+  CHECK(g.lines[0].find("names the same") == std::string::npos);
+  // The pair in place of the all_reduce, with its axes swapped too.
+  const std::string half = std::to_string(s.right[0].bytes / 2);
+  CHECK(grade(s, parse_answer("reduce_scatter dW_r over (Y,X) " + half + "; all_gather dW_r over X,Y " + half)).pass());
+  CHECK_FALSE(grade(s, parse_answer("all_reduce dW_r over Y " + bytes)).pass());  // another group
+  CHECK_FALSE(grade(s, parse_answer("all_reduce dW_r over X,Y,X " + bytes)).pass());
 }

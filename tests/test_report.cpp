@@ -315,3 +315,13 @@ TEST_CASE("power line and verdict: the weakest check's power, and WEAK beside th
   none.case_name = "n";
   CHECK(power_line(none).empty());
 }
+
+TEST_CASE("power line: checks with no tolerance say exact, not 'off by 0 x RMS'") {
+  Report r;
+  r.case_name = "c";
+  r.dtype = DType::float32;
+  const Tensor want = Tensor{{1.0, -1.0}};
+  r.checks.push_back(compare("y vs unsharded", want, want, 0.0));
+  CHECK(power_line(r) == "power: every check is exact: one wrong element of any size fails it (floor for float32: 1e-03)");
+  CHECK(power_line(r).find("0 x RMS") == std::string::npos);
+}

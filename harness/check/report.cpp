@@ -141,6 +141,11 @@ PowerSummary power_summary(const std::vector<Verdict>& checks, DType t) {
 std::string power_line(const Report& report) {
   const PowerSummary ps = power_summary(report);
   if (!ps.weakest) return "";
+  bool replays = false;
+  for (const auto& c : report.checks) replays = replays || c.replayed;
+  if (ps.weakest->power == 0 && ps.weak == 0 && !replays)
+    return "power: every check is exact: one wrong element of any size fails it (floor for " +
+           dtype_name(report.dtype) + ": " + format_number(power_floor(report.dtype), "%.0e") + ")";
   std::string out = "power: the weakest check (" + check_subject(ps.weakest->name) + ") is sure to catch one wrong element off by " +
                     format_number(ps.weakest->power, "%.2g") + " x RMS; floor " +
                     (ps.weakest->floor >= 0 ? "for finite differences" : "for " + dtype_name(report.dtype)) + ": " +

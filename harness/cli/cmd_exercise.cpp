@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <functional>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -25,16 +26,18 @@ struct ExerciseOptions {
 
 int list() {
   Table t({"lesson", "exercises", "first topic"});
+  std::size_t total = 0;
   for (const std::string& l : exercise_lessons()) {
-    int n = 0;
     std::string first;
     for (const auto& c : exercise_bank())
-      if (c.lesson == l && n++ == 0) first = c.topic;
+      if (c.lesson == l && first.empty()) first = c.topic;
+    if (first.empty()) first = number_exercise(l, 0, 0, l + ".1").topic;
     if (first.size() > 66) first = first.substr(0, 63) + "...";
-    t.add({l, std::to_string(n), first});
+    t.add({l, std::to_string(exercise_count(l)), first});
+    total += static_cast<std::size_t>(exercise_count(l));
   }
-  std::cout << "shardlab exercise: " << exercise_bank().size() << " cases; each --seed picks a case of the lesson "
-            << "and a variant\n(dims x1 or x2, element type float32, float64 or bfloat16)\n"
+  std::cout << "shardlab exercise: " << total << " exercises; each --seed picks one of the lesson and a variant\n"
+            << "(dims x1 or x2 and element type float32, float64 or bfloat16; or other sizes)\n"
             << t.text() << "Try: build/bin/shardlab exercise --lesson 04 --seed 1\n";
   return 0;
 }
@@ -79,10 +82,11 @@ bool read_answer_line(std::string& line) {
   return !line.empty();
 }
 
+// The answer's lines, joined by ';'. `check` throws Error(parse) for a line not understood.
 // `answered` says whether any line was understood ("none" is an answer with no items).
-std::vector<AnswerItem> read_answer_interactively(bool& answered) {
+std::string read_answer_interactively(bool& answered, const std::function<void(const std::string&)>& check) {
   const bool tty = isatty(STDIN_FILENO);
-  std::vector<AnswerItem> all;
+  std::string all;
   std::string line;
   for (int n = 1, lines = 0;; ++lines) {
     if (lines == kAnswerLines)
@@ -91,7 +95,8 @@ std::vector<AnswerItem> read_answer_interactively(bool& answered) {
     if (tty) std::cout << "answer " << n << " (empty line to finish)> " << std::flush;
     if (!read_answer_line(line) || trim(line).empty()) break;
     try {
-      for (const AnswerItem& a : parse_answer(line)) all.push_back(a);
+      check(line);
+      all += (all.empty() ? "" : ";") + line;
       answered = true;
       ++n;
     } catch (const Error& err) {
@@ -102,30 +107,66 @@ std::vector<AnswerItem> read_answer_interactively(bool& answered) {
   return all;
 }
 
+// The answer from --answer, a pipe or the terminal, with the question printed before a terminal's
+// answer and after any other (so a malformed answer exits 2 before anything prints).
+std::string take_answer(const ExerciseOptions& o, const std::string& question,
+                        const std::function<void(const std::string&)>& check) {
+  if (!o.answer.empty()) {
+    check(o.answer);
+    std::cout << question;
+    return o.answer;
+  }
+  bool answered = false;
+  const bool piped = !isatty(STDIN_FILENO);
+  std::string text;
+  if (piped) text = read_answer_interactively(answered, check);
+  std::cout << question;
+  if (!piped) text = read_answer_interactively(answered, check);
+  // An empty line or the end of input before any answer is graded, as wrong: every exercise asks
+  // for something (a pasted command still exits 0 or 1, never 2).
+  if (!answered) std::cout << "\nNo answer given (an empty line or the end of input first): graded as none.\n";
+  return text;
+}
+
+int verdict(bool pass, const std::string& id, int right, int total, const ExerciseOptions& o, const std::string& lesson) {
+  std::cout << "\n" << (pass ? "PASS" : "FAIL") << " exercise " << id << ": " << right << " of " << total << " right";
+  if (!pass) std::cout << "; try another: build/bin/shardlab exercise --lesson " << lesson << " --seed " << o.seed + 1;
+  std::cout << "\n";
+  return pass ? 0 : 1;
+}
+
+// A number exercise (exercise_numbers.hpp): named values instead of collectives.
+int run_numbers(const ExerciseOptions& o, const NumberExercise& e) {
+  if (o.json) {
+    if (!o.answer.empty()) throw Error(ErrorKind::parse, "--json prints the question only; drop --answer");
+    const nlohmann::ordered_json j = {{"id", e.id},       {"lesson", e.lesson}, {"topic", e.topic},
+                                      {"question", e.question}, {"asks", e.keys},
+                                      {"answer_format", "<name> <value>; ...  (a value: n, p/q or a:b)"}};
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  const std::string text = take_answer(o, e.question, [](const std::string& t) { parse_number_answer(t); });
+  const NumberGrade g = grade_numbers(e, parse_number_answer(text));
+  std::cout << "\nYour answer                         grade\n";
+  for (const auto& line : g.lines) std::cout << line << "\n";
+  std::cout << "\nThe right answer (by the lesson's formulas):\n";
+  for (std::size_t i = 0; i < e.keys.size(); ++i)
+    std::cout << "  " << e.keys[i] << " " << e.right[i] << "\n      why:   " << e.why[i] << "\n";
+  return verdict(g.pass(), e.id, g.right, g.right + g.wrong + g.missed, o, e.lesson);
+}
+
 int run(const ExerciseOptions& o) {
   if (o.list) return list();
   const Exercise e = pick_exercise(o.lesson, o.seed);
+  if (e.by_numbers()) return run_numbers(o, e.numbers[0]);
   const Solution s = solve(e);
   if (o.json) {
     if (!o.answer.empty()) throw Error(ErrorKind::parse, "--json prints the question only; drop --answer");
     std::cout << question_json(e, s.plan).dump(2) << std::endl;
     return 0;
   }
-  std::vector<AnswerItem> given;
-  if (!o.answer.empty()) given = parse_answer(o.answer);  // a malformed answer: exit 2 before anything prints
-  // From a pipe or file the answer is read (and a malformed line refused) before the question
-  // prints, like --answer; at a terminal the question comes first and bad lines are asked again.
-  bool answered = false;
-  const bool piped = o.answer.empty() && !isatty(STDIN_FILENO);
-  if (piped) given = read_answer_interactively(answered);
-  std::cout << question_text(e, s.plan);
-  if (o.answer.empty()) {
-    if (!piped) given = read_answer_interactively(answered);
-    // An empty line or the end of input before any answer is graded, as wrong: every exercise moves
-    // something (a pasted command still exits 0 or 1, never 2).
-    if (!answered) std::cout << "\nNo answer given (an empty line or the end of input first): graded as none.\n";
-  }
-  const Grade g = grade(s, given);
+  const std::string text = take_answer(o, question_text(e, s.plan), [](const std::string& t) { parse_answer(t); });
+  const Grade g = grade(s, parse_answer(text));
   std::cout << "\nYour answer                         grade\n";
   for (const auto& line : g.lines) std::cout << line << "\n";
   std::cout << "\nThe right answer (the planner's plan under the articles' rules; the sim run's ledger agrees):\n";
@@ -134,13 +175,7 @@ int run(const ExerciseOptions& o) {
   for (std::size_t i = 0; i < s.right.size(); ++i)
     std::cout << "  " << s.right[i].text() << "\n      why:   " << s.rule[i] << "\n      bytes: "
               << s.arithmetic[i] << "\n";
-  const int total = g.right + g.wrong + g.missed;
-  std::cout << "\n" << (g.pass() ? "PASS" : "FAIL") << " exercise " << e.id << ": " << g.right << " of " << total
-            << " right";
-  if (!g.pass()) std::cout << "; try another: build/bin/shardlab exercise --lesson " << e.c.lesson << " --seed "
-                           << o.seed + 1;
-  std::cout << "\n";
-  return g.pass() ? 0 : 1;
+  return verdict(g.pass(), e.id, g.right, g.right + g.wrong + g.missed, o, e.c.lesson);
 }
 
 }  // namespace
@@ -151,7 +186,8 @@ Command add_exercise_command(CLI::App& app) {
   c->add_option("--lesson", o->lesson, "the lesson whose exercises to pick from, like 04 (default: any)");
   c->add_option("--seed", o->seed, "which case of the lesson, and which variant")->capture_default_str();
   c->add_option("--answer", o->answer,
-                "the answer, instead of typing it: \"all_reduce C over Y 192; all_gather A over X 64\" or none");
+                "the answer, instead of typing it: \"all_reduce C over Y 192; all_gather A over X 64\", none, or "
+                "for a number exercise \"rows 4:8; cols 0:4\"");
   c->add_flag("--json", o->json, "print the question (without its answer) as JSON");
   c->add_flag("--list", o->list, "list the lessons that have exercises");
   return {c, [o] { return run(*o); }};

@@ -231,7 +231,8 @@ int add_layout_checks(Report& report, const std::string& layout, const CaseRun& 
 
 std::string check_text(const Verdict& v) {
   if (v.tolerance > 0 || v.max_abs_error > 0 || v.worst_ratio >= 0) return v.line();
-  return v.pass ? "PASS" : "FAIL " + v.detail;
+  // A yes/no check (bytes, collectives, a bound) has no tolerance: any difference fails it.
+  return v.pass ? "PASS (exact, no tolerance)" : "FAIL " + v.detail;
 }
 
 int add_rule_checks(Report& report, const CaseRun& run, std::ostream& out) {

@@ -42,6 +42,15 @@ std::string normal_axes(std::string text) {
   return out;
 }
 
+// Two lists of mesh axes name the same devices whatever their order: "Y,X" is "X,Y" (the group of
+// a collective over both axes is every device; the order only numbers them within it).
+bool same_axes(const std::string& a, const std::string& b) {
+  std::vector<std::string> x = split(a, ','), y = split(b, ',');
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  return x == y;
+}
+
 std::string block_formula(StepKind kind, int n, std::size_t block) {
   const std::string b = std::to_string(block) + " B";
   const std::string ns = ", n = " + std::to_string(n);
@@ -66,29 +75,45 @@ std::string scaled_dims(const std::string& dims, int scale) {
 
 std::vector<std::string> exercise_lessons() {
   std::vector<std::string> out;
-  for (const auto& c : exercise_bank())
-    if (out.empty() || out.back() != c.lesson) out.push_back(c.lesson);
+  for (int l = 1; l <= 21; ++l) {
+    const std::string name = (l < 10 ? "0" : "") + std::to_string(l);
+    bool any = number_exercise_count(name) > 0;
+    for (const auto& c : exercise_bank()) any = any || c.lesson == name;
+    if (any) out.push_back(name);
+  }
   return out;
+}
+
+int exercise_count(const std::string& lesson) {
+  int n = number_exercise_count(lesson);
+  for (const auto& c : exercise_bank()) n += c.lesson == lesson;
+  return n;
 }
 
 Exercise pick_exercise(const std::string& lesson, std::uint64_t seed) {
   std::string want = trim(lesson);
   if (want.size() == 1) want = "0" + want;
-  std::vector<std::size_t> pool;
-  for (std::size_t i = 0; i < exercise_bank().size(); ++i)
-    if (want.empty() || exercise_bank()[i].lesson == want) pool.push_back(i);
+  // The pool: (lesson, number within the lesson from 0); bank cases first, then number exercises.
+  std::vector<std::pair<std::string, int>> pool;
+  for (const std::string& l : exercise_lessons())
+    if (want.empty() || l == want)
+      for (int i = 0; i < exercise_count(l); ++i) pool.emplace_back(l, i);
   if (pool.empty())
-    throw Error(ErrorKind::parse, "--lesson " + lesson + " has no exercises; give one of " +
-                                      join(exercise_lessons(), ", ") + " (lesson 16's pipeline moves data by send "
-                                      "and receive, not by collectives)");
-  const std::size_t pick = pool[seed % pool.size()];
+    throw Error(ErrorKind::parse, "--lesson " + lesson + " has no exercises; give one of " + join(exercise_lessons(), ", "));
+  const auto& [name, number] = pool[seed % pool.size()];
   const int variant = static_cast<int>((seed / pool.size()) % 6);
   Exercise e;
-  e.c = exercise_bank()[pick];
   e.variant = variant;
-  int number = 1;
-  for (std::size_t i = 0; i < pick; ++i) number += exercise_bank()[i].lesson == e.c.lesson;
-  e.id = e.c.lesson + "." + std::to_string(number) + (variant ? "v" + std::to_string(variant) : "");
+  e.id = name + "." + std::to_string(number + 1) + (variant ? "v" + std::to_string(variant) : "");
+  std::vector<std::size_t> cases;
+  for (std::size_t i = 0; i < exercise_bank().size(); ++i)
+    if (exercise_bank()[i].lesson == name) cases.push_back(i);
+  if (number >= static_cast<int>(cases.size())) {
+    e.c.lesson = name;
+    e.numbers.push_back(number_exercise(name, number - static_cast<int>(cases.size()), variant, e.id));
+    return e;
+  }
+  e.c = exercise_bank()[cases[number]];
   // Variants: dims x1 or x2; the element type cycles through the case's own, float64, bfloat16.
   e.c.dims = scaled_dims(e.c.dims, 1 + variant % 2);
   const DType types[] = {e.c.dtype, DType::float64, DType::bfloat16};
@@ -224,7 +249,8 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
   // the same collective); `nowhere` when there is none.
   auto unmatched = [&](const AnswerItem& a, bool same_op) {
     for (std::size_t i = 0; i < s.right.size(); ++i)
-      if (!used[i] && s.right[i].tensor == a.tensor && s.right[i].axes == a.axes && (!same_op || s.right[i].op == a.op))
+      if (!used[i] && s.right[i].tensor == a.tensor && same_axes(s.right[i].axes, a.axes) &&
+          (!same_op || s.right[i].op == a.op))
         return i;
     return nowhere;
   };
@@ -238,7 +264,8 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
       for (std::size_t h = 0; h < given.size(); ++h) {
         const AnswerItem &rs = given[r], &ag = given[h];
         if (used[i] || paired[r] || paired[h] || rs.op != "reduce_scatter" || ag.op != "all_gather" ||
-            rs.tensor != s.right[i].tensor || ag.tensor != rs.tensor || rs.axes != s.right[i].axes || ag.axes != rs.axes)
+            rs.tensor != s.right[i].tensor || ag.tensor != rs.tensor || !same_axes(rs.axes, s.right[i].axes) ||
+            !same_axes(ag.axes, rs.axes))
           continue;
         paired[r] = paired[h] = used[i] = true;
         const bool sum = rs.bytes + ag.bytes == s.right[i].bytes;
@@ -264,7 +291,8 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
     }
     used[hit] = true;
     if (s.right[hit].bytes == a.bytes) {
-      g.lines.push_back("  " + pad(a.text()) + "right");
+      g.lines.push_back("  " + pad(a.text()) + "right" +
+                        (a.axes == s.right[hit].axes ? "" : " (" + a.axes + " names the same devices as " + s.right[hit].axes + ")"));
       ++g.right;
     } else {
       g.lines.push_back("  " + pad(a.text()) + "wrong bytes: each device sends " +
@@ -278,6 +306,18 @@ Grade grade(const Solution& s, const std::vector<AnswerItem>& given) {
       ++g.missed;
     }
   return g;
+}
+
+bool passes(const Exercise& e, const std::string& text) {
+  if (e.by_numbers()) return grade_numbers(e.numbers[0], parse_number_answer(text)).pass();
+  return grade(solve(e), parse_answer(text)).pass();
+}
+
+std::string right_answer_text(const Exercise& e) {
+  if (e.by_numbers()) return number_answer_text(e.numbers[0]);
+  std::vector<std::string> items;
+  for (const auto& a : solve(e).right) items.push_back(a.text());
+  return items.empty() ? "none" : join(items, "; ");
 }
 
 }  // namespace shardlab

@@ -3,16 +3,19 @@
 // planner's plan under the articles' rules (plan_contraction) and the ledger of running it on a
 // sim mesh; the two must agree before anything is graded.
 //
-// The bank holds hand-written cases for lessons 01-15 and 17 (lesson 16's pipeline moves
-// activations by send/recv, not by a collective, and has none). A seed picks one case of a lesson
-// and a variant of it: seed / (cases of the lesson) scales every dim by 1 or 2 and cycles the
-// element type, so the bytes change while the rule stays.
+// The bank holds hand-written cases for lessons 02-15 and 17-20. Lessons whose idea is not a
+// collective (01's block map, 16's bubble and stash) and the ring of 19 and the experts of 20 also
+// have exercises answered with named numbers (exercise_numbers.hpp). A seed picks one exercise of
+// a lesson and a variant of it: seed / (exercises of the lesson) scales every dim by 1 or 2 and
+// cycles the element type (or, for a number exercise, picks other sizes), so the answer changes
+// while the rule stays.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "harness/models/exercise_numbers.hpp"
 #include "harness/plan/planner.hpp"
 
 namespace shardlab {
@@ -30,14 +33,18 @@ struct ExerciseCase {
 };
 
 const std::vector<ExerciseCase>& exercise_bank();
-// The lessons that have exercises, in order ("01" ... "17").
+// The lessons that have exercises, in order ("01" ... "20").
 std::vector<std::string> exercise_lessons();
 
 struct Exercise {
-  ExerciseCase c;
+  ExerciseCase c;  // a collectives exercise (when numbers is empty; c.lesson is set either way)
   std::string id;  // "04.2" (lesson, case number from 1), "04.2v3" for variant 3
   int variant = 0;
+  std::vector<NumberExercise> numbers;  // one: a number exercise instead of c
+  bool by_numbers() const { return !numbers.empty(); }
 };
+// How many exercises lesson `lesson` ("04") has: bank cases and number exercises.
+int exercise_count(const std::string& lesson);
 
 // `lesson` "" = any lesson; otherwise "4" or "04". Error(parse) for a lesson with no exercises.
 Exercise pick_exercise(const std::string& lesson, std::uint64_t seed);
@@ -76,5 +83,9 @@ struct Grade {
   bool pass() const { return wrong == 0 && missed == 0; }
 };
 Grade grade(const Solution& s, const std::vector<AnswerItem>& given);
+// The answer `text` graded against exercise e, whichever its kind (Error(parse) if malformed).
+bool passes(const Exercise& e, const std::string& text);
+// The right answer of e as an answer would write it ("none" when nothing moves).
+std::string right_answer_text(const Exercise& e);
 
 }  // namespace shardlab

@@ -17,13 +17,6 @@ ExerciseCase ex(const char* lesson, const char* topic, const char* mesh, const c
 std::vector<ExerciseCase> first_lessons() {
   const char* xy = "X=2,Y=4";
   return {
-      // 01: where blocks live; a contraction over dims nobody splits moves nothing until a layout is wanted
-      ex("01", "outer dims split on two axes, C wanted with whole rows", xy, "ik,kn->in", "A,B,C", "X,_", "_,Y",
-         "X,_", "i=8,k=16,n=8"),
-      ex("01", "the same blocks, but C is wanted whole on every device", xy, "ik,kn->in", "A,B,C", "X,_", "_,_",
-         "_,_", "i=8,k=16,n=8"),
-      ex("01", "a dim split over both axes at once, then wanted whole", xy, "ik,kn->in", "A,B,C", "_,_", "_,(X,Y)",
-         "_,_", "i=4,k=8,n=16"),
       // 02: a sum over a split dim needs an AllReduce; over an unsplit one it needs nothing
       ex("02", "a matrix-vector sum over the split dim J", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "", "i=8,j=16"),
       ex("02", "the same sum, each device keeping a quarter of u", xy, "ij,j->i", "A,v,u", "_,Y", "Y", "Y",

@@ -211,6 +211,16 @@ CheaperPlan run_cheaper_plan(Runtime& runtime, const Mesh& mesh, const MatmulCas
                 s.before.notation(s.tensor, names) + " -> " + s.after.notation(s.tensor, names) +
                 (s.predicted_bytes ? ", " + std::to_string(s.predicted_bytes) + " bytes" : ", no messages") + "\n";
   }
+  // The two step kinds the articles' rules never use, explained where a lesson first prints them.
+  bool slices = false, swaps = false;
+  for (const auto& s : best.steps) {
+    slices = slices || s.kind == StepKind::local_slice;
+    swaps = swaps || s.kind == StepKind::all_to_all;
+  }
+  if (slices) out.text += "   (local_slice: a device keeps a slice of what it already holds, cutting a dim further)\n";
+  if (swaps)
+    out.text += "   (all_to_all: each device cuts its block into n parts and sends part i to device i,\n"
+                "   moving the split from one dim to another for (n-1)/n of the block)\n";
   out.text += "   The articles' rules keep to the cases they teach; the search also slices, uses idle mesh axes\n"
               "   and AllToAll, and keeps whichever plan moves the fewest bytes.\n";
   return out;
