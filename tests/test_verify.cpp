@@ -258,14 +258,33 @@ TEST_CASE("verify_output: a device without the named output is an error") {
   }
 }
 
-TEST_CASE("compare: equal infinities agree; a NaN fails against anything, whatever the tolerance") {
+TEST_CASE("compare: inf or NaN on either side is an overflow, failed with its own verdict, whatever the tolerance") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  CHECK(compare("x", Tensor({inf, -inf, 1.0}), Tensor({inf, -inf, 1.0}), 0.0).pass);
-  CHECK(compare("x", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({0.0, 0.0})).pass);
-  CHECK(!compare("x", Tensor({inf}), Tensor({-inf}), 1e300).pass);
-  CHECK(!compare("x", Tensor({nan}), Tensor({nan}), 1.0).pass);
-  CHECK(!compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})).pass);
-  CHECK(!compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf})).pass);
+  CHECK(compare("x", Tensor({1.0, -2.0}), Tensor({1.0, -2.0}), 0.0).pass);
+  // Equal infinities differ by 0, yet the values left the type's range: no tolerance judges them.
+  const Verdict same = compare("t", Tensor({1.0, inf}), Tensor({1.0, inf}), 0.0);
+  CHECK_FALSE(same.pass);
+  CHECK(same.overflow);
+  CHECK(same.power < 0);
+  CHECK(same.line() == "FAIL t: overflow: the reference holds inf at [1] (run inf); the values left the element "
+                       "type's range, so no tolerance can judge them");
+  const Verdict per_element = compare("t", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({inf, 0.0}));
+  CHECK_FALSE(per_element.pass);
+  CHECK(per_element.overflow);
+  // The run alone overflowed: named as the run's.
+  const Verdict run = compare("t", Tensor({2.0, -inf}), Tensor({2.0, 3.0}), 1e300);
+  CHECK_FALSE(run.pass);
+  CHECK(has(run.detail, "the sharded run holds -inf at [1] (reference 3)"));
+  for (const Verdict& v : {compare("x", Tensor({inf}), Tensor({-inf}), 1e300), compare("x", Tensor({nan}), Tensor({nan}), 1.0),
+                           compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})),
+                           compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf}))}) {
+    CHECK_FALSE(v.pass);
+    CHECK(v.overflow);
+  }
+  // A whole with an overflowed part overflowed.
+  Verdict whole;
+  absorb(whole, same, "t");
+  CHECK(whole.overflow);
 }
 
 TEST_CASE("power: the smallest one-element error a check is sure to catch, times the RMS of its values") {

@@ -91,7 +91,10 @@ RowCheck check_rows(MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma, double 
 // |op(B)_l|^2 measured, and every row allowed kCalibrationMargin times the largest seen; only rows
 // that cancel like the sampled ones (|C| row sum over (|op(A)| |op(B)|) row sum within a factor 2
 // of the sampled range) get it, the others keep the bounds. The sampled rows of C itself must stay
-// within that allowance, or the check FAILs.
+// within that allowance, or the check FAILs. The premise, that the recomputation rounds like C's
+// products, holds for products made with one BLAS thread, as every device makes them (Runtime
+// pins it): the recomputation pins one thread too, whatever the caller's BLAS would pick. A C
+// computed by a threaded sgemm is outside it (its sums may be ordered otherwise).
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, double gamma,
                        std::size_t vectors, std::uint64_t seed, double result_gamma = 0.0, std::size_t rows = 0,
