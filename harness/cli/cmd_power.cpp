@@ -229,12 +229,17 @@ int power(const PowerOptions& o) {
   const std::string replay = o.replay == "off" ? " --replay off" : "";
   auto add = [&](const std::string& target, std::string base, const std::string& dtype) {
     base += replay;
-    const std::size_t clean = trials.size();
-    trials.push_back({target, dtype, "", base + " --json"});
+    Trial t;
+    t.target = target;
+    t.dtype = dtype;
+    t.command = base + " --json";
+    t.clean = trials.size();
+    trials.push_back(t);
     for (const auto& k : kinds) {
       // perturb: planted at the power the clean run claims, known once it has run.
-      trials.push_back({target, dtype, k, k == "perturb" ? base : base + " --json --inject " + k});
-      trials.back().clean = clean;
+      t.kind = k;
+      t.command = k == "perturb" ? base : base + " --json --inject " + k;
+      trials.push_back(t);
     }
   };
   for (const auto& l : lessons)
