@@ -194,14 +194,38 @@ void refuse_bad_input(const std::vector<Trial*>& trials) {
                                     (list.empty() ? "no fault kind applies to them" : "the kinds that apply: " + list));
 }
 
-int power(const PowerOptions& o) {
-  // Under mpiexec every rank starts this command; rank 0 alone runs the matrix and prints it, and
-  // its runs start as programs of their own (not members of this job).
+// Under mpiexec every rank starts this command; rank 0 alone runs the matrix and prints it, and
+// its runs start as programs of their own (not members of this job): false on the other ranks.
+bool mpi_rank_zero() {
   for (const char* rank : {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"})
-    if (const char* r = std::getenv(rank); r && std::string(r) != "0") return 0;
+    if (const char* r = std::getenv(rank); r && std::string(r) != "0") return false;
   for (const char* name : {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMI_ID", "PMIX_RANK", "PMI_HOSTNAME"})
     ::unsetenv(name);
-  const auto binaries = lesson_binaries();
+  return true;
+}
+
+// "Checks that caught the most ...: y 12; dx 3": which checks do the work, by count.
+std::string top_catchers(const std::vector<Trial>& trials) {
+  std::map<std::string, int> by;  // catching check -> count, to show what does the work
+  for (const auto& t : trials)
+    if (!t.kind.empty() && cell(t) == "caught") {
+      std::string name = t.caught_by.empty() ? "(the verdict)" : t.caught_by;
+      for (const char* tail : {" vs ", " against ", " ("}) name = name.substr(0, name.find(tail));
+      const auto colon = name.find(": ");
+      by[colon == std::string::npos ? name : name.substr(colon + 2)]++;
+    }
+  std::vector<std::pair<int, std::string>> top;
+  for (const auto& kv : by) top.push_back({kv.second, kv.first});
+  std::sort(top.rbegin(), top.rend());
+  std::string most = "Checks that caught the most (--list names the check of every run):";
+  for (std::size_t i = 0; i < std::min<std::size_t>(6, top.size()); ++i)
+    most += (i ? "; " : " ") + top[i].second.substr(0, 40) + " " + std::to_string(top[i].first);
+  return most;
+}
+
+// The lessons asked for, by two-digit number (every one beside this shardlab for "all", or when
+// neither a lesson nor a case file is named); Error(parse) for one that is not there.
+std::vector<std::string> chosen_lessons(const PowerOptions& o, const std::map<std::string, std::string>& binaries) {
   std::vector<std::string> lessons;
   const bool all = (o.lessons.empty() && o.cases.empty()) || std::count(o.lessons.begin(), o.lessons.end(), "all");
   if (all)
@@ -214,6 +238,13 @@ int power(const PowerOptions& o) {
       throw Error(ErrorKind::parse, "--lesson " + l + " is not a lesson beside this shardlab (" + bin_dir().string() +
                                         "); give 01 to " + binaries.rbegin()->first);
   }
+  return lessons;
+}
+
+int power(const PowerOptions& o) {
+  if (!mpi_rank_zero()) return 0;
+  const auto binaries = lesson_binaries();
+  const std::vector<std::string> lessons = chosen_lessons(o, binaries);
   for (const auto& c : o.cases)
     if (!std::filesystem::is_regular_file(c)) throw Error(ErrorKind::io, "case file " + c + " is not a readable file");
   std::vector<std::string> dtypes = o.dtypes.empty() ? std::vector<std::string>{"float64", "float32", "bfloat16"} : o.dtypes;
@@ -311,21 +342,7 @@ int power(const PowerOptions& o) {
         std::cout << "  " << t.target << " " << t.dtype << " " << t.kind << ": "
                   << (t.caught_by.empty() ? "(the verdict)" : t.caught_by) << "\n";
   } else {
-    std::map<std::string, int> by;  // catching check -> count, to show what does the work
-    for (const auto& t : trials)
-      if (!t.kind.empty() && cell(t) == "caught") {
-        std::string name = t.caught_by.empty() ? "(the verdict)" : t.caught_by;
-        for (const char* tail : {" vs ", " against ", " ("}) name = name.substr(0, name.find(tail));
-        const auto colon = name.find(": ");
-        by[colon == std::string::npos ? name : name.substr(colon + 2)]++;
-      }
-    std::vector<std::pair<int, std::string>> top;
-    for (const auto& kv : by) top.push_back({kv.second, kv.first});
-    std::sort(top.rbegin(), top.rend());
-    std::string most = "Checks that caught the most (--list names the check of every run):";
-    for (std::size_t i = 0; i < std::min<std::size_t>(6, top.size()); ++i)
-      most += (i ? "; " : " ") + top[i].second.substr(0, 40) + " " + std::to_string(top[i].first);
-    std::cout << wrap_lines(most) << "\n";
+    std::cout << wrap_lines(top_catchers(trials)) << "\n";
   }
   for (const auto& t : trials) {
     const std::string c = cell(t);
