@@ -96,7 +96,7 @@ template void perturb_block<float>(float*, std::size_t, double);
 template void perturb_block<bfloat16>(bfloat16*, std::size_t, double);
 
 bool is_bookkeeping(const std::string& name) {
-  for (const char* n : {"held", "order", "wall", "peak_stash", "flops", "bytes_held"})
+  for (const char* n : {"held", "order", "wall", "peak_stash", "flops", "bytes_held", "padding_dirty"})
     if (name == n) return true;
   return name.size() >= 6 && name.compare(name.size() - 6, 6, "_bytes") == 0;
 }

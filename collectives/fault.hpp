@@ -49,7 +49,8 @@ std::vector<std::string> fault_kinds(double e);
 template <class T>
 void perturb_block(T* data, std::size_t n, double e);
 // Returned blocks that are bookkeeping, not results: names ending "_bytes", ZeRO's "held" counts,
-// a pipeline stage's "order", "wall" and "peak_stash", a matmul's "flops" and "bytes_held".
+// a pipeline stage's "order", "wall" and "peak_stash", a matmul's "flops" and "bytes_held", a padded
+// program's "padding_dirty" flags.
 // perturb:E leaves them alone.
 bool is_bookkeeping(const std::string& name);
 

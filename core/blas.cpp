@@ -70,6 +70,9 @@ __attribute__((section(".preinit_array"), used)) void (*choose_blas_kernels_at_s
 
 void use_one_blas_thread() { openblas_set_num_threads(1); }
 
+OneBlasThread::OneBlasThread() : before_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+OneBlasThread::~OneBlasThread() { openblas_set_num_threads(before_); }
+
 void use_all_blas_threads() { openblas_set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))); }
 
 std::string blas_description() {

@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
       report.checks.push_back(grads);
       report.checks.push_back(weights);
     }
+    report.checks.push_back(ref.adam_scalar);  // the shared Adam against a plain one
     report.numbers["doubtful_weight_elements"] = static_cast<double>(ref.doubtful);
     out << "5. Verdict against the unsharded Adam run (the whole batch on one device):\n";
     for (std::size_t i = 0; i < first_check; ++i)

@@ -62,10 +62,14 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CHECK(r.out.find("PASS softmax_padded_sequence: 3 collectives, 204 B/device") != std::string::npos);  // pad
   // s = sum over m of relu(x[b_X, m_Y]): one AllReduce over Y of s's 4-float block, as DTensor.
   CHECK(r.out.find("PASS dtensor_relu_sum: 1 collective, 24 B/device") != std::string::npos);
-  CHECK(r.out.find("25 passed, 0 failed") != std::string::npos);
+  // Uneven chunks: an AllToAll whose devices send and receive different counts, an AllGather of
+  // unequal neighbouring parts, bytes as the case's comment derives them.
+  CHECK(r.out.find("PASS uneven_chunk_moves: 2 collectives, 56 B/device") != std::string::npos);
+  CHECK(r.out.find("PASS padded_unary_ops: 16 collectives, 256 B/device, 19 checks") != std::string::npos);
+  CHECK(r.out.find("28 passed, 0 failed") != std::string::npos);
   pugi::xml_document doc;
   REQUIRE(doc.load_file(junit.c_str()));
-  CHECK(count(doc, "/testsuites/testsuite") == 25);
+  CHECK(count(doc, "/testsuites/testsuite") == 28);
   CHECK(count(doc, "//failure") == 0);
   // FFN forward: y, the ledger, 2 expectations, memory. Backward adds dx, dW_in, dW_out against
   // the unsharded program and each against central differences. Attention (backward): y and the
@@ -79,8 +83,12 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
             (12 + 11 + 1 + 2 + 1) + 1 + (6 + 5 + 1 + 2 + 1) +  // 12 heads on Y=8, two expectations
             (1 + 3 + 3 + 1 + 1 + 1) +  // nested 4x4: p, 3 gradients and their central differences, ledger, bytes, memory
             (4 + 3 + 1 + 1 + 1) +      // fused QKV: y, 3 gradients, their central differences, ledger, expectation, memory
-            (2 + 2 + 2 + 1 + 2 + 1) +  // padded sequence: z, p, 2 gradients and their central differences, ledger, 2 expectations, memory
-            5);                        // DTensor's relu then sum: s, the ledger, 2 expectations, memory
+            (2 + 2 + 2 + 1 + 2 + 1 + 1) +  // padded sequence: z, p, 2 gradients and their central differences, ledger, 2 expectations, memory, padding
+            5 +                        // DTensor's relu then sum: s, the ledger, 2 expectations, memory
+            3 +                        // the ring step's v_at (the ring's direction), dpos and its central differences
+            (16 + 1 + 1 + 1) +         // every unary op padded: 16 contractions, ledger, padding, memory
+            (2 + 1 + 2 + 1) +          // uneven chunks: p, q, ledger, 2 expectations, memory
+            (1 + 1 + 1 + 1));          // the max over a split dim: mx, ledger, expectation, memory
   CHECK(count(doc, "//testcase[@name='dW_in vs central differences']") == 6 + 3);  // FFNs, layers
   // Every comparison of values carries its power and floor; no shipped case has a WEAK check.
   const auto powers = doc.select_nodes("//testcase/properties/property[@name='power']");

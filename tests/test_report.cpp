@@ -2,6 +2,9 @@
 // line and the JSON report, over ledger rows made by hand.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -157,6 +160,14 @@ TEST_CASE("verdict_line") {
   several.checks.push_back(verdict("y vs unsharded", true, 1e-9, 1e-3));
   several.checks.push_back(verdict("dW_in vs central differences", true, 3e-7, 1e-5));
   CHECK(verdict_line(several) == "PASS fd: max_abs_err=3e-07 (tol 1e-05) in dW_in");
+  // Values beyond the type's range: their own verdict, not an error of 0 against a tolerance of inf.
+  Report over;
+  over.case_name = "big";
+  over.dtype = DType::float64;
+  const Tensor inf_t = Tensor({1.0, std::numeric_limits<double>::infinity()});
+  over.checks.push_back(compare("t against the unsharded program", inf_t, inf_t, Tensor({0.0, INFINITY})));
+  CHECK_FALSE(over.pass());
+  CHECK(verdict_line(over) == "FAIL big: overflow in t: the reference holds inf at [1] (run inf)");
 }
 
 TEST_CASE("collectives_table marks matches, mismatches and modeled rows") {
@@ -310,6 +321,11 @@ TEST_CASE("power line and verdict: the weakest check's power, and WEAK beside th
   CHECK(power_line(r) == "power: the weakest check (dx) is sure to catch one wrong element off by 0.5 x RMS; "
                          "floor for float32: 1e-03; 1 of 2 checks are above it (WEAK: a wrong answer that small "
                          "could pass them)");
+  // One rule everywhere (docs/verification.md): a WEAK check fails the run, named in the verdict.
+  CHECK_FALSE(r.pass());
+  CHECK(verdict_line(r) == "FAIL c: max_abs_err=0 (tol 0.5); 1/2 WEAK (WEAK fails: a wrong answer that small could pass)");
+  r.weak_fails = false;  // a case file's allow_weak = "why"
+  CHECK(r.pass());
   CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); 1/2 WEAK");
   Report none;  // no comparison of values: no power to speak of
   none.case_name = "n";

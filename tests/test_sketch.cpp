@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/blas.hpp"
 #include "core/gemm.hpp"
 #include "harness/check/sketch.hpp"
 
@@ -414,7 +415,10 @@ Mat<float> sgemm_in_blocks(const Mat<float>& a, const Mat<float>& b, std::size_t
       for (std::size_t l = 0; l < kb; ++l) ab[i * kb + l] = a.at(i, k0 + l);
     for (std::size_t l = 0; l < kb; ++l)
       for (std::size_t j = 0; j < n; ++j) bb[l * n + j] = b.at(k0 + l, j);
-    batched_gemm(1, m, n, kb, ab.data(), false, bb.data(), false, part.data());
+    {
+      const OneBlasThread one;  // as every device computes (Runtime pins it), whatever OPENBLAS_NUM_THREADS says
+      batched_gemm(1, m, n, kb, ab.data(), false, bb.data(), false, part.data());
+    }
     for (std::size_t e = 0; e < m * n; ++e) c.data[e] = t == 0 ? part[e] : c.data[e] + part[e];
   }
   return c;

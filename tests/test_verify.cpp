@@ -163,14 +163,13 @@ TEST_CASE("compare: NaN never passes") {
   Verdict v = compare("C", got, want, 1e300);
   CHECK_FALSE(v.pass);
   CHECK(std::isinf(v.max_abs_error));
-  CHECK(has(v.detail, "first bad index [0, 1]: got "));
-  CHECK(has(v.detail, "nan"));
+  CHECK(has(v.detail, "the sharded run holds nan at [0, 1]"));  // an overflow, named as such
   // NaN in the reference is a failure too
   Tensor want_nan = want;
   want_nan(1, 0) = NAN;
   Verdict w = compare("C", want, want_nan);
   CHECK_FALSE(w.pass);
-  CHECK(has(w.detail, "first bad index [1, 0]"));
+  CHECK(has(w.detail, "the reference holds nan at [1, 0]"));
   // NaN in both: the computation is broken either way
   Verdict both = compare("C", got, got);
   CHECK_FALSE(both.pass);
@@ -258,14 +257,33 @@ TEST_CASE("verify_output: a device without the named output is an error") {
   }
 }
 
-TEST_CASE("compare: equal infinities agree; a NaN fails against anything, whatever the tolerance") {
+TEST_CASE("compare: inf or NaN on either side is an overflow, failed with its own verdict, whatever the tolerance") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  CHECK(compare("x", Tensor({inf, -inf, 1.0}), Tensor({inf, -inf, 1.0}), 0.0).pass);
-  CHECK(compare("x", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({0.0, 0.0})).pass);
-  CHECK(!compare("x", Tensor({inf}), Tensor({-inf}), 1e300).pass);
-  CHECK(!compare("x", Tensor({nan}), Tensor({nan}), 1.0).pass);
-  CHECK(!compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})).pass);
-  CHECK(!compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf})).pass);
+  CHECK(compare("x", Tensor({1.0, -2.0}), Tensor({1.0, -2.0}), 0.0).pass);
+  // Equal infinities differ by 0, yet the values left the type's range: no tolerance judges them.
+  const Verdict same = compare("t", Tensor({1.0, inf}), Tensor({1.0, inf}), 0.0);
+  CHECK_FALSE(same.pass);
+  CHECK(same.overflow);
+  CHECK(same.power < 0);
+  CHECK(same.line() == "FAIL t: overflow: the reference holds inf at [1] (run inf); the values left the element "
+                       "type's range, so no tolerance can judge them");
+  const Verdict per_element = compare("t", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({inf, 0.0}));
+  CHECK_FALSE(per_element.pass);
+  CHECK(per_element.overflow);
+  // The run alone overflowed: named as the run's.
+  const Verdict run = compare("t", Tensor({2.0, -inf}), Tensor({2.0, 3.0}), 1e300);
+  CHECK_FALSE(run.pass);
+  CHECK(has(run.detail, "the sharded run holds -inf at [1] (reference 3)"));
+  for (const Verdict& v : {compare("x", Tensor({inf}), Tensor({-inf}), 1e300), compare("x", Tensor({nan}), Tensor({nan}), 1.0),
+                           compare("x", Tensor({0.0}), Tensor({nan}), Tensor({inf})),
+                           compare("x", Tensor({nan}), Tensor({0.0}), Tensor({inf}))}) {
+    CHECK_FALSE(v.pass);
+    CHECK(v.overflow);
+  }
+  // A whole with an overflowed part overflowed.
+  Verdict whole;
+  absorb(whole, same, "t");
+  CHECK(whole.overflow);
 }
 
 TEST_CASE("power: the smallest one-element error a check is sure to catch, times the RMS of its values") {

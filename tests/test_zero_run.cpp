@@ -4,6 +4,8 @@
 // written here apart.
 #include <doctest/doctest.h>
 
+#include "tests/run_binary.hpp"
+
 #include <cmath>
 #include <map>
 #include <string>
@@ -18,6 +20,8 @@
 #include "harness/models/zero_run.hpp"
 
 using namespace shardlab;
+
+using shardlab::testing::run_binary;
 
 namespace {
 
@@ -65,6 +69,19 @@ TEST_CASE("zero_run: the layers must split over the devices") {
     CHECK(e.kind() == ErrorKind::not_divisible);
     CHECK(std::string(e.what()).find("12 rows do not split over 5 devices") != std::string::npos);
   }
+}
+
+TEST_CASE("zero_run: the reference carries Adam against Adam written plainly, which a wrong bias correction fails") {
+  ZeroModel m;
+  const ZeroInputs in = zero_inputs(m, 3, 7);
+  const ZeroReference ref = zero_reference(m, in, DType::float32);
+  CHECK(ref.adam_scalar.pass);
+  CHECK(ref.adam_scalar.name == "Adam's step on 4 elements of A against Adam written plainly");
+  CHECK(ref.adam_scalar.power >= 0);
+  CHECK(ref.adam_scalar.power < 1e-9);
+  // Lesson 15 runs it beside its checks of the sharded run (its JSON names it).
+  const auto r = run_binary("15_zero --json");
+  CHECK(r.out.find("\"Adam's step on 4 elements of A against Adam written plainly\"") != std::string::npos);
 }
 
 TEST_CASE("zero_run: Adam's first step moves every weight by lr against its gradient's sign") {

@@ -332,4 +332,26 @@ ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Ten
   return {std::move(r.values.at("C")), std::move(bound), exact};
 }
 
+Verdict padding_check(const ProgramPlan& plan, const RunResult& run) {
+  Verdict v;
+  std::size_t ops = 0, devices = 0;
+  for (std::size_t d = 0; d < run.outputs.size(); ++d) {
+    const auto it = run.outputs[d].find(kPaddingDirty);
+    if (it == run.outputs[d].end()) continue;
+    ++devices;
+    ops = it->second.size();
+    for (std::size_t j = 0; j < it->second.size() && v.pass; ++j)
+      if (it->second(j) != 0) {
+        const ProgramOp& op = plan.program.ops[plan.ops.at(j).op];
+        v.pass = false;
+        v.detail = "device " + std::to_string(d) + ": " + op.out + " = " + op.name + "(...) holds a nonzero in its " +
+                   "padding, which an einsum over the padded dim would add in";
+      }
+  }
+  if (devices == 0) return v;
+  v.name = kPaddingCheck;
+  if (v.pass) v.detail = std::to_string(ops) + " ops on each of " + std::to_string(devices) + " devices";
+  return v;
+}
+
 }  // namespace shardlab

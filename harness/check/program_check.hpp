@@ -41,7 +41,10 @@
 #include "core/dtype.hpp"
 #include "core/einsum.hpp"
 #include "core/tensor.hpp"
+#include "collectives/runtime.hpp"
+#include "harness/check/verify.hpp"
 #include "harness/plan/program.hpp"
+#include "harness/plan/program_plan.hpp"
 
 namespace shardlab {
 
@@ -104,5 +107,13 @@ struct ExpectedTensor {
   bool exact = false;  // every element of bound is 0
 };
 ExpectedTensor contraction_expected(const Einsum& eq, const Tensor& a, const Tensor& b, DType dtype, int devices);
+
+// Uneven "pad": padding holds 0 after every op. Each device's kPaddingDirty flags
+// (program_plan.hpp) say whether an op left a nonzero in its stored block's padding (exp, rsqrt
+// or shift run over the zeros without masking again, say); an einsum over the padded dim would add
+// it in. Fails naming the first such op and device; no check (name empty) when the plan is not
+// padded. Not a comparison of values: power -1.
+inline constexpr const char* kPaddingCheck = "padding holds 0 after every op (uneven = \"pad\")";
+Verdict padding_check(const ProgramPlan& plan, const RunResult& run);
 
 }  // namespace shardlab

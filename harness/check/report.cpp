@@ -162,6 +162,10 @@ std::string power_line(const Report& report) {
 }
 
 std::string verdict_line(const Report& report) {
+  // Values beyond the element type's range: their own verdict, not an error against a tolerance.
+  for (const auto& c : report.checks)
+    if (c.overflow)  // "the reference holds inf at [0] (run inf); the values left ..."
+      return "FAIL " + report.case_name + ": overflow in " + check_subject(c.name) + ": " + c.detail.substr(0, c.detail.find("; "));
   std::ostringstream out;
   const bool pass = report.pass();
   // The largest error, with the tolerance of the check it comes from and, when several checks
@@ -179,7 +183,7 @@ std::string verdict_line(const Report& report) {
   if (erred > 1) out << " in " << check_subject(worst->name);
   const PowerSummary ps = power_summary(report);
   if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
-  if (ps.weak > 0 && report.weak_fails) out << " (a case file fails on WEAK; allow_weak = \"why\" accepts it)";
+  if (ps.weak > 0 && report.weak_fails) out << " (WEAK fails: a wrong answer that small could pass)";
   const std::vector<std::string> failures = verdict_failures(report);
   std::string all;
   for (const auto& f : failures) all += "; " + f;

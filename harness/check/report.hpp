@@ -46,9 +46,9 @@ struct Report {
   bool plan_only = false;
   std::vector<CollectiveSummary> planned;
 
-  // A check above its power floor (WEAK) fails the report (case files, unless allow_weak says why);
-  // otherwise WEAK is said beside the verdict.
-  bool weak_fails = false;
+  // A check above its power floor (WEAK) fails the report: a wrong answer that small could pass it
+  // (docs/verification.md). Only a case file's allow_weak = "why" turns this off.
+  bool weak_fails = true;
 
   void add_ledger(const std::vector<LedgerRow>& ledger);  // fills collectives and bytes_per_device
   // Every check passes (and none is WEAK when weak_fails) and every measured byte count equals

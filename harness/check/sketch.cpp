@@ -18,6 +18,7 @@
 #include <xtensor-blas/xblas.hpp>
 #include <xtensor/xadapt.hpp>
 
+#include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/gemm.hpp"
 #include "core/text.hpp"
@@ -366,7 +367,11 @@ Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t
         for (std::size_t j = 0; j < n; ++j) bblk[l * n + j] = b.data[j * b.cols + k0 + l];
       bp = bblk.data();
     }
-    batched_gemm(1, r, n, kb, ablk.data(), false, bp, false, part.data());
+    {
+      // As the devices computed their products: one BLAS thread (a threaded sgemm may round otherwise).
+      const OneBlasThread one;
+      batched_gemm(1, r, n, kb, ablk.data(), false, bp, false, part.data());
+    }
     for (std::size_t e = 0; e < r * n; ++e) sum[e] = k0 == 0 ? part[e] : sum[e] + part[e];
   }
   for (std::size_t i = 0; i < r; ++i) {

@@ -101,7 +101,10 @@ struct SketchOptions {
 // |op(B)_l|^2 measured, and every row allowed kCalibrationMargin times the largest seen; only rows
 // that cancel like the sampled ones (|C| row sum over (|op(A)| |op(B)|) row sum within a factor 2
 // of the sampled range) get it, the others keep the bounds. The sampled rows of C itself must stay
-// within that allowance, or the check FAILs.
+// within that allowance, or the check FAILs. The premise, that the recomputation rounds like C's
+// products, holds for products made with one BLAS thread, as every device makes them (Runtime
+// pins it): the recomputation pins one thread too, whatever the caller's BLAS would pick. A C
+// computed by a threaded sgemm is outside it (its sums may be ordered otherwise).
 template <class T>
 Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef<T> b, const SketchOptions& o);
 

@@ -19,6 +19,7 @@ std::string Verdict::line() const {
   out << std::setprecision(3);  // three digits say how close; a lesson's line stays under 100 columns
   out << (pass ? "PASS " : "FAIL ");
   if (!pass && !name.empty()) out << name << ": ";
+  if (overflow) return out.str() + "overflow: " + detail;
   out << "max_abs_err=" << max_abs_error;
   if (worst_ratio >= 0)
     out << " (worst err/tol " << worst_ratio << ", tol per element up to " << tolerance << ")";
@@ -36,6 +37,27 @@ std::string index_text(const Shape& shape, std::size_t flat) {
     flat /= shape[i];
   }
   return shape_text(Shape(idx.begin(), idx.end()));
+}
+
+// An element of want or got that is inf or NaN: the computation left the type's range, and an
+// error or a tolerance of it means nothing. Fills v's verdict and returns true.
+bool overflowed(Verdict& v, const Tensor& got, const Tensor& want) {
+  const Tensor* sides[2] = {&want, &got};
+  for (int s = 0; s < 2; ++s)
+    for (std::size_t i = 0; i < sides[s]->size(); ++i) {
+      const double x = sides[s]->data()[i];
+      if (std::isfinite(x)) continue;
+      std::ostringstream d;
+      d << std::setprecision(3) << (s == 0 ? "the reference" : "the sharded run") << " holds " << x
+        << " at " << index_text(shape_of(want), i) << " (" << (s == 0 ? "run " : "reference ")
+        << sides[1 - s]->data()[i] << "); the values left the element type's range, so no tolerance can judge them";
+      v.pass = false;
+      v.overflow = true;
+      v.detail = d.str();
+      v.power = -1;
+      return true;
+    }
+  return false;
 }
 }  // namespace
 
@@ -133,6 +155,7 @@ void absorb(Verdict& whole, const Verdict& part, const std::string& label) {
   whole.tol_over_value_median = std::max(whole.tol_over_value_median, part.tol_over_value_median);
   whole.tol_over_value_max = std::max(whole.tol_over_value_max, part.tol_over_value_max);
   whole.pass = whole.pass && part.pass;
+  whole.overflow = whole.overflow || part.overflow;
   whole.max_abs_error = std::max(whole.max_abs_error, part.max_abs_error);
   whole.tolerance = std::max(whole.tolerance, part.tolerance);
   if (!part.pass && whole.detail.empty()) whole.detail = label + ": " + part.detail;
@@ -163,6 +186,7 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
     }
   }
   measure_power(v, got, want, [&](std::size_t) { return tolerance; });
+  overflowed(v, got, want);
   return v;
 }
 
@@ -191,6 +215,7 @@ Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, 
     }
   }
   measure_power(v, got, want, [&](std::size_t i) { return tolerance.data()[i]; });
+  overflowed(v, got, want);
   return v;
 }
 

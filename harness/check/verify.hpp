@@ -39,6 +39,9 @@ struct Verdict {
   // comparison with the unsharded reference, which then bounds only the rounding of the type.
   bool replayed = false;
   double rounding_power = -1;
+  // The values left the element type's range: the reference or the run holds inf or NaN. No
+  // tolerance judges such a comparison, so it fails with its own verdict (detail says where).
+  bool overflow = false;
   // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
   // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
@@ -66,6 +69,8 @@ void cover_by_replays(std::vector<Verdict>& checks, const std::vector<ReplayReco
 // part's, after `label` and ": ".
 void absorb(Verdict& whole, const Verdict& part, const std::string& label);
 
+// Both compares fail a comparison whose values overflowed (inf or NaN in want or got) with
+// `overflow` set, whatever the tolerance: "overflow: the reference holds inf at [0, 1] ...".
 Verdict compare(const std::string& name, const Tensor& got, const Tensor& want, double tolerance = 0.0);
 // Each element against its own tolerance (same shape as want): passes iff |got_i - want_i| <= tol_i
 // for every i. The first bad index names its tolerance.

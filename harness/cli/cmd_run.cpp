@@ -288,6 +288,8 @@ Command add_run_command(CLI::App& app) {
   add_collective_timeout(c, o->common.collective_timeout);
   c->add_option("--backend", o->common.backend, "sim (threads, default) or mpi (run under mpiexec)")
       ->capture_default_str();
+  c->add_option("--collectives", o->common.collectives, "ring (ours) or native (MPICH's own; mpi backend)")
+      ->capture_default_str();
   c->add_flag("--explain", o->explain,
               "also why each moved tensor lies where it does and what its other layouts would cost, then each "
               "einsum's search: the articles' plan and the rejected ones");

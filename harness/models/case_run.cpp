@@ -175,13 +175,16 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, b
     const Tensor& want = ref.values.at(name);
     if (!std::all_of(want.begin(), want.end(), [](double e) { return std::isfinite(e); })) {  // it overflowed
       v.pass = false;
+      v.overflow = true;
+      v.power = -1;
       v.detail = "the unsharded program's " + name + " overflows " + dtype_name(plan.dtype) +
-                 " (it holds inf or NaN), so nothing is checked; scale the case's values down";
+                 " (it holds inf or NaN); nothing is checked: scale the case's values down";
     }
     r.checks.push_back(v);
   }
   if (c.backward && rules) r.rule_checks = central_difference_checks(c.program, plan.gradient, c.seed);
   r.checks.push_back(ledger_check(plan, mine));
+  if (Verdict pad = padding_check(plan, run); !pad.name.empty()) r.checks.push_back(pad);
   expect_checks(c, r);
   r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +

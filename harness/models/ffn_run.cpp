@@ -150,7 +150,7 @@ Program ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_pro
 bool FfnResult::pass() const {
   if (checks.empty()) return false;
   for (const auto& c : checks)
-    if (!c.pass) return false;
+    if (!c.pass || is_weak(c, plan.config.dtype)) return false;  // WEAK fails (docs/verification.md)
   for (const auto& c : collectives)
     if (!c.matches()) return false;
   return true;

@@ -90,6 +90,36 @@ ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed) {
 
 namespace {
 
+// Adam (Kingma and Ba, Algorithm 1) written out for each of the first elements of a weight,
+// apart from Adam::step: w, m, v hold those elements; g is the whole gradient at step t.
+void plain_adam(std::vector<double>& w, std::vector<double>& m, std::vector<double>& v, const Tensor& g, int t,
+                const AdamParams& p) {
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double gi = g.data()[i];
+    m[i] = p.beta1 * m[i] + (1 - p.beta1) * gi;
+    v[i] = p.beta2 * v[i] + (1 - p.beta2) * gi * gi;
+    double b1 = 1, b2 = 1;  // beta^t by repeated products, not pow
+    for (int s = 0; s < t; ++s) b1 *= p.beta1, b2 *= p.beta2;
+    const double m_hat = m[i] / (1 - b1), v_hat = v[i] / (1 - b2);
+    w[i] -= p.lr * m_hat / (std::sqrt(v_hat) + p.eps);
+  }
+}
+
+// The reference's first elements of a weight against the plain Adam's: the same double arithmetic
+// in another order, so within a few roundings of each element and its lr-sized steps.
+Verdict adam_against_plain(const std::vector<double>& plain, const Tensor& w, int steps) {
+  Tensor want = xt::zeros<double>({plain.size()}), got = want;
+  double tol = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    want(i) = plain[i];
+    got(i) = w.data()[i];
+    tol = std::max(tol, 16.0 * steps * unit_roundoff(DType::float64) * (std::fabs(plain[i]) + 1.0));
+  }
+  Verdict v = compare("Adam's step on " + std::to_string(plain.size()) + " elements of A against Adam written plainly",
+                      got, want, tol);
+  return v;
+}
+
 // The training steps on the whole batch. order 0: each gradient one product over the batch, with
 // the worst-case bounds (below); orders 1-3: as the devices sum them, each device's gradient
 // rounded to the wire type and added in it one at a time (1: the first device first; 2: the last
@@ -122,6 +152,9 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
     ref.tolerance[k] = zeros_like(w[k]);
     rho[k] = dm[k] = dv[k] = zeros_like(w[k]);
   }
+  constexpr std::size_t kScalar = 4;  // elements of A the plain Adam follows
+  const std::size_t scalar = std::min(kScalar, w[0].size());
+  std::vector<double> plain_w(w[0].begin(), w[0].begin() + static_cast<long>(scalar)), plain_m(scalar), plain_v(scalar);
   for (int t = 1; t <= m.steps; ++t) {
     const Forward f = forward(x, {&w[0], &w[1], &w[2]});
     const Tensor dy = r / n;
@@ -132,6 +165,7 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
     for (int k = 0; k < 3; ++k) {
       const Tensor g = gradient(*act[k], *dz[k]);
       if (t == 1) ref.gradient[k] = g;
+      if (k == 0 && order == 0) plain_adam(plain_w, plain_m, plain_v, g, t, m.adam);
       adam[k].step(w[k], g, t, m.adam);
       if (order == 0) {
         // The run's gradient element may differ by its rounding: a generous multiple of u times
@@ -170,6 +204,7 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
       rho[k] = xt::ones_like(rho[k]);
     }
   ref.doubt = rho;
+  if (order == 0) ref.adam_scalar = adam_against_plain(plain_w, w[0], m.steps);
   return ref;
 }
 

@@ -12,6 +12,7 @@
 // The model: h1 = tanh(x A), h2 = tanh(h1 B), y = h2 C; loss L = mean over devices of
 // sum(y_d * R_d), so the summed device gradients are the gradient of L.
 #pragma once
+#include "harness/check/verify.hpp"
 #include <array>
 #include <cstdint>
 #include <string>
@@ -70,6 +71,11 @@ struct ZeroReference {
   // An update was in doubt before the last step: the later forwards and gradients of every weight
   // may differ, so every weight is held only to the plain bound of 3 lr a step.
   bool doubt_spreads = false;
+  // The shared Adam::step (training.hpp), which the run and this reference both call, against
+  // Adam written plainly, one element at a time: the first elements of A, every step, with the
+  // gradients the reference computed. A wrong moment or bias correction fails here, not only in a
+  // unit test. Not a comparison of the sharded run: it does not catch a planted fault.
+  Verdict adam_scalar;
 };
 ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wire);
 

@@ -92,6 +92,10 @@ std::string program_plan_text(const ProgramPlan& plan);
 // The SPMD program: each device takes its blocks of `inputs` under their propagated specs, runs
 // every op, and returns its blocks of the outputs plus "peak_bytes" (the most bytes of tensors it
 // held at once, in the element type: live tensors and an op's resharded operands and result).
+// Under Uneven::pad also kPaddingDirty: one flag per op of the plan, 1 when the op's result as
+// stored held a nonzero past its real rows (every op must leave zeros there: an einsum over a
+// padded dim would count them). Measured on every op, whatever it is, for the verifier to check.
+inline constexpr const char* kPaddingDirty = "padding_dirty";
 Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs);
 
 // The bytes a device holds at most, as program_spmd counts them, predicted from the plan.
