@@ -77,6 +77,12 @@ must_pass 3 120 "15_zero on 3 processes" "$BIN/15_zero" --backend mpi --quiet --
 echo "== mpiexec -n 3 $BIN/17_3d_parallelism --backend mpi --mesh D=3,P=1,T=1 --uneven pad --quiet"
 must_pass 3 120 "17_3d_parallelism, 8 rows padded over 3 processes" \
   "$BIN/17_3d_parallelism" --backend mpi --mesh D=3,P=1,T=1 --uneven pad --quiet
+# Paths only MPI takes: ring messages over 1 MiB (4 MiB here), and MPICH's own max in bfloat16.
+for dt in "float64" "bfloat16 --collectives native"; do
+  echo "== mpiexec -n 2 $BIN/shardlab run harness/cases/max_over_split.toml --backend mpi --dtype $dt --quiet"
+  must_pass 2 120 "max_over_split.toml, $dt, on 2 processes" \
+    "$BIN/shardlab" run harness/cases/max_over_split.toml --backend mpi --dtype $dt --quiet
+done
 
 l=$BIN/01_mesh_and_layout
 if [ -x "$l" ]; then
