@@ -58,7 +58,7 @@ bool is_root() { return module().is_root(); }
 int rank() { return module().rank(); }
 int world_size() { return module().world_size(); }
 void check_world(const Mesh& mesh) { module().check_world(mesh); }
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace, const Fault& fault) {
+RunResult run(const Mesh& mesh, const SpmdProgram& program, bool native, DType dtype, bool trace, const Fault& fault) {
   return module().run(mesh, program, native, dtype, trace, fault);
 }
 int agree(int status) { return module().agree(status); }

@@ -28,7 +28,7 @@ void check_world(const Mesh& mesh);
 // check_world, then `program` on this rank's device; outputs and ledger rows gathered on rank 0.
 // A failure on any rank becomes the same Error on every rank.
 // `trace`: record the device's compute spans (core/trace.hpp) and gather them too.
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace = false,
+RunResult run(const Mesh& mesh, const SpmdProgram& program, bool native, DType dtype, bool trace = false,
               const Fault& fault = {});
 int agree(int status);          // the largest status over all ranks
 std::string library_version();  // "MPICH Version: 4.0.2 ..." (first line)

@@ -15,7 +15,7 @@ bool is_root();
 int rank();
 int world_size();
 void check_world(const Mesh& mesh);
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace, const Fault& fault);
+RunResult run(const Mesh& mesh, const SpmdProgram& program, bool native, DType dtype, bool trace, const Fault& fault);
 int agree(int status);
 std::string library_version();
 std::unique_ptr<mpi::MpichCollectives> mpich_collectives(const Group& g);
@@ -29,7 +29,7 @@ struct Table {
   int (*rank)();
   int (*world_size)();
   void (*check_world)(const Mesh&);
-  RunResult (*run)(const Mesh&, const Program&, bool, DType, bool, const Fault&);
+  RunResult (*run)(const Mesh&, const SpmdProgram&, bool, DType, bool, const Fault&);
   int (*agree)(int);
   std::string (*library_version)();
   std::unique_ptr<mpi::MpichCollectives> (*mpich_collectives)(const Group&);

@@ -231,7 +231,7 @@ void check_world(const Mesh& mesh) {
                                          std::to_string(p.size()) + fix);
 }
 
-RunResult run(const Mesh& mesh, const Program& program, bool native, DType dtype, bool trace, const Fault& fault) {
+RunResult run(const Mesh& mesh, const SpmdProgram& program, bool native, DType dtype, bool trace, const Fault& fault) {
   MpiProcess& p = MpiProcess::get();
   check_world(mesh);
   MpiRun run(p, p.next_epoch());

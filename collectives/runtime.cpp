@@ -71,16 +71,16 @@ namespace {
 // never finishes (stuck in its own computation past the collective timeout), run_sim reports the
 // fault and leaves that thread running detached, still owning what it uses.
 struct SimRun {
-  SimRun(const Mesh& m, const Program& p, int n) : mesh(m), program(p), world(n) {}
+  SimRun(const Mesh& m, const SpmdProgram& p, int n) : mesh(m), program(p), world(n) {}
   Mesh mesh;
-  Program program;
+  SpmdProgram program;
   SimWorld world;
   std::vector<std::unique_ptr<SimTransport>> transports;
   std::vector<std::unique_ptr<Device>> devices;
   std::vector<Outputs> outputs;
 };
 
-RunResult run_sim(const Mesh& mesh, const Program& program, DType dtype, bool trace, const Fault& fault,
+RunResult run_sim(const Mesh& mesh, const SpmdProgram& program, DType dtype, bool trace, const Fault& fault,
                   bool replaying = false) {
   const int n = mesh.devices();
   auto run = std::make_shared<SimRun>(mesh, program, n);
@@ -183,7 +183,7 @@ ReplayRecord compare_replay(const RunResult& run, const RunResult& replay) {
 
 }  // namespace
 
-RunResult Runtime::run(const Mesh& mesh, const Program& program) {
+RunResult Runtime::run(const Mesh& mesh, const SpmdProgram& program) {
   if (native_ && backend_ == Backend::sim)
     throw Error(ErrorKind::unsupported, "--collectives native needs the mpi backend (MPICH's own collectives)");
   RunResult r = backend_ == Backend::mpi ? mpi::run(mesh, program, native_, dtype_, tracing_, fault_)

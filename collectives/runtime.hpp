@@ -23,7 +23,7 @@ Backend parse_backend(const std::string& text);  // "sim" | "mpi"; else Error(pa
 std::string backend_name(Backend b);
 
 using Outputs = std::map<std::string, Tensor>;  // a device's named local blocks
-using Program = std::function<Outputs(Device&)>;
+using SpmdProgram = std::function<Outputs(Device&)>;
 // The output a device adds when it planted the run's fault (--inject); Runtime::run removes it.
 inline constexpr const char* kFaultStruck = "fault_struck";
 
@@ -63,7 +63,7 @@ class Runtime {
   bool is_root() const;
   // Runs `program` on every device. Throws Error (same kind on every rank) for a bad setup, such
   // as a world size that differs from the mesh, or when any device fails.
-  RunResult run(const Mesh& mesh, const Program& program);
+  RunResult run(const Mesh& mesh, const SpmdProgram& program);
   // The world-size check of run() on its own (mpi: one process per device; sim: nothing), so that
   // a program can fail with one sentence before it prints anything.
   void check_mesh(const Mesh& mesh) const;

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     const DType exact_in = exact_in_eighths(d.m * 0.5, DType::float32) ? DType::float32 : DType::float64;
     const Tensor g = gelu(contract(Einsum::parse("bsm,mh->bsh"), in.x, in.w_in, exact_in));
     shown.emplace("the AllReduce alternative on " + std::to_string(mesh.devices()) + " devices");
-    const RunResult alt_run = session.run(plan_program(alt, g, in.w_out));
+    const RunResult alt_run = session.run(plan_spmd(alt, g, in.w_out));
     shown.emplace("checking the AllReduce alternative");
     ffn_report_fields(r, session.report());
     if (!session.runtime().is_root()) return session.finish();

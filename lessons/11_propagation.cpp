@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     // The backward program of L = sum(y * R), derived from the three ops, planned with the forward.
     const GradientProgram g = gradient_program(p);
     const Propagation prop = gradient_propagation(g, mesh, forward);
-    const ProgramPlan plan = plan_program_ops(g.program, mesh, prop, session.dtype(), false, g.forward_ops);
+    const ProgramPlan plan = plan_tensor_program(g.program, mesh, prop, session.dtype(), false, g.forward_ops);
 
     auto& out = session.out();
     out << "1. The FFN as a program of three ops over named dims (b batch, s sequence, m embed, h hidden):\n"
@@ -96,10 +96,10 @@ int main(int argc, char** argv) {
 
     // What annotating x alone would give: the weights are derived back through the einsums.
     const Propagation lone = propagate(p, mesh, {{"x", annotations.at("x")}});
-    const ProgramPlan lone_plan = plan_program_ops(p, mesh, lone, session.dtype());
+    const ProgramPlan lone_plan = plan_tensor_program(p, mesh, lone, session.dtype());
     // The same with layouts = "auto": h and y may lie wherever the program then sends least.
     const Propagation lone_auto = propagate(p, mesh, {{"x", annotations.at("x")}}, {}, true);
-    const ProgramPlan auto_plan = plan_program_ops(p, mesh, lone_auto, session.dtype());
+    const ProgramPlan auto_plan = plan_tensor_program(p, mesh, lone_auto, session.dtype());
     if (!session.runtime().is_root()) return session.finish();
 
     Report& report = session.report();

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     GradientProgram g = gradient_program(c.program);
     g.program = with_sgd_step(g, {"W_in", "W_out"});
     const Propagation prop = gradient_propagation(g, mesh, forward);
-    const ProgramPlan plan = plan_program_ops(g.program, mesh, prop, session.dtype(), false, g.forward_ops);
+    const ProgramPlan plan = plan_tensor_program(g.program, mesh, prop, session.dtype(), false, g.forward_ops);
 
     out << "2. The step as one program: the FFN, its backward derived by rule, an SGD step (lr "
         << format_number(kLearningRate, "%g") << "):\n" << program_text(g.program) << "\n";

@@ -1,5 +1,5 @@
 // The program's layout search (harness/plan/layout_search.hpp), and a differential test of the
-// whole program planner (propagation with its layout search, then plan_program_ops) against a
+// whole program planner (propagation with its layout search, then plan_tensor_program) against a
 // brute force written apart from it: tests/brute_plans.hpp's breadth-first walk over every layout
 // one move reaches (Bellman-Ford on the bytes of each move, from the collectives' ring formulas),
 // over every assignment of layouts to the free tensors.
@@ -375,7 +375,7 @@ TEST_SUITE("layout search") {
                                          {einsum_op("C", "bmk,bkn->bmn", "A", "B")}, {"C"});
     const Propagation p = propagate(bmm, mesh, {{"A", "X,_,_"}, {"B", "_,_,_"}});
     CHECK(p.specs.at("C").spec == Spec::parse("X,_,_"));
-    CHECK(plan_program_ops(bmm, mesh, p, DType::float32).predicted_bytes_per_device() == 0);
+    CHECK(plan_tensor_program(bmm, mesh, p, DType::float32).predicted_bytes_per_device() == 0);
 
     // matmul on X=4, A X,_ (4x8), B _,X (8x64): the rules give C X,_ (i from A; j's X dropped, used
     // twice), which costs A's gather (3 x 8 floats x 4 B = 96 B) and then C's AllToAll (3/4 of the
@@ -386,14 +386,14 @@ TEST_SUITE("layout search") {
     const std::map<std::string, std::string> ann{{"A", "X,_"}, {"B", "_,X"}};
     const Propagation rules = propagate(mm, x4, ann, {}, false);
     CHECK(rules.specs.at("C").spec == Spec::parse("X,_"));
-    CHECK(plan_program_ops(mm, x4, rules, DType::float32).predicted_bytes_per_device() == 96 + 192);
+    CHECK(plan_tensor_program(mm, x4, rules, DType::float32).predicted_bytes_per_device() == 96 + 192);
     LayoutSearch info;
     const Propagation searched = search_layouts(mm, x4, rules, &info);
     CHECK(info.searched);
     CHECK(info.changed == std::vector<std::string>{"C"});
     CHECK(searched.specs.at("C").spec == Spec::parse("_,X"));
     CHECK(searched.specs.at("C").origin.find("with the rules' X,_ (") != std::string::npos);
-    CHECK(plan_program_ops(mm, x4, searched, DType::float32).predicted_bytes_per_device() == 96);
+    CHECK(plan_tensor_program(mm, x4, searched, DType::float32).predicted_bytes_per_device() == 96);
     CHECK(propagate(mm, x4, ann).specs.at("C").spec == Spec::parse("X,_"));  // rule 7 is off by default
     CHECK(propagate(mm, x4, ann, {}, true).specs.at("C").spec == Spec::parse("_,X"));  // layouts = "auto"
     std::map<std::string, std::string> one = ann;
@@ -416,7 +416,7 @@ TEST_SUITE("layout search") {
 
   TEST_CASE("differential: the planner against a brute force over every layout of the free tensors") {
     // Random programs of up to 4 ops; the planner is propagate (rules, then the layout search) and
-    // plan_program_ops, forward only. The brute force tries every layout of each tensor the rules
+    // plan_tensor_program, forward only. The brute force tries every layout of each tensor the rules
     // left free (rules 3-5), and, for the second count, of every tensor not annotated (rule 2's
     // tensors, which take an annotated tensor's layout by design, too).
     Rng rng(27);
@@ -444,8 +444,8 @@ TEST_SUITE("layout search") {
         continue;
       }
       ++n;
-      const std::size_t planned = plan_program_ops(c.program, c.mesh, prop, DType::float32).predicted_bytes_per_device();
-      const std::size_t by_rules = plan_program_ops(c.program, c.mesh, rules, DType::float32).predicted_bytes_per_device();
+      const std::size_t planned = plan_tensor_program(c.program, c.mesh, prop, DType::float32).predicted_bytes_per_device();
+      const std::size_t by_rules = plan_tensor_program(c.program, c.mesh, rules, DType::float32).predicted_bytes_per_device();
       auto ratio = [](std::size_t a, std::size_t b) { return b == 0 ? (a == 0 ? 1.0 : 1e9) : double(a) / double(b); };
       CAPTURE(planned);
       CAPTURE(brute_free);

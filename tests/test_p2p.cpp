@@ -12,7 +12,7 @@
 using namespace shardlab;
 
 namespace {
-std::string failure(const Program& program, const std::string& mesh = "X=3") {
+std::string failure(const SpmdProgram& program, const std::string& mesh = "X=3") {
   Runtime rt(Backend::sim);
   try {
     rt.run(Mesh::parse(mesh), program);

@@ -278,7 +278,7 @@ TEST_SUITE("plan search") {
       const std::uint64_t seed = 1000 + 2 * static_cast<std::uint64_t>(i);  // leaves rng alone: same cases as above
       const Tensor ta = random_integers(c.a.shape, seed, -4, 4), tb = random_integers(c.b.shape, seed + 1, -4, 4);
       Runtime rt(Backend::sim);
-      const RunResult r = rt.run(best.mesh, plan_program(best, ta, tb));
+      const RunResult r = rt.run(best.mesh, plan_spmd(best, ta, tb));
       std::vector<Tensor> blocks;
       for (const auto& o : r.outputs) blocks.push_back(o.at(best.result_name));
       const Assembly got = assemble(best.mesh, best.out_spec, best.out_shape, blocks, best.result_name);

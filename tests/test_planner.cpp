@@ -61,7 +61,7 @@ using Sizes = std::vector<std::size_t>;
 void run_and_check(const Plan& plan, std::uint64_t seed = 1) {
   const Tensor a = random_integers(plan.a.shape, seed, -4, 4), b = random_integers(plan.b.shape, seed + 1, -4, 4);
   Runtime rt(Backend::sim);
-  RunResult r = rt.run(plan.mesh, plan_program(plan, a, b));
+  RunResult r = rt.run(plan.mesh, plan_spmd(plan, a, b));
   std::vector<Tensor> blocks;
   for (auto& o : r.outputs) blocks.push_back(o.at(plan.result_name));
   Assembly got = assemble(plan.mesh, plan.out_spec, plan.out_shape, blocks, plan.result_name);

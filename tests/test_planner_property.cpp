@@ -114,7 +114,7 @@ void run_valid_case(Rng& rng, Tally& tally) {
   const Tensor ta = integers ? random_integers(a.shape, seed, -5, 5) : random_uniform(a.shape, seed, -1, 1);
   const Tensor tb = integers ? random_integers(b.shape, seed + 1, -5, 5) : random_uniform(b.shape, seed + 1, -1, 1);
   Runtime rt(Backend::sim);
-  const RunResult r = rt.run(mesh, plan_program(plan, ta, tb));
+  const RunResult r = rt.run(mesh, plan_spmd(plan, ta, tb));
   std::vector<Tensor> blocks;
   for (const auto& o : r.outputs) blocks.push_back(o.at("C"));
   const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, "C");

@@ -1,7 +1,7 @@
 // harness/plan/program_explain.cpp: --explain on programs. A gelu whose input is annotated X,_ and
 // whose output is annotated whole on mesh X=4: x is all-gathered, 3/4 of its 8 x 8 float32 block
 // rows, 192 B per device; laid out whole x would move nothing (0 B), laid out _,X it is gathered
-// too (192 B). Each alternative's bytes also equal plan_program_ops' with that spec (the program
+// too (192 B). Each alternative's bytes also equal plan_tensor_program' with that spec (the program
 // planned apart). The sequence-parallel layer's explanation names every moved tensor and fits 100
 // columns; `shardlab run --plan-only --explain` prints it.
 #include <doctest/doctest.h>
@@ -41,7 +41,7 @@ outputs = ["g"]
   for (const auto& [spec, bytes] : alts) {  // the same program planned apart with that spec
     Propagation p = plan.propagation;
     p.specs.at("x").spec = spec;
-    CHECK(plan_program_ops(plan.program, plan.mesh, p, DType::float32).predicted_bytes_per_device() == bytes);
+    CHECK(plan_tensor_program(plan.program, plan.mesh, p, DType::float32).predicted_bytes_per_device() == bytes);
   }
   const std::string text = program_explain_text(plan);
   CAPTURE(text);

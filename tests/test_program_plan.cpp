@@ -30,7 +30,7 @@ Ran run_text(const std::string& body, const std::string& mesh_text, const std::m
   const CaseFile c = parse_case_file("name = \"t\"\nmesh = \"" + mesh_text + "\"\n" + body, "t.toml");
   const Mesh mesh = Mesh::parse(mesh_text);
   Ran r;
-  r.plan = plan_program_ops(c.program, mesh, propagate(c.program, mesh, shard), dtype);
+  r.plan = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, shard), dtype);
   const auto inputs = program_inputs(c.program, 1);
   Runtime rt(Backend::sim, false, dtype);
   const RunResult run = rt.run(mesh, program_spmd(r.plan, inputs));
@@ -144,7 +144,7 @@ outputs = ["total"]
   const CaseFile c = parse_case_file(body, "t.toml");
   const Mesh mesh = Mesh::parse("Y=4");
   // The rules' layout (total replicated, so an AllReduce); the layout search would reduce-scatter it.
-  ProgramPlan plan = plan_program_ops(c.program, mesh, propagate(c.program, mesh, c.shard, {}, false), DType::float32);
+  ProgramPlan plan = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, c.shard, {}, false), DType::float32);
   REQUIRE(plan.ops[0].finish.size() == 1);
   CHECK(plan.ops[0].finish[0].kind == StepKind::all_reduce);
   const auto inputs = program_inputs(c.program, 2);

@@ -73,7 +73,7 @@ TEST_SUITE("replay") {
         CAPTURE(held);
         Runtime rt(Backend::sim, false, t);
         rt.set_replay(true);
-        const Program p = [&](Device& dev) {
+        const SpmdProgram p = [&](Device& dev) {
           if (held == 1) return every_collective<double>(dev);
           if (t == DType::float32) return every_collective<float>(dev);
           if (t == DType::bfloat16) return every_collective<bfloat16>(dev);

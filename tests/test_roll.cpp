@@ -54,7 +54,7 @@ TEST_CASE("roll in a program: whole blocks of a split dim move by collective_per
   const Mesh mesh = Mesh::parse("X=4");
   for (DType t : {DType::float32, DType::float64, DType::bfloat16}) {
     CAPTURE(dtype_name(t));
-    const ProgramPlan plan = plan_program_ops(c.program, mesh, propagate(c.program, mesh, {{"x", "X,_"}}), t);
+    const ProgramPlan plan = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, {{"x", "X,_"}}), t);
     const auto ran = testing::run_program_checked(plan, t);
     REQUIRE(ran.size() == 1);
     CHECK(ran[0].op == "collective_permute");
@@ -62,7 +62,7 @@ TEST_CASE("roll in a program: whole blocks of a split dim move by collective_per
     CHECK(ran[0].bytes_per_device == 4 * 4 * element_bytes(t));  // x's block [4, 4]
   }
   // x whole on every device: the roll is local and nothing moves.
-  const ProgramPlan local = plan_program_ops(c.program, mesh, propagate(c.program, mesh, {{"x", "_,_"}}), DType::float32);
+  const ProgramPlan local = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, {{"x", "_,_"}}), DType::float32);
   CHECK(testing::run_program_checked(local, DType::float32).empty());
 }
 
@@ -84,7 +84,7 @@ TEST_CASE("roll's gradient is the opposite roll: dx = roll(dy, -4), the block mo
     CHECK(v.pass);
   }
   const Propagation fwd = propagate(c.program, mesh, {{"x", "X,_"}});
-  const ProgramPlan plan = plan_program_ops(g.program, mesh, gradient_propagation(g, mesh, fwd), DType::float32);
+  const ProgramPlan plan = plan_tensor_program(g.program, mesh, gradient_propagation(g, mesh, fwd), DType::float32);
   int permutes = 0;
   for (const PlanStep* s : plan.collectives())
     if (s->kind == StepKind::collective_permute) {
@@ -101,7 +101,7 @@ TEST_CASE("roll: part of a block, a dim it lacks, no value: one sentence naming 
   body.replace(body.find("value = 4"), 9, "value = 2");
   const CaseFile c = parse_case_file("name = \"t\"\nmesh = \"X=4\"\n" + body, "t.toml");
   try {
-    plan_program_ops(c.program, mesh, propagate(c.program, mesh, {{"x", "X,_"}}), DType::float32);
+    plan_tensor_program(c.program, mesh, propagate(c.program, mesh, {{"x", "X,_"}}), DType::float32);
     FAIL("a roll by half a block was planned");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::unsupported);

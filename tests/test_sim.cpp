@@ -28,7 +28,7 @@ Tensor block(int d, const Shape& shape) {
 }
 
 // Runs `program` on `mesh`; it must throw shardlab::Error of `kind`. Returns the message.
-std::string run_error(const Mesh& mesh, const Program& program, ErrorKind kind) {
+std::string run_error(const Mesh& mesh, const SpmdProgram& program, ErrorKind kind) {
   Runtime rt(Backend::sim);
   try {
     rt.run(mesh, program);

@@ -114,7 +114,7 @@ TEST_CASE("fused QKV on Y=4: the unfused case's collectives and bytes, verified 
   CHECK(concats == 1);
   for (DType t : {DType::float32, DType::float64, DType::bfloat16}) {
     CAPTURE(dtype_name(t));
-    const ProgramPlan plan = plan_program_ops(pf.program, mesh, pf.propagation, t, false, pf.backward_from);
+    const ProgramPlan plan = plan_tensor_program(pf.program, mesh, pf.propagation, t, false, pf.backward_from);
     testing::run_program_checked(plan, t);
   }
 }

@@ -257,7 +257,7 @@ void run_case(Rng& rng, Tally& tally) {
   const std::uint64_t seed = rng();
   const Tensor ta = random_integers(a.shape, seed, -5, 5), tb = random_integers(b.shape, seed + 1, -5, 5);
   Runtime rt(Backend::sim);
-  const RunResult r = rt.run(mesh, plan_program(plan, ta, tb));
+  const RunResult r = rt.run(mesh, plan_spmd(plan, ta, tb));
   std::vector<Tensor> blocks;
   for (const auto& o : r.outputs) blocks.push_back(o.at("C"));
   const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, "C");

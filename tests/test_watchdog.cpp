@@ -45,7 +45,7 @@ Tensor ones(const Shape& shape) {
 }
 
 // Runs `program` on `mesh`; it must throw Error(fault). Returns the message.
-std::string fault(const std::string& mesh, const Program& program) {
+std::string fault(const std::string& mesh, const SpmdProgram& program) {
   Runtime rt(Backend::sim);
   try {
     rt.run(Mesh::parse(mesh), program);

@@ -342,7 +342,7 @@ BenchResult run_collectives_bench(const BenchOptions& o) {
   result.statistic = o.statistic;
   result.header = bench_header({o.backend, mesh.text(), axes_text(u.axes), n, here, cores(), u.iters, u.warmup,
                                 u.native, u.fastest, crowded, dtype});
-  const Program program = [&](Device& dev) -> Outputs {
+  const SpmdProgram program = [&](Device& dev) -> Outputs {
     switch (dtype) {
       case DType::float32: return time_collectives<float>(dev, u);
       case DType::bfloat16: return time_collectives<bfloat16>(dev, u);

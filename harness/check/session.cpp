@@ -85,7 +85,7 @@ std::ostream& Session::out() {
   return *wrapped_;
 }
 
-RunResult Session::run(const Program& program) {
+RunResult Session::run(const SpmdProgram& program) {
   RunResult r = runtime_->run(mesh_, program);
   if (runtime_->is_root()) {
     // Several runs in one session: number their calls on from the previous run's.

@@ -35,7 +35,7 @@ class Session {
   bool talking() const;
 
   // Runs the program on every device and records its ledger into the report.
-  RunResult run(const Program& program);
+  RunResult run(const SpmdProgram& program);
   // Names the runs that follow ("megatron"): their collectives carry it in --json (`run`), so a
   // lesson that runs several layouts in one session keeps them apart.
   void name_runs(const std::string& name) { run_name_ = name; }

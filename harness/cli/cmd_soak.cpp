@@ -223,7 +223,7 @@ int soak(const SoakOptions& o) {
       continue;
     }
     Runtime rt(backend, false, dtype);
-    const RunResult run = rt.run(mesh, plan_program(c.plan, c.a, c.b));
+    const RunResult run = rt.run(mesh, plan_spmd(c.plan, c.a, c.b));
     ++t.run;
     TypeTally& tt = t.types[dtype];
     ++tt.run;

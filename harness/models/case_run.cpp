@@ -113,7 +113,7 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
     }
   ProgramPlan plan;
   try {
-    plan = plan_program_ops(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article",
+    plan = plan_tensor_program(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article",
                             c.backward ? g.forward_ops : SIZE_MAX, c.keep_gathered);
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());

@@ -184,7 +184,7 @@ FfnInputsOf<T> ffn_inputs_as(const FfnDims& dims, std::uint64_t seed, bool backw
 // The SPMD program: every device takes its blocks of the inputs and runs the stages. It returns
 // its blocks of y (and dx, dW_in, dW_out), plus one-element tensors "peak_bytes" and
 // "stored_bytes" measured from the blocks it held.
-Program ffn_program(const FfnPlan& plan, const FfnInputs& in);
+SpmdProgram ffn_program(const FfnPlan& plan, const FfnInputs& in);
 
 struct FfnResult {
   FfnPlan plan;

@@ -75,7 +75,7 @@ using Blocks = std::vector<std::map<std::string, xt::xarray<T>>>;
 bool intermediate(const std::string& t) { return t == "h" || t == "g" || t == "dg" || t == "dh"; }
 
 template <class T>
-Program typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* sink, bool keep_intermediates) {
+SpmdProgram typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* sink, bool keep_intermediates) {
   return [&plan, &in, sink, keep_intermediates](Device& dev) -> Outputs {
     const Mesh& mesh = dev.mesh();
     const int id = dev.id();
@@ -145,7 +145,7 @@ Program typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<T>* 
 
 }  // namespace
 
-Program ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_program<double>(plan, in, nullptr, false); }
+SpmdProgram ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_program<double>(plan, in, nullptr, false); }
 
 bool FfnResult::pass() const {
   if (checks.empty()) return false;
@@ -228,7 +228,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 template <class T>
-FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runtime& runtime, const FfnPlan& plan) {
+FfnResult run_typed(const std::function<RunResult(const SpmdProgram&)>& runner, Runtime& runtime, const FfnPlan& plan) {
   const Backend backend = runtime.backend();
   const bool root = runtime.is_root();
   const FfnConfig& c = plan.config;
@@ -333,7 +333,7 @@ FfnResult run_typed(const std::function<RunResult(const Program&)>& runner, Runt
   return r;
 }
 
-FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Runtime& runtime, const Mesh& mesh,
+FfnResult run_any(const std::function<RunResult(const SpmdProgram&)>& runner, Runtime& runtime, const Mesh& mesh,
                   FfnConfig config, DType dtype) {
   config.dtype = dtype;  // the element type the devices move is the one the plan counts
   parse_verify_mode(config.verify);
@@ -349,12 +349,12 @@ FfnResult run_any(const std::function<RunResult(const Program&)>& runner, Runtim
 }  // namespace
 
 FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
-  return run_any([&](const Program& p) { return runtime.run(mesh, p); }, runtime, mesh, config, runtime.dtype());
+  return run_any([&](const SpmdProgram& p) { return runtime.run(mesh, p); }, runtime, mesh, config, runtime.dtype());
 }
 
 FfnResult run_ffn(Session& session, const FfnConfig& config) {
   FfnResult r =
-      run_any([&](const Program& p) { return session.run(p); }, session.runtime(), session.mesh(), config, session.dtype());
+      run_any([&](const SpmdProgram& p) { return session.run(p); }, session.runtime(), session.mesh(), config, session.dtype());
   auto& checks = session.report().checks;
   checks.insert(checks.end(), r.checks.begin(), r.checks.end());
   return r;

@@ -189,7 +189,7 @@ CheaperPlan run_cheaper_plan(Runtime& runtime, const Mesh& mesh, const MatmulCas
                "   bytes (" + command + ").\n";
     return out;
   }
-  const RunResult run = runtime.run(mesh, plan_program(best, c.a, c.b));
+  const RunResult run = runtime.run(mesh, plan_spmd(best, c.a, c.b));
   if (!runtime.is_root()) return out;
   Verdict v = verify_matmul(mesh, best.out_spec, run, "C", c, dtype);
   v.name = "C by the searched plan";

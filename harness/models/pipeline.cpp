@@ -219,7 +219,7 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
   return ref;
 }
 
-Program pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
+SpmdProgram pipeline_program(const PipelineConfig& c, const PipeInputs& in) {
   return [c, &in](Device& dev) -> Outputs {
     if (dev.id() >= c.stages) return {};  // a mesh larger than the pipeline: the rest stay idle
     // Virtual stage vs = part * P + s holds layers vs * per ... vs * per + per - 1; its neighbours

@@ -88,7 +88,7 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
 // Returns "dW<l>" for each of its layers, "order" [ops, 3] (backward 0/1, micro-batch, model
 // chunk) as it ran them, "wall" [ops, 2] (start and end, microseconds on the monotonic
 // clock) and "peak_stash" [1]: the most micro-batches whose activations it held at once.
-Program pipeline_program(const PipelineConfig& c, const PipeInputs& in);
+SpmdProgram pipeline_program(const PipelineConfig& c, const PipeInputs& in);
 
 // The order each stage ran its ops in, read back from the run's "order" outputs.
 std::vector<std::vector<PipeOp>> executed_orders(const RunResult& run, int stages);

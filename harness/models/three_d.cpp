@@ -191,7 +191,7 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
   return ref;
 }
 
-Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
+SpmdProgram three_d_program(const ThreeDConfig& c, const ThreeDInputs& in) {
   return [c, &in](Device& dev) -> Outputs {
     const int d = dev.coord("D"), p = dev.coord("P"), t = dev.coord("T"), T = c.tensor, P = c.pipe;
     const std::string stage = "_s" + std::to_string(p);

@@ -71,7 +71,7 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
 // summed gradient rows it owns after the ReduceScatter(s) over D), "grad_held" [1] (the most
 // gradient elements it held at once: its whole shards with ZeRO-1, the owned rows with ZeRO-2) and, on the last stage, "y": the
 // outputs of its micro-batches one after another (its data shard's rows of the batch's output).
-Program three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
+SpmdProgram three_d_program(const ThreeDConfig& c, const ThreeDInputs& in);
 
 // Which mesh axis a ledger row's traffic crosses: "T", "D", or "P" for send/recv.
 std::string traffic_axis(const LedgerRow& row);

@@ -35,7 +35,7 @@ VocabSplit run_vocab_split(Runtime& runtime, int devices, std::size_t vocab, std
     mesh.set_uneven(rule);
     const Plan plan = plan_contraction(eq, mesh, {"h", Spec::parse("_,_"), {b, m}}, {"W", Spec::parse("_,X"), {m, vocab}},
                                        Spec::parse("_,_"), {false, "logits", eb});
-    const RunResult run = runtime.run(mesh, plan_program(plan, h, w));
+    const RunResult run = runtime.run(mesh, plan_spmd(plan, h, w));
     if (!runtime.is_root()) continue;
     const std::string name = uneven_name(rule);
     Verdict v = verify_output(mesh, plan.out_spec, run, "logits", want);

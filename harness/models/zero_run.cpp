@@ -239,7 +239,7 @@ ZeroReference zero_reference(const ZeroModel& m, const ZeroInputs& in, DType wir
   return ref;
 }
 
-Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
+SpmdProgram zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in) {
   return [mode, m, &in](Device& dev) -> Outputs {
     const std::vector<std::string> X = {dev.mesh().names()[0]};
     const std::size_t n = static_cast<std::size_t>(dev.mesh().devices()), me = static_cast<std::size_t>(dev.id());

@@ -87,6 +87,6 @@ enum ZeroHeld { held_params = 0, held_grads = 1, held_states = 2 };
 // The program for one mode. Each device returns "A", "B", "C" (whole weights for dp/zero1/zero2;
 // its row slice for zero3), "dA", "dB", "dC" (step 1's summed gradient: whole for dp, the own
 // rows otherwise) and "held" (a [3] tensor: peak params, grads, states).
-Program zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in);
+SpmdProgram zero_program(ZeroMode mode, const ZeroModel& m, const ZeroInputs& in);
 
 }  // namespace shardlab

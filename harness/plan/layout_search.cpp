@@ -37,7 +37,7 @@ void place(const Mesh& mesh, const Shape& shape, const std::vector<std::size_t>&
   }
 }
 
-// Prices one op from its operands' and output's specs, as plan_program_ops plans it alone, in
+// Prices one op from its operands' and output's specs, as plan_tensor_program plans it alone, in
 // elements sent per device (element size 1). Each search's answers are kept: one reshard search
 // from a spec prices every target, one contraction search every output.
 class Pricer {

@@ -419,7 +419,7 @@ template xt::xarray<float> execute_plan<float>(Device&, const Plan&, const xt::x
 template xt::xarray<bfloat16> execute_plan<bfloat16>(Device&, const Plan&, const xt::xarray<bfloat16>&,
                                                      const xt::xarray<bfloat16>&);
 
-Program plan_program(const Plan& plan, const Tensor& a, const Tensor& b) {
+SpmdProgram plan_spmd(const Plan& plan, const Tensor& a, const Tensor& b) {
   return [&plan, &a, &b](Device& dev) -> Outputs {
     const Tensor mine_a = local_block(a, dev.mesh(), plan.a.spec, dev.id());
     const Tensor mine_b = local_block(b, dev.mesh(), plan.b.spec, dev.id());

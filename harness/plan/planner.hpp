@@ -118,7 +118,7 @@ xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, con
 
 // The SPMD program for a Runtime: each device takes its blocks of the global `a` and `b`, runs
 // the plan, and returns {result_name: its block of the result}.
-Program plan_program(const Plan& plan, const Tensor& a, const Tensor& b);
+SpmdProgram plan_spmd(const Plan& plan, const Tensor& a, const Tensor& b);
 
 // The plan as numbered, aligned lines: op, tensor, axes, dim, spec change, local shapes, bytes.
 std::string plan_text(const Plan& plan);

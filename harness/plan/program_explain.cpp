@@ -41,7 +41,7 @@ std::vector<std::pair<Spec, std::size_t>> layout_alternatives(const ProgramPlan&
     Propagation prop = plan.propagation;
     for (const auto& t : group) prop.specs.at(t).spec = s;
     try {
-      const ProgramPlan alt = plan_program_ops(p, plan.mesh, prop, plan.dtype, plan.article, plan.backward_from,
+      const ProgramPlan alt = plan_tensor_program(p, plan.mesh, prop, plan.dtype, plan.article, plan.backward_from,
                                                plan.keep_gathered);
       out.push_back({s, alt.predicted_bytes_per_device()});
     } catch (const Error&) {  // no plan reaches it: not an alternative

@@ -3,7 +3,7 @@
 // propagation's rules, or chosen by the layout search), which collectives move it and for which
 // op, and what the alternatives cost: the whole program's bytes per device with that one tensor
 // laid out otherwise (and the renames that lie as it does), everything else as planned, each
-// alternative planned anew by plan_program_ops. A layout no plan can reach (a softmax's dim
+// alternative planned anew by plan_tensor_program. A layout no plan can reach (a softmax's dim
 // split) is left out.
 #pragma once
 #include <cstddef>

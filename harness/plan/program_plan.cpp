@@ -345,7 +345,7 @@ class OpsPlanner {
 
 }  // namespace
 
-ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
+ProgramPlan plan_tensor_program(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
                              DType dtype, bool article, std::size_t backward_from, bool keep_gathered) {
   ProgramPlan pp;
   pp.backward_from = backward_from;

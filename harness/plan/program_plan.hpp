@@ -66,7 +66,7 @@ struct ProgramPlan {
   bool keep_gathered = false;            // the forward's moved copies reused by the backward
   bool article = false;                  // each einsum by the articles' rules
   // Each tensor as devices hold it: its propagated spec, or partial sums where completing them
-  // waits for an op that needs them whole (see plan_program_ops).
+  // waits for an op that needs them whole (see plan_tensor_program).
   std::map<std::string, Spec> stored;
   std::vector<const PlanStep*> collectives() const;  // every op's, in run order
   std::size_t predicted_bytes_per_device() const;
@@ -76,7 +76,7 @@ struct ProgramPlan {
 
 // Error(unsupported) naming the op when no plan reaches an op's output spec. `article`: each
 // einsum by the articles' rules (plan_contraction) instead of the search.
-ProgramPlan plan_program_ops(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
+ProgramPlan plan_tensor_program(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
                              bool article = false, std::size_t backward_from = SIZE_MAX,
                              bool keep_gathered = false);
 
@@ -96,7 +96,7 @@ std::string program_plan_text(const ProgramPlan& plan);
 // stored held a nonzero past its real rows (every op must leave zeros there: an einsum over a
 // padded dim would count them). Measured on every op, whatever it is, for the verifier to check.
 inline constexpr const char* kPaddingDirty = "padding_dirty";
-Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs);
+SpmdProgram program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs);
 
 // The bytes a device holds at most, as program_spmd counts them, predicted from the plan.
 std::size_t predicted_peak_bytes(const ProgramPlan& plan);

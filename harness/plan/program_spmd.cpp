@@ -170,7 +170,7 @@ Tensor run_local(Device& dev, const ProgramPlan& plan, const OpPlan& o, const st
 
 }  // namespace
 
-Program program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs) {
+SpmdProgram program_spmd(const ProgramPlan& plan, const std::map<std::string, Tensor>& inputs) {
   return [&plan, &inputs](Device& dev) -> Outputs {
     const TensorProgram& p = plan.program;
     DeviceState st;

@@ -78,7 +78,7 @@ void check_same_outputs(const RunResult& want, const RunResult& got) {
 }
 
 // Runs `program` and returns the Error it must end with.
-Error failure(Runtime& rt, const Mesh& mesh, const Program& program) {
+Error failure(Runtime& rt, const Mesh& mesh, const SpmdProgram& program) {
   try {
     rt.run(mesh, program);
   } catch (const Error& e) {
@@ -274,7 +274,7 @@ TEST_SUITE("mpi backend") {
     for (DType t : types) {
       CAPTURE(dtype_name(t));
       const std::size_t eb = element_bytes(t), chunk = (std::size_t{3} << 19) / eb + 3, len = chunk * std::size_t(g);
-      const Program program = [&](Device& dev) -> Outputs {
+      const SpmdProgram program = [&](Device& dev) -> Outputs {
         Tensor x = xt::empty<double>(Shape{len}), first = xt::empty<double>(Shape{chunk});
         for (std::size_t i = 0; i < len; ++i) x(i) = v(dev.id(), i);
         for (std::size_t i = 0; i < chunk; ++i) first(i) = v(dev.id(), i);

@@ -16,7 +16,7 @@ namespace {
 int world() { return mpi::world_size(); }
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string failure(Runtime& rt, const Program& program) {
+std::string failure(Runtime& rt, const SpmdProgram& program) {
   try {
     rt.run(Mesh({"X"}, {world()}), program);
   } catch (const Error& e) {
@@ -65,7 +65,7 @@ TEST_SUITE("mpi p2p") {
   TEST_CASE("a send may wait while the two ranks run a collective, as on the sim backend") {
     Runtime sim(Backend::sim), rt(Backend::mpi);
     const Mesh mesh({"X"}, {world()});
-    const Program program = [](Device& dev) -> Outputs {
+    const SpmdProgram program = [](Device& dev) -> Outputs {
       if (dev.id() == 0) send(dev, Tensor{7.0}, 1, "h");
       const Tensor s = all_reduce(dev, Tensor{1.0}, {"X"}, "s");
       Tensor h = Tensor{0.0};

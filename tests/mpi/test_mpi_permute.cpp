@@ -19,7 +19,7 @@ TEST_SUITE("mpi permute") {
     const Mesh mesh({"X"}, {n});
     for (DType t : {DType::float64, DType::float32, DType::bfloat16}) {
       CAPTURE(dtype_name(t));
-      const Program program = [&](Device& dev) -> Outputs {
+      const SpmdProgram program = [&](Device& dev) -> Outputs {
         Tensor a = xt::empty<double>(Shape{3, 700});  // 4200 elements, up to 33 KB on the wire
         for (std::size_t k = 0; k < a.size(); ++k) a.data()[k] = 10.0 * dev.id() + double(k % 7);
         return {{"up", collective_shift(dev, a, {"X"}, 1, "a")},
