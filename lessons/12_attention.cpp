@@ -94,8 +94,8 @@ std::map<std::string, long> block_dims(const std::string& text, long a, long c) 
       why += (why.empty() ? "" : ", ") + name + " = " + std::to_string(dims[name]) + " over " + std::to_string(k);
     }
   if (!why.empty())
-    throw Error(ErrorKind::not_divisible, "lesson 12's block does not split here (" + why +
-                                              "): use a mesh like X=2,Y=4, X=1,Y=8 or X=2,Y=2");
+    throw Error(ErrorKind::not_divisible, "lesson 12 cannot split its block here (" + why +
+                                              "): use a mesh like X=2,Y=4 or X=1,Y=8");
   return dims;
 }
 

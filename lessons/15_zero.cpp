@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
     const Mesh& mesh = session.mesh();
     if (mesh.rank() != 1) throw Error(ErrorKind::parse, "15_zero needs a mesh with one axis (the data axis), e.g. --mesh X=3");
     const int n = mesh.devices();
+    if (n < 2)
+      throw Error(ErrorKind::parse, "15_zero shards optimizer state over its data axis, and one device leaves nothing to "
+                                    "shard; give 2 or more, e.g. --mesh X=3");
     ZeroModel model;
     model.uneven = mesh.uneven();
     const ZeroInputs in = zero_inputs(model, n, cli.common.seed);  // rows that do not split under none: refused

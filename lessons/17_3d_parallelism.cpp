@@ -285,7 +285,7 @@ void section_zero(const Lesson& L) {
     L.out << "   - PP (and TP) already cut the gradients: a device holds 1/(P T) = 1/" << c.pipe * c.tensor << " of GPT-3's "
           << format_number(z.grads_whole_gb, "%.0f") << " GB\n     of bfloat16 gradients, " << format_number(z.grads_here_gb, "%.1f")
           << " GB. ZeRO-2 would save " << format_number(saved_here, "%.1f") << " GB of them here,\n     against "
-          << format_number(saved_dp, "%.0f") << " GB in pure data parallelism over the same D = " << c.data << ".\n";
+          << format_number(saved_dp, "%.0f") << " GB in pure data parallelism over the same " << c.data << " replicas.\n";
   else
     L.out << "   - With P = T = 1 nothing cuts GPT-3's " << format_number(z.grads_whole_gb, "%.0f")
           << " GB of bfloat16 gradients: ZeRO-2 would save\n     " << format_number(saved_here, "%.0f")

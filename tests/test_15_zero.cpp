@@ -36,11 +36,12 @@ TEST_SUITE("lessons") {
     CHECK(bad.out.empty());
     CHECK(bad.err.find("12 rows do not split over 5 devices") != std::string::npos);
     CHECK(run_binary("15_zero --mesh X=2,Y=2").status == 2);
-    // One device: nothing moves, yet some weight bounds (tol 0.09) are above the float32 floor:
-    // WEAK, which fails the run, named (docs/verification.md).
+    // One device: nothing to shard, and some weight bounds (tol 0.09) would sit above the float32
+    // floor (WEAK): refused up front, in one sentence.
     const auto one = run_binary("15_zero --mesh X=1 --quiet");
-    CHECK(one.status == 1);
-    CHECK(one.out.find(" WEAK") != std::string::npos);
+    CHECK(one.status == 2);
+    CHECK(one.out.empty());
+    CHECK(one.err.find("one device leaves nothing to shard") != std::string::npos);
   }
 
   TEST_CASE("lesson 15 on 5 devices (issue 32): 12 rows cut 3, 3, 3, 3, 0 (chunk) or sent as 3 each (pad)") {

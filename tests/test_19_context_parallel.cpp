@@ -91,7 +91,7 @@ TEST_SUITE("lessons") {
     CHECK(text.out.find("bfloat16, 2 B per element") != std::string::npos);
     CHECK(bf16["ring_step_presets_hidden"].get<double>() >= 2);
     // float64: no TPU has a unit for it, and the table says so rather than pricing it.
-    CHECK(run_binary("19_context_parallel").out.find("no float64 unit") != std::string::npos);
+    CHECK(run_binary("19_context_parallel --dtype float64").out.find("no float64 unit") != std::string::npos);
     CHECK(text.out.find("(Online softmax: a running max m and sum l per query row") != std::string::npos);
   }
 }

@@ -136,7 +136,7 @@ TEST_CASE("shardlab run: a case whose unsharded program overflows its element ty
   std::ofstream(dir + "/big.toml") << text;
   const auto r = run_binary("shardlab run " + dir + "/big.toml");
   CHECK(r.status == 1);
-  CHECK(shardlab::testing::flat(r.out).find("the unsharded program's y overflows float32 (it holds inf or NaN), so nothing is checked") !=
+  CHECK(shardlab::testing::flat(r.out).find("the unsharded program's y overflows float32 (it holds inf or NaN); nothing is checked") !=
         std::string::npos);
 }
 

@@ -100,7 +100,7 @@ TEST_CASE("shardlab exercise: every lesson's first exercise fits 100 columns; --
 }
 
 TEST_CASE("shardlab exercise: bad values are one sentence and exit 2") {
-  for (const char* args : {"--lesson 21", "--lesson 99", "--lesson ''", "--seed -1", "--answer 'bogus'",
+  for (const char* args : {"--lesson 22", "--lesson 99", "--lesson ''", "--seed -1", "--answer 'bogus'",
                            "--answer 'all_reduce C over Y many'", "--json --answer none", "--seed 1e3"}) {
     CAPTURE(args);
     const auto r = run_binary(std::string("shardlab exercise ") + args);

@@ -337,7 +337,14 @@ TEST_SUITE("ffn") {
             c.verify = "full";
             c.finite_differences = false;
             const FfnResult r = run_ffn(rt, mesh, c);
-            CHECK(r.pass());
+            // Every value check within its bound. In bfloat16 without a replay the bounds sit above
+            // the floor, so the run as a whole is WEAK (a failing verdict, test_verify checks that
+            // rule); what this case checks is that the bounds hold.
+            for (const auto& v : r.checks) {
+              CAPTURE(v.line());
+              CHECK(v.pass);
+            }
+            if (t != DType::bfloat16) CHECK(r.pass());
             int compared = 0;
             for (const auto& v : r.checks)
               if (v.worst_ratio >= 0) {
@@ -347,7 +354,8 @@ TEST_SUITE("ffn") {
                 ++compared;
               }
             CHECK(compared == 4);  // y, dx, dW_in, dW_out
-            if (seed != 1) continue;
+            // --verify sketch is refused in bfloat16 (its bounds cannot reach the floor there).
+            if (seed != 1 || t == DType::bfloat16) continue;
             // Sketch verification, projections and sampled rows: passes; a planted missing reduction
             // in y (--inject skip-add) fails.
             c.verify = "sketch";
@@ -465,15 +473,16 @@ TEST_SUITE("ffn") {
   }
 
   // An output test (tests/sanitized.hpp: skipped by ThreadSanitizer's suite).
-  TEST_CASE("shardlab ffn --dtype bfloat16: passes in both verify modes; a skipped add in y's reduction fails them" *
+  TEST_CASE("shardlab ffn --dtype bfloat16: passes full verification, a skipped add in y's reduction fails it, sketch is refused" *
             doctest::skip(shardlab::testing::kThreadSanitized)) {
-    for (const char* mode : {"full", "sketch"}) {
-      CAPTURE(mode);
-      auto ok = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --verify ") + mode);
-      CHECK(ok.status == 0);
-      auto bad = run_binary(std::string("shardlab ffn --dtype bfloat16 --backward --quiet --inject skip-add --verify ") + mode);
-      CHECK(bad.status == 1);
-    }
+    auto ok = run_binary("shardlab ffn --dtype bfloat16 --backward --quiet --verify full");
+    CHECK(ok.status == 0);
+    auto bad = run_binary("shardlab ffn --dtype bfloat16 --backward --quiet --inject skip-add --verify full");
+    CHECK(bad.status == 1);
+    // --verify sketch cannot reach bfloat16's floor: refused in one sentence (docs/verification.md).
+    auto sketch = run_binary("shardlab ffn --dtype bfloat16 --backward --quiet --verify sketch");
+    CHECK(sketch.status == 2);
+    CHECK(sketch.out.empty());
     // --json: each full check carries its worst error/tolerance; the tolerances are well under the
     // values (the old scalar tolerances were 3.9 to 56, above the values themselves).
     auto r = run_binary("shardlab ffn --dtype bfloat16 --backward --verify full --json");

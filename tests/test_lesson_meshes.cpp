@@ -50,7 +50,7 @@ const std::vector<LessonMeshes> kLessons = {
     {"12_attention", "", {"X=1,Y=4", "X=2,Y=1", "X=1,Y=8", "X=1,Y=1"}, {"X=8,Y=1", "Y=4"}},
     {"13_transformer_layer", "", {"X=1,Y=4", "X=2,Y=1", "X=1,Y=8", "X=1,Y=1"}, {"X=8,Y=1", "Y=4"}},
     {"14_data_parallel", "", {"X=8", "X=1", "X=1,Y=8", "X=8,Y=1"}, {}},
-    {"15_zero", "", {"X=3", "X=1", "X=8"}, {"X=2,Y=4"}},
+    {"15_zero", "", {"X=3", "X=8"}, {"X=2,Y=4", "X=1"}},  // one device: nothing to shard
     {"16_pipeline", "", {"X=4"}, {"X=1", "X=8"}},
     {"17_3d_parallelism", "",
      {"D=2,P=2,T=2", "D=1,P=2,T=2", "D=2,P=1,T=2", "D=2,P=2,T=1", "D=8,P=1,T=1", "D=1,P=8,T=1", "D=1,P=1,T=8"},

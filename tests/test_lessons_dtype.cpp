@@ -79,6 +79,8 @@ TEST_SUITE("lessons") {
         for (const auto& kv : base.items()) {
           const std::string key = kv.key();
           if (!kv.value().is_number() || key == "element_bytes" || key == "max_abs_error" || key == "tolerance") continue;
+          // Lesson 17's GPT-3 figures are the published model's, in its own element type.
+          if (key.rfind("gpt3_", 0) == 0) continue;
           CAPTURE(key);
           REQUIRE(j.contains(key));
           if (has(key, "bytes") || has(key, "memory"))

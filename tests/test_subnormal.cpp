@@ -158,7 +158,11 @@ TEST_CASE("FFN forward and backward, pairwise on Y=2: no subnormal operand in fl
     const SubnormalTally tally = stop_counting_subnormals();
     MESSAGE(dtype_name(t) << " FFN: " << tally.contractions << " contractions, " << tally.elements
                           << " operand elements, " << tally.subnormal << " subnormal");
-    CHECK(r.pass());
+    // Every value check within its bound (in bfloat16, without a replay, the run is WEAK as a whole).
+    for (const auto& v : r.checks) {
+      CAPTURE(v.line());
+      CHECK(v.pass);
+    }
     CHECK(tally.contractions >= 12);  // 6 sharded on each of 2 devices, and the reference's
     CHECK(tally.subnormal == 0);
   }

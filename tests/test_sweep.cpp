@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/bench/bench.hpp"
+#include "harness/jobs/job_sweep.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/models/ffn.hpp"
 #include "harness/models/step_cost.hpp"
@@ -284,7 +285,7 @@ TEST_CASE("plots: every plots/*.gp renders a non-empty PNG and draws labelled ax
   b.iters = 1;
   b.warmup = 0;
   write_dat_files(dir.string(), {bytes_sweep(), share_sweep(), memory_sweep(), zero_sweep(), bubble_sweep(),
-                                 busbw_table(run_collectives_bench(b), "test run")});
+                                 plan_model_sweep(), busbw_table(run_collectives_bench(b), "test run")});
   int scripts = 0;
   for (const auto& e : fs::directory_iterator("plots")) {
     if (e.path().extension() != ".gp") continue;

@@ -16,6 +16,7 @@
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/search_text.hpp"
 #include "harness/check/session.hpp"
+#include "harness/check/verify.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"
 #include "harness/cli/timeout_option.hpp"
@@ -216,7 +217,9 @@ int run(const FfnOptions& o) {
     out << "  (central differences skipped: each runs the whole layer twice; use small --dims to check them)\n";
 
   if (!common.json) return session.finish();
-  // The report's JSON plus the phase of every collective.
+  // The report's JSON plus the phase of every collective; bfloat16's checks covered by their
+  // replays first, as finish() does for the text report.
+  if (session.runtime().is_root()) cover_by_replays(session.report().checks, session.runtime().replays());
   int status = session.report().pass() ? 0 : 1;
   auto j = nlohmann::ordered_json::parse(report_json(session.report()));
   j["backward"] = config.backward;

@@ -80,7 +80,7 @@ struct RootWork {
 // The file each --what table is written to, in --out.
 const std::map<std::string, std::string> kDatName = {
     {"bytes", "bytes_per_device"}, {"share", "comm_share"}, {"memory", "memory_per_device"}, {"zero", "zero_memory"},
-    {"bubble", "bubble"},          {"busbw", "busbw"},      {"machine", "machine"}};
+    {"bubble", "bubble"},          {"plan", "plan_model"},  {"busbw", "busbw"},      {"machine", "machine"}};
 
 // Refuses, before anything is measured, a .dat file that could not be written after it (a
 // read-only or immutable one, a directory in its place) or an --out that could not be made.
