@@ -113,11 +113,15 @@ int Session::keep_trace() {
   return keep_trace_file(options_.trace, {TraceSource{report_.case_name, runtime_->trace()}});
 }
 
+void Session::cover_replays() {
+  if (runtime_->is_root()) cover_by_replays(report_.checks, runtime_->replays());
+}
+
 int Session::finish() {
   if (wrap_) wrap_->flush_line();  // before the verdict, in order
   int status = 0;
+  cover_replays();
   if (runtime_->is_root()) {
-    cover_by_replays(report_.checks, runtime_->replays());
     const Fault& fault = runtime_->fault();
     if (fault.kind != FaultKind::none && !runtime_->struck()) {
       // A planted fault that changed nothing tested nothing: not a success (exit 1, and shardlab

@@ -45,6 +45,9 @@ class Session {
   // pass, 1 fail, 3 when the trace could not be written. The text names the element type and,
   // for a session that ran devices, where they ran (MPI processes or threads of one process).
   int finish();
+  // On the root, the report's checks covered by the runs' replays (bfloat16); finish() does it
+  // first, and a command that prints its own report calls it before reading the verdict.
+  void cover_replays();
   // --trace FILE: the root writes every run's timeline there (harness/check/trace.hpp). Returns 0,
   // or 3 (after one sentence on stderr) when it cannot. For commands that print their own JSON.
   int keep_trace();

@@ -16,7 +16,6 @@
 #include "harness/plan/plan_search.hpp"
 #include "harness/plan/search_text.hpp"
 #include "harness/check/session.hpp"
-#include "harness/check/verify.hpp"
 #include "harness/check/trace.hpp"
 #include "harness/models/step_cost.hpp"
 #include "harness/cli/timeout_option.hpp"
@@ -219,7 +218,7 @@ int run(const FfnOptions& o) {
   if (!common.json) return session.finish();
   // The report's JSON plus the phase of every collective; bfloat16's checks covered by their
   // replays first, as finish() does for the text report.
-  if (session.runtime().is_root()) cover_by_replays(session.report().checks, session.runtime().replays());
+  session.cover_replays();
   int status = session.report().pass() ? 0 : 1;
   auto j = nlohmann::ordered_json::parse(report_json(session.report()));
   j["backward"] = config.backward;
