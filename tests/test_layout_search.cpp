@@ -444,8 +444,10 @@ TEST_SUITE("layout search") {
         continue;
       }
       ++n;
-      const std::size_t planned = plan_tensor_program(c.program, c.mesh, prop, DType::float32).predicted_bytes_per_device();
-      const std::size_t by_rules = plan_tensor_program(c.program, c.mesh, rules, DType::float32).predicted_bytes_per_device();
+      const std::size_t planned =
+          plan_tensor_program(c.program, c.mesh, prop, DType::float32).predicted_bytes_per_device();
+      const std::size_t by_rules =
+          plan_tensor_program(c.program, c.mesh, rules, DType::float32).predicted_bytes_per_device();
       auto ratio = [](std::size_t a, std::size_t b) { return b == 0 ? (a == 0 ? 1.0 : 1e9) : double(a) / double(b); };
       CAPTURE(planned);
       CAPTURE(brute_free);

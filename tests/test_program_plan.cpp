@@ -144,7 +144,8 @@ outputs = ["total"]
   const CaseFile c = parse_case_file(body, "t.toml");
   const Mesh mesh = Mesh::parse("Y=4");
   // The rules' layout (total replicated, so an AllReduce); the layout search would reduce-scatter it.
-  ProgramPlan plan = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, c.shard, {}, false), DType::float32);
+  ProgramPlan plan =
+      plan_tensor_program(c.program, mesh, propagate(c.program, mesh, c.shard, {}, false), DType::float32);
   REQUIRE(plan.ops[0].finish.size() == 1);
   CHECK(plan.ops[0].finish[0].kind == StepKind::all_reduce);
   const auto inputs = program_inputs(c.program, 2);

@@ -62,7 +62,8 @@ TEST_CASE("roll in a program: whole blocks of a split dim move by collective_per
     CHECK(ran[0].bytes_per_device == 4 * 4 * element_bytes(t));  // x's block [4, 4]
   }
   // x whole on every device: the roll is local and nothing moves.
-  const ProgramPlan local = plan_tensor_program(c.program, mesh, propagate(c.program, mesh, {{"x", "_,_"}}), DType::float32);
+  const ProgramPlan local =
+      plan_tensor_program(c.program, mesh, propagate(c.program, mesh, {{"x", "_,_"}}), DType::float32);
   CHECK(testing::run_program_checked(local, DType::float32).empty());
 }
 

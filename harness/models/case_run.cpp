@@ -113,8 +113,8 @@ ProgramPlan plan_case(const CaseFile& c, const Mesh& mesh) {
     }
   ProgramPlan plan;
   try {
-    plan = plan_tensor_program(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype), c.plan == "article",
-                            c.backward ? g.forward_ops : SIZE_MAX, c.keep_gathered);
+    plan = plan_tensor_program(c.backward ? g.program : c.program, mesh, prop, parse_dtype(c.dtype),
+                               c.plan == "article", c.backward ? g.forward_ops : SIZE_MAX, c.keep_gathered);
   } catch (const Error& e) {
     throw Error(e.kind(), c.path + ": " + e.what());
   }

@@ -187,7 +187,7 @@ Solution solve(const Exercise& e) {
   s.plan = plan_contraction(eq, mesh, a, b, out, options);
   Runtime runtime(Backend::sim, false, e.c.dtype);
   const RunResult run = runtime.run(mesh, plan_spmd(s.plan, random_integers(a.shape, 1, -4, 4),
-                                                      random_integers(b.shape, 2, -4, 4)));
+                                                    random_integers(b.shape, 2, -4, 4)));
   const std::vector<CollectiveSummary> rows = summarize(run.ledger);
   const std::string differs = plan_vs_ledger(s.plan, rows);
   if (!differs.empty()) throw Error(ErrorKind::fault, "exercise " + e.id + ": the run is not the plan: " + differs);

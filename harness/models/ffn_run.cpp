@@ -145,7 +145,9 @@ SpmdProgram typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<
 
 }  // namespace
 
-SpmdProgram ffn_program(const FfnPlan& plan, const FfnInputs& in) { return typed_program<double>(plan, in, nullptr, false); }
+SpmdProgram ffn_program(const FfnPlan& plan, const FfnInputs& in) {
+  return typed_program<double>(plan, in, nullptr, false);
+}
 
 bool FfnResult::pass() const {
   if (checks.empty()) return false;
@@ -354,7 +356,8 @@ FfnResult run_ffn(Runtime& runtime, const Mesh& mesh, const FfnConfig& config) {
 
 FfnResult run_ffn(Session& session, const FfnConfig& config) {
   FfnResult r =
-      run_any([&](const SpmdProgram& p) { return session.run(p); }, session.runtime(), session.mesh(), config, session.dtype());
+      run_any([&](const SpmdProgram& p) { return session.run(p); }, session.runtime(), session.mesh(), config,
+              session.dtype());
   auto& checks = session.report().checks;
   checks.insert(checks.end(), r.checks.begin(), r.checks.end());
   return r;
