@@ -13,6 +13,8 @@
 #include "core/layout.hpp"
 #include "core/text.hpp"
 #include "harness/cli/cli.hpp"
+#include "harness/cli/contraction_inputs.hpp"
+#include "harness/cli/contraction_report.hpp"
 #include "harness/cost/cost.hpp"
 #include "harness/check/npy.hpp"
 #include "harness/check/pictures.hpp"
@@ -95,63 +97,16 @@ void add_common(CLI::App* c, ContractionOptions& o) {
       ->capture_default_str();
 }
 
-// A and B: from .npy files (checked against --shape / --dims when given) or random integers.
-struct Inputs {
-  Tensor a, b;         // empty until fill_random() for random inputs
-  Shape shape_a, shape_b;
-  std::string source;
-  NpyType type = NpyType::float64;
-};
-
-Inputs read_inputs(const ContractionOptions& o, const Einsum& eq) {
-  Inputs in;
+// The sizes --shape (m,k,n) or --dims give, once --a-in and --b-in are known to come together.
+DimSizes sizes_asked(const ContractionOptions& o) {
   if (o.a_in.empty() != o.b_in.empty())
     throw Error(ErrorKind::parse, "give both --a-in and --b-in, or neither (then the inputs are random)");
-  DimSizes asked;
-  if (!o.einsum && !o.shape.empty()) {
-    const Shape mkn = parse_shape(o.shape, "--shape");
-    if (mkn.size() != 3)
-      throw Error(ErrorKind::parse, "--shape has " + std::to_string(mkn.size()) + " sizes; expected m,k,n like 4,16,4");
-    asked = {{'i', mkn[0]}, {'k', mkn[1]}, {'j', mkn[2]}};
-  }
-  if (o.einsum) asked = parse_dim_sizes(o.dims);
-  for (const auto& kv : asked)
-    if (eq.a.find(kv.first) == std::string::npos && eq.b.find(kv.first) == std::string::npos)
-      throw Error(ErrorKind::parse, "--dims gives " + std::string(1, kv.first) + "=" + std::to_string(kv.second) +
-                                        ", but " + eq.text() + " has no dim " + std::string(1, kv.first));
-  if (!o.a_in.empty()) {
-    NpyArray a = load_npy(o.a_in), b = load_npy(o.b_in);
-    refuse_non_finite(o.a_in, a.data);
-    refuse_non_finite(o.b_in, b.data);
-    const DimSizes got = eq.sizes(shape_of(a.data), shape_of(b.data));
-    for (const auto& [letter, size] : asked)
-      if (got.count(letter) && got.at(letter) != size)
-        throw Error(ErrorKind::rank_mismatch, "the .npy inputs give dim " + std::string(1, letter) + " size " +
-                                                  std::to_string(got.at(letter)) + ", but the command line says " +
-                                                  std::to_string(size));
-    in.a = std::move(a.data);
-    in.b = std::move(b.data);
-    in.shape_a = shape_of(in.a);
-    in.shape_b = shape_of(in.b);
-    in.type = std::max(a.type, b.type);  // the wider of the two (NpyType lists them narrowest first)
-    in.source = o.a_in + ", " + o.b_in;
-    return in;
-  }
-  if (asked.empty()) {
-    if (o.einsum) throw Error(ErrorKind::parse, "give --dims (like b=8,s=4,m=16,h=32) or --a-in and --b-in");
-    asked = {{'i', 4}, {'k', 16}, {'j', 4}};
-  }
-  in.shape_a = shape_for(eq.a, asked);
-  in.shape_b = shape_for(eq.b, asked);
-  in.source = "random integers in [-4, 4], seed " + std::to_string(o.common.seed);
-  return in;
-}
-
-// Random inputs are made only once the run is known to fit: --plan-only never allocates them.
-void fill_random(Inputs& in, std::uint64_t seed) {
-  if (in.a.dimension() > 0 || in.source.rfind("random", 0) != 0) return;  // a default xarray is a 0-d scalar
-  in.a = random_integers(in.shape_a, seed, -4, 4);
-  in.b = random_integers(in.shape_b, seed + 1, -4, 4);
+  if (o.einsum) return parse_dim_sizes(o.dims);
+  if (o.shape.empty()) return {};
+  const Shape mkn = parse_shape(o.shape, "--shape");
+  if (mkn.size() != 3)
+    throw Error(ErrorKind::parse, "--shape has " + std::to_string(mkn.size()) + " sizes; expected m,k,n like 4,16,4");
+  return {{'i', mkn[0]}, {'k', mkn[1]}, {'j', mkn[2]}};
 }
 
 double elements(const Shape& s) {
@@ -163,46 +118,50 @@ double elements(const Shape& s) {
 // What a run holds at once, in bytes: the inputs (float64, and their rounded copies), on the root
 // the reference and the assembled result (and the broadcast reference's table of products), and
 // every device in this process its blocks as stored and as multiplied.
-double predicted_run_bytes(const Plan& plan, const Inputs& in, double terms, bool broadcast, int devices_here) {
+double predicted_run_bytes(const Plan& plan, const ContractionInputs& in, double terms, bool broadcast,
+                           int devices_here) {
   const double out = elements(plan.out_shape);
   return 8 * 2 * (elements(in.shape_a) + elements(in.shape_b)) + 8 * 2 * out + (broadcast ? 8 * terms : 0) +
          devices_here * static_cast<double>(plan.stored_bytes() + plan.working_bytes());
 }
 
-int run_contraction(const ContractionOptions& o) {
+// Flags checked before any work: a bad value fails before the mesh is built.
+void check_flags(const ContractionOptions& o) {
   if (o.outer_gather != "A" && o.outer_gather != "B")
     throw Error(ErrorKind::parse, "--outer-gather is '" + o.outer_gather + "'; use A or B");
-  if (!o.out_dtype.empty()) parse_npy_type(o.out_dtype);  // a bad value fails before any work
+  if (!o.out_dtype.empty()) parse_npy_type(o.out_dtype);
   if (!o.out.empty()) check_writable(o.out);
   if (o.plan_only && !o.out.empty())
     throw Error(ErrorKind::parse, "--out with --plan-only: no result is computed, so there is nothing to write");
   refuse_shared_paths({{"--out", o.out}, {"--trace", o.common.trace}}, {{"--a-in", o.a_in}, {"--b-in", o.b_in}});
-  Session session(o.einsum ? "einsum" : "matmul", o.common, !o.plan_only);
-  const Mesh& mesh = session.mesh();
-  const Einsum eq = Einsum::parse(o.equation);
-  const Spec sa = Spec::parse(o.einsum ? o.specs.at(0) : o.a_spec);
-  const Spec sb = Spec::parse(o.einsum ? o.specs.at(1) : o.b_spec);
-  const bool auto_out = o.out_spec == "auto";
-  std::optional<Spec> so;
-  if (!o.out_spec.empty() && !auto_out) so = Spec::parse(o.out_spec);
-  Inputs in = read_inputs(o, eq);
-  // The written file's type: --out-dtype; else the inputs' type when they came from .npy files;
-  // else --dtype's, with float32 for bfloat16 (numpy has none, and float32 holds every bfloat16
-  // value exactly).
-  const bool from_files = !o.a_in.empty();
-  const NpyType out_type = !o.out_dtype.empty() ? parse_npy_type(o.out_dtype)
-                           : from_files         ? in.type
-                           : session.dtype() == DType::float64 ? NpyType::float64 : NpyType::float32;
-  const bool bf16_as_f32 = o.out_dtype.empty() && !from_files && session.dtype() == DType::bfloat16;
+}
+
+// The equation and the specs.
+Contraction read_specs(const ContractionOptions& o) {
+  Contraction c;
+  c.eq = Einsum::parse(o.equation);
+  c.a.spec = Spec::parse(o.einsum ? o.specs.at(0) : o.a_spec);
+  c.b.spec = Spec::parse(o.einsum ? o.specs.at(1) : o.b_spec);
+  c.auto_out = o.out_spec == "auto";
+  if (!o.out_spec.empty() && !c.auto_out) c.out_spec = Spec::parse(o.out_spec);
+  return c;
+}
+
+// The rest, once the inputs' shapes are known: the labels, and how the plan is chosen.
+void read_plan_choices(const ContractionOptions& o, const ContractionInputs& in, std::size_t element_bytes,
+                       Contraction& c) {
   const std::vector<std::string> names = split(o.names, ',');
   if (names.size() != 3)
     throw Error(ErrorKind::parse, "--names has " + std::to_string(names.size()) + " labels; give three, like x,W_in,h");
   for (const auto& n : names)
     if (!is_identifier(trim(n))) throw Error(ErrorKind::parse, "--names label '" + n + "' is not a plain name");
-  const std::string result = trim(names[2]);
+  c.result = trim(names[2]);
   if (o.plan != "search" && o.plan != "article")
     throw Error(ErrorKind::parse, "--plan is '" + o.plan + "'; use search (the fewest bytes) or article (the articles' rules)");
-  const Operand op_a{trim(names[0]), sa, in.shape_a}, op_b{trim(names[1]), sb, in.shape_b};
+  c.a.name = trim(names[0]);
+  c.a.shape = in.shape_a;
+  c.b.name = trim(names[1]);
+  c.b.shape = in.shape_b;
   if (o.objective != "bytes" && o.objective != "time")
     throw Error(ErrorKind::parse, "--objective is '" + o.objective + "'; use bytes or time (with --preset)");
   if (o.objective == "time" && o.preset.empty())
@@ -211,15 +170,109 @@ int run_contraction(const ContractionOptions& o) {
     throw Error(ErrorKind::parse, "--preset is only read with --objective time");
   if (o.objective == "time" && o.plan != "search")
     throw Error(ErrorKind::parse, "--objective time picks among searched plans; drop --plan article");
-  const Hardware* hw = o.objective == "time" ? &hardware_preset(o.preset) : nullptr;
-  PlanOptions popts{o.outer_gather == "A", result, session.element_bytes()};
-  popts.time_on = hw;
-  if (auto_out && o.plan != "search")
+  if (c.auto_out && o.plan != "search")
     throw Error(ErrorKind::parse, "--out-spec auto picks among searched plans; drop --plan article");
+  c.options = PlanOptions{o.outer_gather == "A", c.result, element_bytes};
+  c.options.time_on = o.objective == "time" ? &hardware_preset(o.preset) : nullptr;
+}
+
+// On the root: the assembled result against the unsharded einsum, the ledger against the plan, and
+// the run's table. Returns the result.
+Tensor verify_run(std::ostream& out, Report& rep, const Mesh& mesh, const Contraction& c, const Plan& plan,
+                  const ContractionInputs& in, const RunResult& run, DType dtype, bool broadcast) {
+  std::vector<Tensor> blocks;
+  for (const auto& d : run.outputs) blocks.push_back(d.at(c.result));
+  const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, c.result);
+  // The one checker's value and bound (program_check.hpp): exact, tolerance 0, while integer
+  // sums are; else checked_reference's per-element bound. An exact value is checked against the
+  // broadcast-and-sum einsum as well, independent of BLAS, when its table of products fits.
+  const ExpectedTensor expected = contraction_expected(c.eq, in.a, in.b, dtype, mesh.devices());
+  const bool exact = expected.exact;
+  const Tensor& want = exact && broadcast ? reference_einsum(c.eq, in.a, in.b) : expected.value;
+  Verdict v = exact ? compare(c.result, got.tensor, want, 0.0) : compare(c.result, got.tensor, want, expected.bound);
+  if (!got.replicas_agree) {
+    v.pass = false;
+    v.detail = got.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
+  }
+  v.name = c.result + " against the unsharded einsum (" +
+           (exact && broadcast ? "broadcast and sum" : exact ? "BLAS on one device" : "the program checker") + ")";
+  rep.checks.push_back(v);
+  Verdict agrees;
+  agrees.name = "ledger matches the plan";
+  agrees.detail = plan_vs_ledger(plan, rep.collectives);
+  agrees.pass = agrees.detail.empty();
+  rep.checks.push_back(agrees);
+
+  const double share = plan.unsharded_flops() / mesh.devices();
+  out << "Run:\n" << collectives_table(rep.collectives)
+      << "  FLOPs per device:  " << plan.flops_per_device() << "; unsharded " << plan.unsharded_flops() << " / "
+      << mesh.devices() << " devices = " << share << ": " << plan.flops_per_device() / share << "x the work needed\n"
+      << "  memory per device: " << plan.working_bytes() << " bytes (A and B as multiplied, the product); "
+      << plan.stored_bytes() << " at rest (the given blocks and C)\n";
+  for (const auto& check : rep.checks) out << "  " << check.name << ": " << check.line() << "\n";
+  return got.tensor;
+}
+
+// The file --out writes, and its type: --out-dtype; else the inputs' type when they came from .npy
+// files; else --dtype's, with float32 for bfloat16 (numpy has none, and float32 holds every
+// bfloat16 value exactly).
+struct OutFile {
+  std::string path;  // empty: no --out
+  NpyType type = NpyType::float64;
+  bool bf16_as_f32 = false;
+};
+
+OutFile out_file(const ContractionOptions& o, const ContractionInputs& in, DType dtype) {
+  OutFile f;
+  f.path = o.out;
+  f.type = !o.out_dtype.empty()           ? parse_npy_type(o.out_dtype)
+           : in.from_files()              ? in.type
+           : dtype == DType::float64      ? NpyType::float64
+                                          : NpyType::float32;
+  f.bf16_as_f32 = o.out_dtype.empty() && !in.from_files() && dtype == DType::bfloat16;
+  return f;
+}
+
+// The result to --out, when it verified: 0, or 2 (float16 cannot hold it), or 3 (the write failed).
+// The path was checked up front, so a write that fails now (a full disk) is a runtime fault.
+int write_result(std::ostream& out, Report& rep, const OutFile& f, const std::string& result, const Tensor& got,
+                 const Shape& shape) {
+  if (f.path.empty()) return 0;
+  if (!rep.pass()) {
+    std::cerr << "shardlab: not writing " << f.path << ": the result did not verify\n";
+    return 0;
+  }
+  const double largest = xt::amax(xt::abs(got))();
+  if (f.type == NpyType::float16 && largest > 65504) {
+    std::cerr << "shardlab: not writing " << f.path << ": " << result << " holds " << largest
+              << ", beyond float16's largest finite value 65504; use --out-dtype float32\n";
+    return 2;
+  }
+  try {
+    save_npy(f.path, got, f.type);
+    out << "  wrote " << f.path << " (" << npy_type_name(f.type)
+        << (f.bf16_as_f32 ? ", which holds the bfloat16 result exactly" : "") << ", " << shape_text(shape) << ")\n";
+    rep.strings["out"] = f.path;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
+
+int run_contraction(const ContractionOptions& o) {
+  check_flags(o);
+  Session session(o.einsum ? "einsum" : "matmul", o.common, !o.plan_only);
+  const Mesh& mesh = session.mesh();
+  Contraction c = read_specs(o);
+  const Einsum& eq = c.eq;
+  ContractionInputs in = read_inputs(eq, sizes_asked(o), o.einsum, o.a_in, o.b_in, o.common.seed);
+  const OutFile file = out_file(o, in, session.dtype());
+  read_plan_choices(o, in, session.element_bytes(), c);
   const SearchResult found = o.plan != "search" ? SearchResult{}
-                             : auto_out        ? search_cheapest_output(eq, mesh, op_a, op_b, popts)
-                                               : search_contraction(eq, mesh, op_a, op_b, so, popts);
-  const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, op_a, op_b, so, popts);
+                             : c.auto_out      ? search_cheapest_output(eq, mesh, c.a, c.b, c.options)
+                                               : search_contraction(eq, mesh, c.a, c.b, c.out_spec, c.options);
+  const Plan plan = o.plan == "search" ? found.best : plan_contraction(eq, mesh, c.a, c.b, c.out_spec, c.options);
   double terms = 1;
   for (const auto& kv : eq.sizes(in.shape_a, in.shape_b)) terms *= static_cast<double>(kv.second);
   const bool broadcast = terms <= kBroadcastLimit;
@@ -229,31 +282,10 @@ int run_contraction(const ContractionOptions& o) {
   // Products added into each element of C: the same in the sharded run and the reference, in
   // different orders (the tolerance's n, and the overflow bound's).
   std::size_t summed = 1;
-  for (char c : eq.contracted()) summed *= plan.a.shape[eq.a.find(c)];
+  for (char letter : eq.contracted()) summed *= plan.a.shape[eq.a.find(letter)];
   if (!o.plan_only) {
     fill_random(in, o.common.seed);
-    // Held as the element type holds them: the reference then starts from the same numbers.
-    in.a = rounded(in.a, session.dtype());
-    in.b = rounded(in.b, session.dtype());
-    for (const Tensor* t : {&in.a, &in.b})
-      if (!xt::all(xt::isfinite(*t)))
-        throw Error(ErrorKind::parse, "an input value in " + in.source + " is too large for " + o.common.dtype +
-                                          " (it rounds to inf); use --dtype float64 or smaller inputs");
-    // Inputs from files may multiply past the type's range: refused here, on every rank, before
-    // anything runs. Cheap first: |C_ij| <= max|a| max|b| (terms per element); only when that bound
-    // passes the range is the product itself formed to see.
-    if (from_files) {
-      const double bound = xt::amax(xt::abs(in.a))() * xt::amax(xt::abs(in.b))() * static_cast<double>(summed);
-      if (!std::isfinite(rounded(Tensor{bound}, session.dtype())(0))) {
-        const Tensor c = rounded(broadcast ? reference_einsum(eq, in.a, in.b) : contract(eq, in.a, in.b),
-                                 session.dtype());
-        if (!xt::all(xt::isfinite(c)))
-          throw Error(ErrorKind::parse, "the product of " + in.source + " overflows " + o.common.dtype +
-                                            " (some element of " + result +
-                                            " rounds to inf), so nothing could be checked; use smaller inputs" +
-                                            (session.dtype() == DType::float64 ? "" : " or --dtype float64"));
-      }
-    }
+    round_inputs(in, eq, session.dtype(), summed, broadcast, c.result);  // on every rank, before anything runs
   }
   auto& out = session.out();
   out << "shardlab " << (o.einsum ? "einsum " : "matmul ") << eq.text() << ": " << plan.a.name << " "
@@ -261,141 +293,19 @@ int run_contraction(const ContractionOptions& o) {
       << o.common.backend << " backend\n\n"
       << plan_text(plan) << "\n";
   auto& rep = session.report();
-  // Dims that do not divide their axes: each block's real rows, as the --uneven rule cut them.
-  const std::string uneven = uneven_text(mesh, sa, in.shape_a, plan.a.name, dim_names(eq.a)) +
-                             uneven_text(mesh, sb, in.shape_b, plan.b.name, dim_names(eq.b)) +
-                             uneven_text(mesh, plan.out_spec, plan.out_shape, result, dim_names(eq.out));
-  if (!uneven.empty()) {
-    out << "  uneven blocks (--uneven " << uneven_name(mesh.uneven()) << ": "
-        << (mesh.uneven() == Uneven::pad ? "every block ceil(d/n) rows, zeros after the real ones, as JAX pads"
-                                         : "blocks of ceil(d/n) rows, the last ones shorter, as torch.chunk")
-        << "):\n";
-    for (const auto& line : split(uneven.substr(0, uneven.size() - 1), '\n')) out << "    " << line << "\n";
-    out << "\n";
-    rep.strings["uneven"] = uneven_name(mesh.uneven());
-  }
+  print_uneven(out, rep, mesh, c, plan);
   rep.strings["plan_kind"] = o.plan;
-  if (o.plan == "search") {
-    const std::size_t mine = plan.predicted_bytes_per_device(), art = found.article.predicted_bytes_per_device();
-    out << "  search: " << (hw ? "the least modeled time on " + hw->name : std::string("the fewest bytes")) << " of "
-        << found.layouts_explored << " layouts explored; ";
-    if (hw) {
-      const double t = plan_objective(plan, hw);
-      out << "this plan " << t * 1e6 << " us";
-      if (found.article_refusal.empty())
-        out << ", the articles' " << plan_objective(found.article, hw) * 1e6 << " us (" << art << " bytes)";
-      out << "\n\n";
-      rep.numbers["modeled_seconds"] = t;
-      if (found.article_refusal.empty()) rep.numbers["article_modeled_seconds"] = plan_objective(found.article, hw);
-      rep.strings["objective"] = "time on " + hw->name;
-    } else if (found.article_refusal.empty()) {
-      out << "the articles' rules (--plan article) send " << art << " bytes per device to the same output"
-          << (art == mine ? ", as many" : ", " + times_text(double(art), double(mine)) + " this plan's") << "\n\n";
-      rep.numbers["article_bytes_per_device"] = static_cast<double>(art);
-    } else {
-      out << "the articles' rules cannot reach this output\n\n";
-    }
-    if (!so && !auto_out) {
-      const auto note = [&](const Spec& s) { return s.notation(result, dim_names(eq.out)); };
-      out << "  output: no --out-spec, so " << result << " takes its natural layout " << note(plan.out_spec)
-          << ", as propagation gives it (JAX, DTensor); --out-spec auto finds the cheapest one\n";
-      if (found.article_output && without_unit_axes(mesh, *found.article_output) != without_unit_axes(mesh, plan.out_spec))
-        out << "  the articles' rules, left to choose, would leave " << note(*found.article_output)
-            << " (rule 1 gathers a batch dim the operands split differently; JAX and DTensor keep one split)\n";
-      out << "\n";
-    }
-    if (auto_out) {
-      out << outputs_text(found) << "\n";
-      rep.strings["natural_out_spec"] = found.natural.out_spec.text();
-      rep.numbers["natural_bytes_per_device"] = static_cast<double>(found.natural.predicted_bytes_per_device());
-      rep.numbers["back_to_natural_bytes_per_device"] = static_cast<double>(found.back_to_natural_bytes);
-    }
-    if (o.explain) {
-      out << explain_text(found) << "\n";
-      const SearchResult other = auto_out ? search_contraction(eq, mesh, op_a, op_b, std::nullopt, popts)
-                                          : search_cheapest_output(eq, mesh, op_a, op_b, popts);
-      out << natural_vs_auto_text(auto_out ? other : found, auto_out ? found : other) << "\n";
-      rep.json["alternatives"] = alternatives_json(found);
-    }
-  }
-  rep.strings["einsum"] = eq.text();
-  rep.strings["a_spec"] = sa.text();
-  rep.strings["b_spec"] = sb.text();
-  rep.strings["out_spec"] = plan.out_spec.text();
-  rep.strings["plan"] = plan_summary(plan);
-  rep.numbers["plan_bytes_per_device"] = static_cast<double>(plan.predicted_bytes_per_device());
-  rep.numbers["flops_per_device"] = plan.flops_per_device();
-  rep.numbers["unsharded_flops"] = plan.unsharded_flops();
+  if (o.plan == "search") print_search(out, rep, mesh, c, found, plan, o.explain);
+  report_plan(rep, mesh, c, plan, o.plan_only);
   if (o.plan_only) {
-    rep.plan_only = true;
-    for (const PlanStep* c : plan.collectives()) {
-      CollectiveSummary row;
-      row.op = step_kind_name(c->kind);
-      row.axes = axes_text(c->axes);
-      row.tensor = c->tensor;
-      row.group_size = mesh.axes_size(c->axes);
-      row.predicted_bytes_per_device = c->predicted_bytes;
-      rep.planned.push_back(row);
-    }
     if (session.runtime().is_root() && o.common.json) std::cout << report_json(rep) << std::endl;
     return 0;
   }
-
-  // Reference: the broadcast-and-sum einsum, independent of BLAS, when its table of products fits.
   RunResult run = session.run(plan_spmd(plan, in.a, in.b));
-  // The path was checked up front, so a write that fails now (a full disk) is a runtime fault: 3 on
-  // every rank, not a failed verdict.
   int io_status = 0;
   if (session.runtime().is_root()) {
-    std::vector<Tensor> blocks;
-    for (auto& d : run.outputs) blocks.push_back(d.at(result));
-    const Assembly got = assemble(mesh, plan.out_spec, plan.out_shape, blocks, result);
-    // The one checker's value and bound (program_check.hpp): exact, tolerance 0, while integer
-    // sums are; else checked_reference's per-element bound. An exact value is checked against the
-    // broadcast-and-sum einsum as well, independent of BLAS, when its table of products fits.
-    const ExpectedTensor expected = contraction_expected(eq, in.a, in.b, session.dtype(), mesh.devices());
-    const bool exact = expected.exact;
-    const Tensor& want = exact && broadcast ? reference_einsum(eq, in.a, in.b) : expected.value;
-    Verdict v = exact ? compare(result, got.tensor, want, 0.0) : compare(result, got.tensor, want, expected.bound);
-    if (!got.replicas_agree) {
-      v.pass = false;
-      v.detail = got.disagreement + (v.detail.empty() ? "" : "; " + v.detail);
-    }
-    v.name = result + " against the unsharded einsum (" +
-             (exact && broadcast ? "broadcast and sum" : exact ? "BLAS on one device" : "the program checker") + ")";
-    rep.checks.push_back(v);
-    Verdict agrees;
-    agrees.name = "ledger matches the plan";
-    agrees.detail = plan_vs_ledger(plan, rep.collectives);
-    agrees.pass = agrees.detail.empty();
-    rep.checks.push_back(agrees);
-
-    const double share = plan.unsharded_flops() / mesh.devices();
-    out << "Run:\n" << collectives_table(rep.collectives)
-        << "  FLOPs per device:  " << plan.flops_per_device() << "; unsharded " << plan.unsharded_flops() << " / "
-        << mesh.devices() << " devices = " << share << ": " << plan.flops_per_device() / share << "x the work needed\n"
-        << "  memory per device: " << plan.working_bytes() << " bytes (A and B as multiplied, the product); "
-        << plan.stored_bytes() << " at rest (the given blocks and C)\n";
-    for (const auto& c : rep.checks) out << "  " << c.name << ": " << c.line() << "\n";
-    const double largest = xt::amax(xt::abs(got.tensor))();
-    if (!o.out.empty() && rep.pass() && out_type == NpyType::float16 && largest > 65504) {
-      std::cerr << "shardlab: not writing " << o.out << ": " << result << " holds " << largest
-                << ", beyond float16's largest finite value 65504; use --out-dtype float32\n";
-      io_status = 2;
-    } else if (!o.out.empty() && rep.pass()) {
-      try {
-        save_npy(o.out, got.tensor, out_type);
-        out << "  wrote " << o.out << " (" << npy_type_name(out_type)
-            << (bf16_as_f32 ? ", which holds the bfloat16 result exactly" : "") << ", " << shape_text(plan.out_shape)
-            << ")\n";
-        rep.strings["out"] = o.out;
-      } catch (const Error& e) {
-        std::cerr << "error: " << e.what() << "\n";
-        io_status = 3;
-      }
-    } else if (!o.out.empty()) {
-      std::cerr << "shardlab: not writing " << o.out << ": the result did not verify\n";
-    }
+    const Tensor got = verify_run(out, rep, mesh, c, plan, in, run, session.dtype(), broadcast);
+    io_status = write_result(out, rep, file, c.result, got, plan.out_shape);
   }
   if (const int status = session.runtime().agree(io_status); status != 0) return status;
   return session.finish();
