@@ -108,21 +108,11 @@ void sizes_from_files(TensorProgram& p, const NamedArrays& files) {
 
 }  // namespace
 
-CaseFile parse_case_file(const std::string& source, const std::string& path, const std::string& inputs_path) {
-  const Reader r(path);
-  toml::table root;
-  try {
-    root = toml::parse(source, path);
-  } catch (const toml::parse_error& e) {
-    r.fail(static_cast<int>(e.source().begin.line), "not TOML: " + std::string(e.description()));
-  }
-  r.only(root,
-         {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
-          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered", "layouts", "inputs_from"},
-         "a case file");
-  CaseFile c;
-  c.path = path;
-  TensorProgram p;
+namespace {
+
+// Name, mesh, element type, seed, the weak-check allowance and where the inputs come from.
+void read_run_settings(const Reader& r, const toml::table& root, const std::string& path,
+                       const std::string& inputs_path, CaseFile& c, TensorProgram& p) {
   const toml::node& name = r.need(root, "name", "a case file");
   p.name = r.text(name, "name");
   // Printed in reports and terminals: letters, digits and a little punctuation only.
@@ -160,6 +150,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
   if (!inputs_path.empty()) c.inputs_from = inputs_path;
   if (!c.inputs_from.empty()) c.input_files = load_arrays(c.inputs_from);
   if (const auto* n = root.get("seed")) c.seed = static_cast<std::uint64_t>(r.integer(*n, "seed", 0));
+}
+
+// How the case is planned and run: plan, uneven, layouts, plan_only, backward, keep_gathered.
+void read_plan_settings(const Reader& r, const toml::table& root, CaseFile& c) {
   if (const auto* n = root.get("plan")) {
     c.plan = r.text(*n, "plan");
     if (c.plan != "search" && c.plan != "article")
@@ -194,15 +188,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
     if (c.keep_gathered && !c.backward)
       r.fail(Reader::line_of(*n), "keep_gathered = true keeps copies for the backward pass; it needs backward = true");
   }
-  std::map<char, int> dim_lines;
-  for (const auto& [k, v] : r.table(r.need(root, "dims", "a case file"), "dims")) {
-    const std::string letter(k.str());
-    if (letter.size() != 1 || !std::islower(static_cast<unsigned char>(letter[0])))
-      r.fail(Reader::line_of(v), "dims names '" + letter + "': a dim is one lower-case letter");
-    p.sizes[letter[0]] = static_cast<std::size_t>(r.integer(v, "dim " + letter, 1));
-    dim_lines[letter[0]] = Reader::line_of(v);
-  }
-  // toml++ keeps a table's keys sorted; the program lists inputs in the order the file writes them.
+}
+
+// The inputs in the order the file writes them (toml++ keeps a table's keys sorted).
+void read_program_inputs(const Reader& r, const toml::table& root, TensorProgram& p) {
   std::vector<std::pair<toml::source_position, std::string>> order;
   for (const auto& [k, v] : r.table(r.need(root, "inputs", "a case file"), "inputs"))
     order.push_back({k.source().begin, std::string(k.str())});
@@ -212,13 +201,12 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
   const toml::table& inputs = *root.get("inputs")->as_table();
   for (const auto& [pos, name] : order) p.inputs.push_back({name, r.text(*inputs.get(name), "input " + name)});
   if (p.inputs.empty()) r.fail(Reader::line_of(root), "inputs names no tensor");
-  if (const auto* n = root.get("shard"))
-    for (const auto& [k, v] : r.table(*n, "shard")) {
-      c.shard[std::string(k.str())] = r.text(v, "shard " + std::string(k.str()));
-      c.shard_line[std::string(k.str())] = Reader::line_of(v);
-    }
+}
+
+std::vector<ProgramOp> read_ops(const Reader& r, const toml::table& root) {
   const toml::array& ops = r.array(r.need(root, "ops", "a case file"), "ops");
   if (ops.empty()) r.fail(Reader::line_of(root), "ops is empty");
+  std::vector<ProgramOp> out;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string where = "op " + std::to_string(i + 1);
     const toml::table& t = r.table(ops[i], where);
@@ -238,8 +226,29 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
       op.value = *n->value<double>();
       op.has_value = true;
     }
-    p.ops.push_back(op);
+    out.push_back(op);
   }
+  return out;
+}
+
+// The program as written: dims, inputs, shard, ops and outputs; sizes the case leaves out come
+// from the input files.
+void read_program(const Reader& r, const toml::table& root, CaseFile& c, TensorProgram& p) {
+  std::map<char, int> dim_lines;
+  for (const auto& [k, v] : r.table(r.need(root, "dims", "a case file"), "dims")) {
+    const std::string letter(k.str());
+    if (letter.size() != 1 || !std::islower(static_cast<unsigned char>(letter[0])))
+      r.fail(Reader::line_of(v), "dims names '" + letter + "': a dim is one lower-case letter");
+    p.sizes[letter[0]] = static_cast<std::size_t>(r.integer(v, "dim " + letter, 1));
+    dim_lines[letter[0]] = Reader::line_of(v);
+  }
+  read_program_inputs(r, root, p);
+  if (const auto* n = root.get("shard"))
+    for (const auto& [k, v] : r.table(*n, "shard")) {
+      c.shard[std::string(k.str())] = r.text(v, "shard " + std::string(k.str()));
+      c.shard_line[std::string(k.str())] = Reader::line_of(v);
+    }
+  p.ops = read_ops(r, root);
   sizes_from_files(p, c.input_files);
   // A size for a dim nothing uses is a typo or a leftover: say so rather than ignore it.
   std::string used;
@@ -253,6 +262,10 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
     for (std::size_t j = 0; j < i; ++j)
       if (p.outputs[i] == p.outputs[j])
         r.fail(Reader::line_of(*root.get("outputs")), "outputs names " + p.outputs[i] + " twice");
+}
+
+// [measured] (a profile's communication shares) and [expect] (what the run must show).
+void read_measured_and_expect(const Reader& r, const toml::table& root, CaseFile& c) {
   if (const auto* n = root.get("measured")) {
     const toml::table& m = r.table(*n, "measured");
     r.only(m, {"source", "comm_share"}, "[measured]");
@@ -279,14 +292,11 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
       c.expect.memory_line = Reader::line_of(*v);
     }
   }
-  try {
-    c.program = make_program(p);
-  } catch (const Error& e) {
-    // make_program names the op and its line itself.
-    throw Error(ErrorKind::parse, path + ": " + e.what());
-  }
-  // Each expected collective reads "<op> <tensor> over <axes>": a malformed one is a broken file
-  // (exit 2), not an expectation the run fails to meet.
+}
+
+// Each expected collective reads "<op> <tensor> over <axes>": a malformed one is a broken file
+// (exit 2), not an expectation the run fails to meet.
+void check_expected_collectives(const Reader& r, const CaseFile& c) {
   const Mesh on = Mesh::parse(c.mesh);
   for (const auto& line : c.expect.collectives.value_or(std::vector<std::string>{})) {
     const std::vector<std::string> words = split(line, ' ');
@@ -303,6 +313,36 @@ CaseFile parse_case_file(const std::string& source, const std::string& path, con
       }
     if (!why.empty()) r.fail(c.expect.collectives_line, "expect.collectives has '" + line + "': " + why);
   }
+}
+
+}  // namespace
+
+CaseFile parse_case_file(const std::string& source, const std::string& path, const std::string& inputs_path) {
+  const Reader r(path);
+  toml::table root;
+  try {
+    root = toml::parse(source, path);
+  } catch (const toml::parse_error& e) {
+    r.fail(static_cast<int>(e.source().begin.line), "not TOML: " + std::string(e.description()));
+  }
+  r.only(root,
+         {"name", "mesh", "dtype", "seed", "dims", "inputs", "shard", "ops", "outputs", "backward", "expect", "plan",
+          "measured", "plan_only", "allow_weak", "uneven", "keep_gathered", "layouts", "inputs_from"},
+         "a case file");
+  CaseFile c;
+  c.path = path;
+  TensorProgram p;
+  read_run_settings(r, root, path, inputs_path, c, p);
+  read_plan_settings(r, root, c);
+  read_program(r, root, c, p);
+  read_measured_and_expect(r, root, c);
+  try {
+    c.program = make_program(p);
+  } catch (const Error& e) {
+    // make_program names the op and its line itself.
+    throw Error(ErrorKind::parse, path + ": " + e.what());
+  }
+  check_expected_collectives(r, c);
   for (const auto& [tensor, spec] : c.shard)
     if (!c.program.dims.count(tensor))
       r.fail(c.shard_line.at(tensor), "shard names " + tensor + ", which is not a tensor of the program");
