@@ -74,6 +74,142 @@ std::string presets_table(const std::vector<const Hardware*>& presets, bool sour
   return text;
 }
 
+// The sizes of the mesh axes the group spans: --axes, else one axis of --devices.
+std::vector<int> group_axes(const CostOptions& o) {
+  if (o.axes.empty()) return {o.devices};
+  std::vector<int> axes;
+  long long product = 1;
+  for (const auto& w : split(o.axes, ',')) {
+    const long size = parse_positive(trim(w), "--axes");
+    product *= size;
+    if (product > 65536) throw Error(ErrorKind::parse, "--axes " + o.axes + " spans more than 65536 devices");
+    axes.push_back(int(size));
+  }
+  if (o.devices_given && product != o.devices)
+    throw Error(ErrorKind::parse, "--axes " + o.axes + " spans " + std::to_string(product) + " devices but --devices is " +
+                                      std::to_string(o.devices));
+  return axes;
+}
+
+nlohmann::ordered_json presets_json(const std::vector<const Hardware*>& presets) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Hardware* h : presets)
+    out.push_back({{"name", h->name},
+                   {"description", h->description},
+                   {"alpha_s", h->alpha},
+                   {"launch_s", h->launch},
+                   {"link_bytes_per_s", h->bytes_per_s},
+                   {"reduce_bytes_per_s", h->reduce_bytes_per_s},
+                   {"flops_per_s", h->flops_per_s},
+                   {"element_bytes", h->element_bytes},
+                   {"topology", topology_name(h->topology)},
+                   {"torus_dims", h->torus_dims},
+                   {"wrap_from", h->wrap_from},
+                   {"source", h->source}});
+  return out;
+}
+
+// The model's formulas, above the tables; `axes_words` are the group's axis sizes.
+std::string model_text(int p, const std::vector<std::string>& axes_words) {
+  return "shardlab cost: modeled time of collectives on a group of " + std::to_string(p) +
+         " devices (alpha-beta-gamma)\n"
+         "  n = devices in the group; S = bytes of the whole tensor (the size column; all_to_all: each\n"
+         "  device's buffer); a = alpha, s per message; b = s per byte on a link; g = s per byte reduced\n"
+         "  L = launch, s per collective call: every time below is L + the terms (n > 1)\n"
+         "  ring all_gather (n-1)a + S(n-1)/n b; reduce_scatter adds S(n-1)/n g;\n"
+         "  ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g; pairwise all_to_all (n-1)a + S(n-1)/n b\n"
+         "  recursive doubling: log2(n) a, all_gather and reduce_scatter sending the same bytes;\n"
+         "  doubling all_reduce log2(n) a + S log2(n) (b + g)\n"
+         "  *_sent: bytes one device sends; busbw: S/time x 2(n-1)/n (all_reduce) or (n-1)/n (nccl-tests)\n"
+         "  wired_us: the bandwidth algorithm on the preset's wiring (harness/cost/topology.hpp): a torus\n"
+         "  uses both directions of every axis the group spans (" + join(axes_words, "x") +
+         " here; --axes 4,4 spans two)\n  and prices all_to_all by its bisection\n\nPresets";
+}
+
+// One collective's table: each preset and size, by the bandwidth algorithm, by recursive doubling
+// where the model has it, and on the preset's wiring; its rows go into j["rows"] and j["wired"].
+Table op_table(const std::string& op, const std::vector<int>& axes, int p, const std::vector<const Hardware*>& presets,
+               const std::vector<double>& sizes, nlohmann::ordered_json& j) {
+  const Algorithm bw = bandwidth_algorithm(op);
+  const bool doubling = has_doubling(op, p);
+  const std::string first = algorithm_name(bw);
+  std::vector<std::string> cols = {"preset", "size", first + "_us", "dbl_us", "faster", first + "_sent",
+                                   "dbl_sent", "busbw_GB/s", "wired_us"};
+  const bool direct = op == "all_to_all" || op == "collective_permute";  // no recursive doubling
+  if (direct) cols = {"preset", "size", first + "_us", first + "_sent", "busbw_GB/s", "wired_us"};
+  Table t(cols);
+  for (const Hardware* h : presets)
+    for (double n : sizes) {
+      const CollectiveTerms rt = collective_terms(op, bw, p, n);
+      const double rs = collective_seconds(op, bw, p, n, *h);
+      double ds = NAN;
+      CollectiveTerms dt;
+      if (doubling) {
+        dt = collective_terms(op, Algorithm::recursive_doubling, p, n);
+        ds = collective_seconds(op, Algorithm::recursive_doubling, p, n, *h);
+      }
+      const std::string faster = p == 1 ? "-" : !doubling || rs <= ds ? first : "doubling";
+      const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
+      const std::string bus = std::isnan(busbw) ? "-" : format_number(busbw, "%.2f");
+      const std::string wired = format_number(topology_seconds(op, axes, n, *h) * 1e6, "%.2f");
+      if (direct)
+        t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), human_bytes(rt.link_bytes), bus, wired});
+      else
+        t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"),
+               doubling ? format_number(ds * 1e6, "%.2f") : "-", faster, human_bytes(rt.link_bytes),
+               doubling ? human_bytes(dt.link_bytes) : "-", bus, wired});
+      for (Algorithm a : {bw, Algorithm::recursive_doubling}) {
+        if (a == Algorithm::recursive_doubling && !doubling) continue;
+        const CollectiveTerms k = a == bw ? rt : dt;
+        j["rows"].push_back({{"op", op},
+                             {"preset", h->name},
+                             {"bytes", n},
+                             {"algorithm", algorithm_name(a)},
+                             {"calls", k.calls},
+                             {"steps", k.steps},
+                             {"bytes_sent_per_device", k.link_bytes},
+                             {"bytes_reduced_per_device", k.reduce_bytes},
+                             {"seconds", a == bw ? rs : ds}});
+      }
+      const TopologyTerms w = topology_terms(op, axes, n, *h);
+      j["wired"].push_back({{"op", op},
+                            {"preset", h->name},
+                            {"bytes", n},
+                            {"topology", topology_text(*h)},
+                            {"calls", w.calls},
+                            {"hops", w.hops},
+                            {"busiest_link_bytes", w.link_bytes},
+                            {"bytes_reduced_per_device", w.reduce_bytes},
+                            {"seconds", topology_seconds(op, axes, n, *h)}});
+    }
+  return t;
+}
+
+// Where the ring overtakes recursive doubling on each preset, in lines of at most 100 columns;
+// also into j["ring_faster_above_bytes"][op].
+std::string crossover_text(const std::string& op, int p, const std::vector<const Hardware*>& presets,
+                           nlohmann::ordered_json& j) {
+  std::vector<std::string> where;
+  auto& cross = j["ring_faster_above_bytes"][op];
+  cross = nlohmann::ordered_json::object();
+  for (const Hardware* h : presets) {
+    const double c = ring_faster_above_bytes(op, p, *h);
+    cross[h->name] = std::isinf(c) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c);
+    where.push_back(h->name + " " + (std::isinf(c) ? "never" : human_bytes(c)));
+  }
+  std::string text;
+  std::string line = "  ring is faster above:";
+  for (std::size_t i = 0; i < where.size(); ++i) {
+    const std::string item = " " + where[i] + (i + 1 < where.size() ? "," : "");
+    if (line.size() + item.size() > 100) {
+      text += line + "\n";
+      line = "   ";
+    }
+    line += item;
+  }
+  return text + line + "\n";
+}
+
 int run(const CostOptions& o) {
   if (o.devices < 1 || o.devices > 65536)
     throw Error(ErrorKind::parse, "--devices is " + std::to_string(o.devices) + "; use 1 to 65536");
@@ -85,21 +221,7 @@ int run(const CostOptions& o) {
   for (const auto& n : pick(o.presets, preset_names, "--preset")) presets.push_back(&hardware_preset(n, known));
   std::vector<double> sizes;
   for (const auto& s : split(o.sizes, ',')) sizes.push_back(double(parse_bytes(trim(s), "--bytes")));
-  std::vector<int> axes;
-  if (!o.axes.empty()) {
-    long long product = 1;
-    for (const auto& w : split(o.axes, ',')) {
-      const long size = parse_positive(trim(w), "--axes");
-      product *= size;
-      if (product > 65536) throw Error(ErrorKind::parse, "--axes " + o.axes + " spans more than 65536 devices");
-      axes.push_back(int(size));
-    }
-    if (o.devices_given && product != o.devices)
-      throw Error(ErrorKind::parse, "--axes " + o.axes + " spans " + std::to_string(product) + " devices but --devices is " +
-                                        std::to_string(o.devices));
-  } else {
-    axes.push_back(o.devices);
-  }
+  const std::vector<int> axes = group_axes(o);
   int p = 1;
   for (int a : axes) p *= a;
   std::vector<std::string> axes_words;
@@ -108,37 +230,12 @@ int run(const CostOptions& o) {
   nlohmann::ordered_json j;
   j["devices"] = p;
   j["axes"] = axes;
-  j["presets"] = nlohmann::ordered_json::array();
-  for (const Hardware* h : presets)
-    j["presets"].push_back({{"name", h->name},
-                            {"description", h->description},
-                            {"alpha_s", h->alpha},
-                            {"launch_s", h->launch},
-                            {"link_bytes_per_s", h->bytes_per_s},
-                            {"reduce_bytes_per_s", h->reduce_bytes_per_s},
-                            {"flops_per_s", h->flops_per_s},
-                            {"element_bytes", h->element_bytes},
-                            {"topology", topology_name(h->topology)},
-                            {"torus_dims", h->torus_dims},
-                            {"wrap_from", h->wrap_from},
-                            {"source", h->source}});
+  j["presets"] = presets_json(presets);
   j["rows"] = nlohmann::ordered_json::array();
   j["wired"] = nlohmann::ordered_json::array();
   j["ring_faster_above_bytes"] = nlohmann::ordered_json::object();
 
-  std::string text = "shardlab cost: modeled time of collectives on a group of " + std::to_string(p) +
-                     " devices (alpha-beta-gamma)\n"
-                     "  n = devices in the group; S = bytes of the whole tensor (the size column; all_to_all: each\n"
-                     "  device's buffer); a = alpha, s per message; b = s per byte on a link; g = s per byte reduced\n"
-                     "  L = launch, s per collective call: every time below is L + the terms (n > 1)\n"
-                     "  ring all_gather (n-1)a + S(n-1)/n b; reduce_scatter adds S(n-1)/n g;\n"
-                     "  ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g; pairwise all_to_all (n-1)a + S(n-1)/n b\n"
-                     "  recursive doubling: log2(n) a, all_gather and reduce_scatter sending the same bytes;\n"
-                     "  doubling all_reduce log2(n) a + S log2(n) (b + g)\n"
-                     "  *_sent: bytes one device sends; busbw: S/time x 2(n-1)/n (all_reduce) or (n-1)/n (nccl-tests)\n"
-                     "  wired_us: the bandwidth algorithm on the preset's wiring (harness/cost/topology.hpp): a torus\n"
-                     "  uses both directions of every axis the group spans (" + join(axes_words, "x") +
-                     " here; --axes 4,4 spans two)\n  and prices all_to_all by its bisection\n\nPresets";
+  std::string text = model_text(p, axes_words);
   text += o.sources ? ":\n" : " (--sources says where each number comes from):\n";
   const std::string preset_text = presets_table(presets, o.sources);
   if (o.presets_only) {
@@ -148,85 +245,14 @@ int run(const CostOptions& o) {
     return 0;
   }
   text += preset_text;
-
   for (const auto& op : ops) {
-    const Algorithm bw = bandwidth_algorithm(op);
-    const bool doubling = has_doubling(op, p);
-    const std::string first = algorithm_name(bw);
-    std::vector<std::string> cols = {"preset", "size", first + "_us", "dbl_us", "faster", first + "_sent",
-                                     "dbl_sent", "busbw_GB/s", "wired_us"};
-    const bool direct = op == "all_to_all" || op == "collective_permute";  // no recursive doubling
-    if (direct) cols = {"preset", "size", first + "_us", first + "_sent", "busbw_GB/s", "wired_us"};
-    Table t(cols);
-    for (const Hardware* h : presets)
-      for (double n : sizes) {
-        const CollectiveTerms rt = collective_terms(op, bw, p, n);
-        const double rs = collective_seconds(op, bw, p, n, *h);
-        double ds = NAN;
-        CollectiveTerms dt;
-        if (doubling) {
-          dt = collective_terms(op, Algorithm::recursive_doubling, p, n);
-          ds = collective_seconds(op, Algorithm::recursive_doubling, p, n, *h);
-        }
-        const std::string faster = p == 1 ? "-" : !doubling || rs <= ds ? first : "doubling";
-        const double busbw = rs > 0 ? n / rs * bus_factor(op, p) / 1e9 : NAN;
-        const std::string bus = std::isnan(busbw) ? "-" : format_number(busbw, "%.2f");
-        const std::string wired = format_number(topology_seconds(op, axes, n, *h) * 1e6, "%.2f");
-        if (direct)
-          t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"), human_bytes(rt.link_bytes), bus, wired});
-        else
-          t.add({h->name, human_bytes(n), format_number(rs * 1e6, "%.2f"),
-                 doubling ? format_number(ds * 1e6, "%.2f") : "-", faster, human_bytes(rt.link_bytes),
-                 doubling ? human_bytes(dt.link_bytes) : "-", bus, wired});
-        for (Algorithm a : {bw, Algorithm::recursive_doubling}) {
-          if (a == Algorithm::recursive_doubling && !doubling) continue;
-          const CollectiveTerms k = a == bw ? rt : dt;
-          j["rows"].push_back({{"op", op},
-                               {"preset", h->name},
-                               {"bytes", n},
-                               {"algorithm", algorithm_name(a)},
-                               {"calls", k.calls},
-                               {"steps", k.steps},
-                               {"bytes_sent_per_device", k.link_bytes},
-                               {"bytes_reduced_per_device", k.reduce_bytes},
-                               {"seconds", a == bw ? rs : ds}});
-        }
-        const TopologyTerms w = topology_terms(op, axes, n, *h);
-        j["wired"].push_back({{"op", op},
-                              {"preset", h->name},
-                              {"bytes", n},
-                              {"topology", topology_text(*h)},
-                              {"calls", w.calls},
-                              {"hops", w.hops},
-                              {"busiest_link_bytes", w.link_bytes},
-                              {"bytes_reduced_per_device", w.reduce_bytes},
-                              {"seconds", topology_seconds(op, axes, n, *h)}});
-      }
-    text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + t.text();
-    if (!doubling) {
+    text += "\n" + op + " on " + std::to_string(p) + " devices:\n" + op_table(op, axes, p, presets, sizes, j).text();
+    if (has_doubling(op, p))
+      text += crossover_text(op, p, presets, j);
+    else
       text += op == "all_to_all"           ? "  (all_to_all: pairwise exchange only)\n"
               : op == "collective_permute" ? "  (collective_permute: one block to one device, L + a + S b; S = the block)\n"
                                            : "  (recursive doubling needs a power-of-two group)\n";
-      continue;
-    }
-    std::vector<std::string> where;
-    auto& cross = j["ring_faster_above_bytes"][op];
-    cross = nlohmann::ordered_json::object();
-    for (const Hardware* h : presets) {
-      const double c = ring_faster_above_bytes(op, p, *h);
-      cross[h->name] = std::isinf(c) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c);
-      where.push_back(h->name + " " + (std::isinf(c) ? "never" : human_bytes(c)));
-    }
-    std::string line = "  ring is faster above:";
-    for (std::size_t i = 0; i < where.size(); ++i) {  // lines of at most 100 columns
-      const std::string item = " " + where[i] + (i + 1 < where.size() ? "," : "");
-      if (line.size() + item.size() > 100) {
-        text += line + "\n";
-        line = "   ";
-      }
-      line += item;
-    }
-    text += line + "\n";
   }
   std::cout << (o.json ? j.dump(2) + "\n" : text);
   return 0;
