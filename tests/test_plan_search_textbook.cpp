@@ -191,10 +191,11 @@ Want a2a(const char* t, std::vector<std::string> axes, Shape block) {
 
 const char* const MM = "ik,kj->ij";  // A[I, J] . B[J, K] -> C[I, K] in the book's letters
 
-// The table. Comments say what the source does, in this file's words.
-const std::vector<Row>& table() {
-  static const std::vector<Row> rows = {
-      // ---- scaling book, sharding chapter -------------------------------------------------------
+// The table, one list per source. Comments say what the source does, in this file's words.
+
+// The scaling book, sharding chapter.
+std::vector<Row> book_sharding_rows() {
+  return {
       // Case 1, first line of its list: nothing split, nothing moves, C replicated. DTensor's
       // all-Replicate strategy (test_op_strategy.py, TestCostModel.test_mm_strategies, (R, R)) agrees.
       {From::book_sharding, "book sharding.md, Case 1 (A[I,J].B[J,K] -> C[I,K]); DTensor test_mm_strategies (R,R)", MM,
@@ -269,8 +270,12 @@ const std::vector<Row>& table() {
       // when we AllGather over multiple axes?").
       {From::book_sharding, "book sharding.md, Case 3 over axes XY (AllReduce_XY)", MM,
        "X=2,Y=4", "A", "_,(X,Y)", {4, 32}, "B", "(X,Y),_", {32, 4}, "C", nullptr, "_,_", {ar("C", {"X", "Y"}, {4, 4})}},
+  };
+}
 
-      // ---- scaling book, training chapter -------------------------------------------------------
+// The scaling book, training chapter.
+std::vector<Row> book_training_rows() {
+  return {
       // Data parallelism, forward step 1: Tmp[B_X,F] = In[B_X,D] *_D W_in[D,F], no communication.
       // DTensor's (S(0), R) -> S(0) (test_mm_strategies) is the same row.
       {From::book_training, "book training.md, Data Parallelism, forward 1 (no comms); DTensor test_mm_strategies (S(0),R)",
@@ -308,8 +313,12 @@ const std::vector<Row>& table() {
       {From::book_training, "book training.md, Mixed FSDP and Tensor Parallelism, forward 4-6", "bf,fd->bd", "X=2,Y=4",
        "Tmp", "X,Y", {16, 32}, "W_out", "Y,X", {32, 16}, "Out", "X,Y", "X,Y",
        {ag("W_out", {"X"}, {8, 8}), rs("Out", {"Y"}, {8, 16})}},
+  };
+}
 
-      // ---- article 001 (pjit tensor parallelism) -------------------------------------------------
+// Article 001 (pjit tensor parallelism).
+std::vector<Row> article_rows() {
+  return {
       // Case 1A: 4x16 by 16x4 on the 2x4 mesh, inner dims on Y in both; multiply the 4x4 blocks and
       // AllReduce over Y so that every device holds all of C. (By the same ring formulas, slicing I
       // over the idle X first, all-reducing the half block over Y and gathering I back over X sends
@@ -330,8 +339,12 @@ const std::vector<Row>& table() {
       // h comes out b_x S h_y. Shapes (8, 512, 5120) and (5120, 20480) scaled to (4, 2, 8), (8, 16).
       {From::article, "article 001, GSPMD's sharding spec, Embed -> Hidden", "bsm,mh->bsh", "X=2,Y=4", "x", "X,_,Y",
        {4, 2, 8}, "W_in", "X,Y", {8, 16}, "h", nullptr, "X,_,Y", {ag("x", {"Y"}, {2, 2, 2}), ag("W_in", {"X"}, {4, 4})}},
+  };
+}
 
-      // ---- PyTorch DTensor -----------------------------------------------------------------------
+// PyTorch DTensor.
+std::vector<Row> dtensor_rows() {
+  return {
       // A learner's fourth command: einsum bmk,bkn->bmn with b split over X in both; the batch
       // strategy of _einsum_strategy.py keeps Shard(b) on the output, no redistribution.
       {From::dtensor, "DTensor _einsum_strategy.py gen_einsum_strategies (batch dim); a learner's einsum command",
@@ -378,12 +391,21 @@ const std::vector<Row>& table() {
       {From::dtensor, "DTensor _einsum_strategy.py batch strategy on both mesh dims; test_op_strategy.py test_bmm_2d_mesh",
        "bmk,bkn->bmn", "X=2,Y=2", "A", "(X,Y),_,_", {8, 4, 4}, "B", "(X,Y),_,_", {8, 4, 4}, "C", nullptr, "(X,Y),_,_", {}},
   };
-  return rows;
+}
+
+std::vector<Row> rows_from(From from) {
+  switch (from) {
+    case From::book_sharding: return book_sharding_rows();
+    case From::book_training: return book_training_rows();
+    case From::article: return article_rows();
+    case From::dtensor: return dtensor_rows();
+  }
+  return {};
 }
 
 void check_group(From from) {
   int n = 0;
-  for (const Row& r : table())
+  for (const Row& r : rows_from(from))
     if (r.from == from) {
       ++n;
       check_row(r);
