@@ -24,6 +24,7 @@
 #include "collectives/runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/mesh.hpp"
+#include "harness/models/pipeline_clock.hpp"
 
 namespace shardlab {
 
@@ -58,13 +59,10 @@ std::size_t micro_batch_stored(const PipelineConfig& c, int chunk);
 // not split evenly over the stages times v (Error(not_divisible)).
 void check_pipeline(const PipelineConfig& c);
 
-struct PipeOp {
-  bool backward = false;
-  int chunk = 0;  // the micro-batch
-  int part = 0;   // which of the device's model chunks: virtual stage part * P + device (0 but interleaved)
-};
 // The order in which device `stage` runs its forwards and backwards (v model chunks each).
 std::vector<PipeOp> stage_order(PipeSchedule s, int stages, int chunks, int stage, int virtual_stages = 1);
+// Every device's order, device 0 first.
+std::vector<std::vector<PipeOp>> stage_orders(PipeSchedule s, int stages, int chunks, int virtual_stages = 1);
 
 struct PipeInputs {
   std::vector<Tensor> weights;  // L of [D, D]
@@ -90,32 +88,9 @@ PipeReference pipeline_reference(const PipelineConfig& c, const PipeInputs& in, 
 // clock) and "peak_stash" [1]: the most micro-batches whose activations it held at once.
 SpmdProgram pipeline_program(const PipelineConfig& c, const PipeInputs& in);
 
-// The order each stage ran its ops in, read back from the run's "order" outputs.
-std::vector<std::vector<PipeOp>> executed_orders(const RunResult& run, int stages);
 // The device that holds layer l.
 int device_of_layer(const PipelineConfig& c, int layer);
 
-// The logical clock: every op takes f_cost or b_cost ticks and starts when its device is free and
-// its input exists (a forward after the previous virtual stage's forward of that micro-batch; a
-// backward after its own forward and the next virtual stage's backward of it). Virtual stage
-// part * P + s runs on device s, P = orders.size(); with v = 1 these are the plain stages. Computed
-// from the order each device actually ran; Error(mismatch) if that order cannot finish.
-struct TimedOp {
-  int stage = 0;
-  PipeOp op;
-  double start = 0, end = 0;
-};
-std::vector<TimedOp> logical_clock(const std::vector<std::vector<PipeOp>>& orders, double f_cost = 1,
-                                   double b_cost = 1);
-// Idle share of stages x makespan; and the formula (P-1)/(v m+P-1) (v = 1: (P-1)/(m+P-1)).
-double bubble_fraction(const std::vector<TimedOp>& ops, int stages);
-double bubble_formula(int stages, int chunks, int virtual_stages = 1);
-// One row per device, one 5-column cell per tick (one more than the longest label when that is 5):
-// "F0,2" or "B3,1" (virtual stage, micro-batch), "  .  " when idle. Always within `columns` (at
-// least 40): one line while it fits (18 ticks in 100 columns), else up to 4 bands of even length,
-// each under its ticks' range, else one character per k ticks in bands: 'F' forwards only, 'B'
-// backwards only, 'X' both, '.' idle, lower case when partly idle.
-std::string timeline_picture(const std::vector<TimedOp>& ops, int stages, int columns = 100);
 // The most micro-batches (interleaved: micro-batch and model chunk pairs) a stage holds
 // activations for: gpipe m, 1f1b min(P - s, m), naive 1, interleaved min(2(P-s-1) + (v-1)P + 1, v m)
 // (v m when m = P).
