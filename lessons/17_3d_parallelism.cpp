@@ -363,8 +363,9 @@ int main(int argc, char** argv) {
     section_nested(L.out);
 
     // 6. One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
-    for (const Verdict& v : three_d_check(mesh, c, L.run, three_d_reference(c, in, session.dtype()), ""))
-      L.report.checks.push_back(v);
+    const ThreeDReference ref = three_d_reference(c, in, session.dtype());
+    for (const Verdict& v : three_d_check(mesh, c, L.run, ref, "")) L.report.checks.push_back(v);
+    L.report.checks.push_back(ref.adam_scalar);  // the shared Adam against a plain one
     for (const Verdict& v : three_d_check(mesh, c2, L.run2, three_d_reference(c2, in, session.dtype()), "ZeRO-2: "))
       L.report.checks.push_back(v);
     const std::string stages_text =

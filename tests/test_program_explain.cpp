@@ -62,4 +62,22 @@ TEST_CASE("--explain on the sequence-parallel layer: every moved tensor, within 
   CHECK(r.out.find("alternatives: _,_,_ 1536 B (planned)") != std::string::npos);
 }
 
+TEST_CASE("the plan table of a program with long tensor names stays one line a step, within 100 columns") {
+  // attention_megatron.toml's backward names dp_minus_softmax_sum_p (22 letters): the table once
+  // repeated each op's output in a column of its own and wrapped every sent/device onto a line.
+  const CaseFile c = read_case_file("harness/cases/attention_megatron.toml");
+  const ProgramPlan plan = plan_case(c, Mesh::parse(c.mesh));
+  const std::string text = program_plan_text(plan);
+  std::size_t rows = 0;
+  for (const auto& line : split(text, '\n')) {
+    CHECK(line.size() <= 100);
+    if (line.find(" contract ") != std::string::npos) {
+      ++rows;
+      CHECK(line.back() == '0');  // the bytes end the step's own line
+    }
+  }
+  CHECK(rows == 18);  // the 18 einsums of the forward and backward
+  CHECK(text.find("dp_minus_softmax_sum_p") != std::string::npos);
+}
+
 }  // TEST_SUITE

@@ -108,13 +108,18 @@ void run_trial(Trial& t) {
 }
 
 // The perturbation a run's claim is tested with: one element of each returned block off by the
-// claimed power (times the block's RMS, fault.hpp), at least the smallest change the type shows
-// (two unit roundoffs: a check claiming power 0 must see one element off by one step); a run that
-// claims nothing, or an infinite power, gets the type's floor.
+// claimed power times kClaimMargin (times the element nearest the block's RMS, fault.hpp), at
+// least the smallest change the type shows (two unit roundoffs: a check claiming power 0 must see
+// one element off by one step); a run that claims nothing, or an infinite power, gets the type's
+// floor. The margin: a claim is relative to the RMS of the whole checked tensor and guarantees to
+// catch errors above it, while the planted element sits near one device's block RMS, which can be
+// a little smaller (data_ffn in float64: an error 0.8% under the claim, which the check rightly
+// let pass). 10% keeps the test sharp: a check whose bound is 100x looser than it claims still fails.
+constexpr double kClaimMargin = 1.1;
 std::string planted_perturbation(const Trial& clean_run) {
   const DType t = parse_dtype(clean_run.dtype);
   const double claimed = clean_run.claimed;
-  const double e = claimed < 0 || !std::isfinite(claimed) ? power_floor(t) : std::max(claimed, 2 * unit_roundoff(t));
+  const double e = claimed < 0 || !std::isfinite(claimed) ? power_floor(t) : std::max(claimed * kClaimMargin, 2 * unit_roundoff(t));
   char text[48];
   std::snprintf(text, sizeof text, "perturb:%.17g", e);
   return text;
@@ -267,7 +272,7 @@ int power(const PowerOptions& o) {
     t.clean = trials.size();
     trials.push_back(t);
     for (const auto& k : kinds) {
-      // perturb: planted at the power the clean run claims, known once it has run.
+      // perturb: planted just over the power the clean run claims, known once it has run.
       t.kind = k;
       t.command = k == "perturb" ? base : base + " --json --inject " + k;
       trials.push_back(t);
@@ -331,9 +336,9 @@ int power(const PowerOptions& o) {
     for (std::size_t k = 0; k < per; ++k) row.push_back(cell(trials[i + k]));
     table.add(row);
   }
-  std::cout << "shardlab power: each run clean, then with one fault planted in the sharded path (--inject;\n"
-               "perturb: one element off by the power the clean run claims). caught: the verdict turned FAIL; ESCAPED: planted\n"
-               "and passed; -: the fault found no place in the run.\n\n"
+  std::cout << "shardlab power: each run clean, then with one fault planted in the sharded path\n"
+               "(--inject; perturb: one element off by 1.1 x the power the clean run claims).\n"
+               "caught: the verdict turned FAIL; ESCAPED: planted and passed; -: the fault found no place.\n\n"
             << table.text() << "\n";
   if (o.list) {
     std::cout << "Which check caught each:\n";
@@ -371,7 +376,7 @@ Command add_power_command(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  c->add_option("--kinds", o->kinds, "faults to plant (default: all; perturb is at the power each clean run claims)")->delimiter(',');
+  c->add_option("--kinds", o->kinds, "faults to plant (default: all; perturb at 1.1 x the power each clean run claims)")->delimiter(',');
   c->add_option("--replay", o->replay,
                 "bfloat16: each run against its replay, bit for bit (on, default); off: what the rounding bound "
                 "against the unsharded reference catches alone")

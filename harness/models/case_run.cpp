@@ -11,6 +11,7 @@
 #include "core/text.hpp"
 #include "harness/check/gradient_check.hpp"
 #include "harness/check/program_check.hpp"
+#include "harness/check/rounding_check.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/check/plan_ledger.hpp"
 
@@ -185,6 +186,7 @@ CaseRun run_case(Session& session, const CaseFile& c, const ProgramPlan& plan, b
   if (c.backward && rules) r.rule_checks = central_difference_checks(c.program, plan.gradient, c.seed);
   r.checks.push_back(ledger_check(plan, mine));
   if (Verdict pad = padding_check(plan, run); !pad.name.empty()) r.checks.push_back(pad);
+  if (Verdict rn = rounding_check(p, ref, plan.dtype); !rn.name.empty()) r.checks.push_back(rn);
   expect_checks(c, r);
   r.checks.push_back(check("peak memory as planned", r.peak_bytes == r.predicted_peak_bytes,
                            "a device held " + std::to_string(r.peak_bytes) + " bytes at its peak; the plan says " +
@@ -235,7 +237,8 @@ int add_layout_checks(Report& report, const std::string& layout, const CaseRun& 
 std::string check_text(const Verdict& v) {
   if (v.tolerance > 0 || v.max_abs_error > 0 || v.worst_ratio >= 0) return v.line();
   // A yes/no check (bytes, collectives, a bound) has no tolerance: any difference fails it.
-  return v.pass ? "PASS (exact, no tolerance)" : "FAIL " + v.detail;
+  if (!v.pass) return "FAIL " + v.detail;
+  return v.detail.empty() ? "PASS (exact, no tolerance)" : "PASS (" + v.detail + ")";
 }
 
 int add_rule_checks(Report& report, const CaseRun& run, std::ostream& out) {

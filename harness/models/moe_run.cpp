@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "harness/check/verify.hpp"
+#include "harness/models/moe_gate_check.hpp"
 
 namespace shardlab {
 
@@ -77,6 +78,7 @@ MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in) {
     }
   if (calls != 4) bytes.pass = false, bytes.detail = std::to_string(calls) + " AllToAlls, not 4";
   report.checks.push_back(bytes);
+  report.checks.push_back(gates_against_plain(in, s, session.dtype()));
 
   report.numbers["dropped"] = r.dropped;
   report.numbers["assignments"] = r.assignments;

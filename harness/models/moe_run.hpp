@@ -29,9 +29,10 @@ void check_moe_mesh(const Mesh& mesh, const MoeShape& s);
 double moe_run_bytes(const MoeShape& s, int devices, int expert_devices);
 constexpr double kMoeLimitBytes = 1024.0 * 1024 * 1024;  // a lesson-sized run: seconds, not minutes
 // Runs moe_device everywhere; on the root checks out, dx, dW_router, dW_in, dW_out, kept and routed
-// against moe_reference bit for bit and each AllToAll's bytes against moe_all_to_all_bytes (into
-// session.report().checks), and puts dropped, assignments, capacity, all_to_all_bytes_per_device
-// and busiest_device_share into its numbers.
+// against moe_reference bit for bit, each AllToAll's bytes against moe_all_to_all_bytes and the
+// gates against a plain softmax-top-k (moe_gate_check.hpp), into session.report().checks; puts
+// dropped, assignments, capacity, all_to_all_bytes_per_device and busiest_device_share into its
+// numbers.
 MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in);
 // "  out       PASS max_abs_err=0 (exact), power 0 x RMS" for each comparison, "  name: PASS" else.
 std::string moe_check_lines(const std::vector<Verdict>& checks, const std::string& indent);

@@ -13,6 +13,7 @@
 #include "harness/check/verify.hpp"
 #include "core/error.hpp"
 #include "core/ops.hpp"
+#include "harness/models/adam_check.hpp"
 #include "harness/models/training.hpp"
 
 namespace shardlab {
@@ -184,10 +185,15 @@ ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in,
     wtol = 2 * (xt::abs(w) + c.adam.lr) * u + c.adam.lr * xt::minimum(2.0, 4 * rho);
     adam_first_step(w, g, c);
   };
+  const std::size_t scalar = std::min<std::size_t>(4, ref.w1[0].size());
+  std::vector<double> plain_w(ref.w1[0].begin(), ref.w1[0].begin() + static_cast<long>(scalar));
+  std::vector<double> plain_m(scalar), plain_v(scalar);
+  plain_adam(plain_w, plain_m, plain_v, ref.g1[0], 1, c.adam);
   for (int p = 0; p < c.pipe; ++p) {
     step(ref.w1[p], ref.g1[p], ref.g1_tol[p], ref.w1_tol[p]);
     step(ref.w2[p], ref.g2[p], ref.g2_tol[p], ref.w2_tol[p]);
   }
+  ref.adam_scalar = adam_against_plain("W1", plain_w, ref.w1[0], 1);
   return ref;
 }
 

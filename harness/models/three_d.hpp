@@ -64,6 +64,7 @@ struct ThreeDReference {
   std::vector<Tensor> w1, w2, g1, g2;
   std::vector<Tensor> w1_tol, w2_tol, g1_tol, g2_tol;
   Tensor y, y_tol;  // the last stage's output for the whole batch (micro-batches in order), and its bound
+  Verdict adam_scalar;  // the step of stage 0's W1 against Adam written plainly (adam_check.hpp)
 };
 ThreeDReference three_d_reference(const ThreeDConfig& c, const ThreeDInputs& in, DType wire);
 

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/ops.hpp"
 #include "harness/check/program_check.hpp"
+#include "harness/models/adam_check.hpp"
 #include "harness/models/training.hpp"
 
 namespace shardlab {
@@ -89,36 +90,6 @@ ZeroInputs zero_inputs(const ZeroModel& m, int devices, std::uint64_t seed) {
 }
 
 namespace {
-
-// Adam (Kingma and Ba, Algorithm 1) written out for each of the first elements of a weight,
-// apart from Adam::step: w, m, v hold those elements; g is the whole gradient at step t.
-void plain_adam(std::vector<double>& w, std::vector<double>& m, std::vector<double>& v, const Tensor& g, int t,
-                const AdamParams& p) {
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const double gi = g.data()[i];
-    m[i] = p.beta1 * m[i] + (1 - p.beta1) * gi;
-    v[i] = p.beta2 * v[i] + (1 - p.beta2) * gi * gi;
-    double b1 = 1, b2 = 1;  // beta^t by repeated products, not pow
-    for (int s = 0; s < t; ++s) b1 *= p.beta1, b2 *= p.beta2;
-    const double m_hat = m[i] / (1 - b1), v_hat = v[i] / (1 - b2);
-    w[i] -= p.lr * m_hat / (std::sqrt(v_hat) + p.eps);
-  }
-}
-
-// The reference's first elements of a weight against the plain Adam's: the same double arithmetic
-// in another order, so within a few roundings of each element and its lr-sized steps.
-Verdict adam_against_plain(const std::vector<double>& plain, const Tensor& w, int steps) {
-  Tensor want = xt::zeros<double>({plain.size()}), got = want;
-  double tol = 0;
-  for (std::size_t i = 0; i < plain.size(); ++i) {
-    want(i) = plain[i];
-    got(i) = w.data()[i];
-    tol = std::max(tol, 16.0 * steps * unit_roundoff(DType::float64) * (std::fabs(plain[i]) + 1.0));
-  }
-  Verdict v = compare("Adam's step on " + std::to_string(plain.size()) + " elements of A against Adam written plainly",
-                      got, want, tol);
-  return v;
-}
 
 // The training steps on the whole batch. order 0: each gradient one product over the batch, with
 // the worst-case bounds (below); orders 1-3: as the devices sum them, each device's gradient
@@ -204,7 +175,7 @@ ZeroReference train(const ZeroModel& m, const ZeroInputs& in, DType wire, int or
       rho[k] = xt::ones_like(rho[k]);
     }
   ref.doubt = rho;
-  if (order == 0) ref.adam_scalar = adam_against_plain(plain_w, w[0], m.steps);
+  if (order == 0) ref.adam_scalar = adam_against_plain("A", plain_w, w[0], m.steps);
   return ref;
 }
 

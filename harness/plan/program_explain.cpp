@@ -96,15 +96,17 @@ std::string program_explain_text(const ProgramPlan& plan) {
 }
 
 std::string program_plan_text(const ProgramPlan& plan) {
-  // The op's kind shows in its step rows (contract, gelu, ...): the op column names its output only.
-  Table t({"op", "computes", "step", "tensor", "over", "spec", "sent/device"});
+  // One row per step: the op's number on its first row; the step's kind (contract, gelu, a
+  // collective) and the tensor it makes or moves. The op's own output is the tensor of its compute
+  // row, so it is not repeated in a column of its own (long names kept the table over 100 columns).
+  Table t({"op", "step", "tensor", "over", "spec", "sent/device"});
   for (const auto& o : plan.ops) {
     const ProgramOp& op = plan.program.ops[o.op];
     const std::string label = std::to_string(o.op + 1);
     bool first = true;
     auto row = [&](const std::string& step, const std::string& tensor, const std::string& over, const std::string& spec,
                    const std::string& bytes) {
-      t.add({first ? label : "", first ? op.out : "", step, tensor, over, spec, bytes});
+      t.add({first ? label : "", step, tensor, over, spec, bytes});
       first = false;
     };
     auto steps = [&](const std::vector<PlanStep>& list) {
