@@ -253,8 +253,8 @@ struct StageBuilder {
     s.out = out;
     s.out_spec = held.at(in.back()).spec;
     s.out_shape = held.at(in.back()).shape;
-    // gelu: the new tensor; gelu_backward also holds gelu'(h) before multiplying.
-    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb) * (kind == FfnStage::Kind::gelu ? 1 : 2);
+    // The new tensor only: gelu_backward computes gelu'(h) block by block (core/gelu.hpp).
+    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb);
     held[out] = {s.out_spec, s.out_shape};
     stages.push_back(s);
   }

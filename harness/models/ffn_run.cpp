@@ -120,9 +120,8 @@ SpmdProgram typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<
           peak = std::max(peak, live());
           break;
         case FfnStage::Kind::gelu_backward: {
-          const xt::xarray<T> slope = gelu_grad_as(held.at("h"));
-          held[s.out] = multiply_as(held.at("dg"), slope);
-          peak = std::max(peak, live() + slope.size() * sizeof(T));
+          held[s.out] = gelu_backward_as(held.at("dg"), held.at("h"));
+          peak = std::max(peak, live());
           break;
         }
       }
