@@ -57,8 +57,8 @@ OPENBLAS_LIBS := $(if $(OPENBLAS_A),$(OPENBLAS_A) -lgfortran,-lopenblas)
 # `override`: a LDFLAGS given on the command line adds to these instead of dropping them.
 override LDFLAGS += -no-pie -rdynamic
 WHOLE_LIB = -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
-# libzip: .npz files (harness/check/npz.hpp).
-LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -lzip -pthread -ldl
+# libzip: .npz files (harness/check/npz.hpp). libmvec: glibc's vector erfc and exp (core/gelu.cpp).
+LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -lzip -lmvec -pthread -ldl
 
 # The mpi backend is a module of its own, the only code linked with MPICH (collectives/mpi.hpp):
 # programs load it with dlopen when they first run on MPI. A program's start maps and relocates

@@ -15,6 +15,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -62,17 +63,42 @@ struct Outcome {
   std::vector<std::uint64_t> notes;  // result: notes sent to each rank; verdict: notes for the receiver
 };
 
-std::vector<char> pack(const Outcome& o) {
+// Whether every value of t is a float32 (the blocks of a float32 or bfloat16 run): it then travels
+// as float32, half the bytes, and comes back exactly. NaN, infinities beyond float32's range and
+// values float32 does not hold keep float64.
+bool float_exact(const Tensor& t) {
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (static_cast<double>(static_cast<float>(t.data()[i])) != t.data()[i]) return false;
+  return true;
+}
+
+constexpr std::size_t kChunk = 4096;  // float32 values converted at a time
+
+// `release`: each output tensor is freed once written (a rank sending its results keeps no second
+// copy of them beside the message).
+std::vector<char> pack(Outcome& o, bool release = false) {
   Writer w;
+  std::size_t estimate = 4096;
+  for (const auto& [name, t] : o.outputs) estimate += name.size() + 8 * (t.dimension() + 3) + t.size() * sizeof(double);
+  w.bytes.reserve(estimate);
   w.u64(o.status);
   w.u64(static_cast<std::uint64_t>(o.kind));
   w.text(o.message);
   w.u64(o.outputs.size());
-  for (const auto& [name, t] : o.outputs) {
+  for (auto& [name, t] : o.outputs) {
     w.text(name);
     w.u64(t.dimension());
     for (auto d : t.shape()) w.u64(d);
-    w.raw(t.data(), t.size() * sizeof(double));
+    const bool as_float = float_exact(t);
+    w.u64(as_float ? sizeof(float) : sizeof(double));
+    if (!as_float) w.raw(t.data(), t.size() * sizeof(double));
+    float chunk[kChunk];
+    for (std::size_t at = 0; as_float && at < t.size(); at += kChunk) {
+      const std::size_t n = std::min(kChunk, t.size() - at);
+      for (std::size_t i = 0; i < n; ++i) chunk[i] = static_cast<float>(t.data()[at + i]);
+      w.raw(chunk, n * sizeof(float));
+    }
+    if (release) t = Tensor();
   }
   w.text(serialize(o.ledger));
   w.u64(o.spans.size());
@@ -98,7 +124,15 @@ Outcome unpack(const std::vector<char>& bytes) {
     Shape shape(r.u64());
     for (auto& d : shape) d = r.u64();
     Tensor t = xt::zeros<double>(shape);
-    r.raw(t.data(), t.size() * sizeof(double));
+    const std::uint64_t width = r.u64();
+    if (width == sizeof(double)) r.raw(t.data(), t.size() * sizeof(double));
+    else if (width != sizeof(float)) throw Error(ErrorKind::device, "a result message from another rank is garbled");
+    float chunk[kChunk];
+    for (std::size_t at = 0; width == sizeof(float) && at < t.size(); at += kChunk) {
+      const std::size_t n = std::min(kChunk, t.size() - at);
+      r.raw(chunk, n * sizeof(float));
+      for (std::size_t i = 0; i < n; ++i) t.data()[at + i] = chunk[i];
+    }
     o.outputs.emplace(name, std::move(t));
   }
   o.ledger = deserialize(r.text());
@@ -271,7 +305,7 @@ RunResult run(const Mesh& mesh, const SpmdProgram& program, bool native, DType d
   const int result_tag = p.run_tag(run.epoch(), MpiProcess::result);
   const int verdict_tag = p.run_tag(run.epoch(), MpiProcess::verdict);
   if (p.rank() != 0) {
-    send(pack(mine), 0, result_tag, p.harness());
+    send(pack(mine, true), 0, result_tag, p.harness());
     const Outcome verdict = unpack(receive(0, verdict_tag, p.harness(), "for device 0's verdict on the run"));
     run.drain_notes(verdict.notes.at(0));
     if (verdict.status != ok) p.after_failure();

@@ -248,19 +248,6 @@ TEST_SUITE("ffn") {
     }
   }
 
-  TEST_CASE("ffn: strategy table, dims text and bad input") {
-    CHECK(ffn_strategy_names() == "gspmd|column|row|pairwise|row_column|data");
-    const FfnDims d = parse_ffn_dims("h=128,B=2");
-    CHECK(ffn_dims_text(d) == "B=2,S=4,M=16,H=128");
-    CHECK(ffn_dims_text(parse_ffn_dims("article")) == "B=8,S=512,M=5120,H=20480");
-    CHECK_THROWS_AS(parse_ffn_dims("Q=3"), Error);
-    CHECK_THROWS_AS(parse_ffn_dims("B=0"), Error);
-    CHECK_THROWS_AS(ffn_strategy("megatron"), Error);
-    CHECK_THROWS_AS(plan_ffn(k2x4, config("column", false)), Error);      // needs one axis
-    CHECK_THROWS_AS(plan_ffn(kLine, config("gspmd", false)), Error);      // needs two
-    CHECK_THROWS_AS(plan_ffn(kLine, config("row", false, {8, 4, 6, 64})), Error);  // M=6 over 4
-  }
-
   TEST_CASE("shardlab ffn gspmd --json: all_gather x3, reduce_scatter, measured = predicted; --backward adds gradients") {
     auto j = ffn_json("--strategy gspmd --mesh X=2,Y=4 --json");
     CHECK(j["pass"] == true);

@@ -1,4 +1,5 @@
-// The FFN strategies (data) and plan_ffn: stages derived from the specs by the planner.
+// plan_ffn: the FFN's stages derived from the specs by the planner, the memory each device holds,
+// and the plan's collectives, FLOPs and text (the strategies and their specs: ffn_strategy.cpp).
 #include "harness/models/ffn.hpp"
 
 #include <algorithm>
@@ -15,115 +16,9 @@
 
 namespace shardlab {
 
-// Placeholder axes: X, Y on two-axis meshes; Y the only axis of one-axis meshes; D every axis.
-// x_in / g_in left empty: the tensor is used as held.
-const std::vector<FfnStrategy>& ffn_strategies() {
-  static const std::vector<FfnStrategy> all = {
-      {"gspmd", "2D layout: batch over X, embed and hidden over Y, both weights over X and Y", "articles 001, 002",
-       2, "batch->X,hidden->Y,heads->Y,embed_kernel->X,embed->Y", "", "", "", "", "", "", ""},
-      {"column", "both matmuls column-wise: weights split by columns, each output gathered", "article 003", 1, "",
-       "_,_,_", "", "_,Y", "_,_,_", "", "_,Y", "_,_,_"},
-      {"row", "both matmuls row-wise: inputs sliced by columns, weights by rows, each output all-reduced",
-       "article 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "_,_,Y", "Y,_", "_,_,_"},
-      {"pairwise", "Megatron: W_in by columns, W_out by rows; hidden stays split, one AllReduce", "article 003", 1,
-       "", "_,_,_", "", "_,Y", "_,_,Y", "", "Y,_", "_,_,_"},
-      {"row_column", "W_in by rows (AllReduce, GELU on the full sum), then W_out by columns (AllGather)",
-       "article 003", 1, "", "_,_,_", "_,_,Y", "Y,_", "_,_,_", "", "_,Y", "_,_,_"},
-      {"data", "data parallel: batch split over every mesh axis, weights replicated", "article 003", 0, "", "D,_,_", "",
-       "_,_", "D,_,_", "", "_,_", "D,_,_"},
-  };
-  return all;
-}
-
-std::string ffn_default_mesh(const FfnStrategy& s, int line) {
-  if (s.mesh_axes == 2) return "X=2,Y=4";
-  return (s.mesh_axes == 1 ? "Y=" : "X=") + std::to_string(line);
-}
-
-std::string ffn_strategy_names() {
-  std::vector<std::string> names;
-  for (const auto& s : ffn_strategies()) names.push_back(s.name);
-  return join(names, "|");
-}
-
-const FfnStrategy& ffn_strategy(const std::string& name) {
-  for (const auto& s : ffn_strategies())
-    if (s.name == name) return s;
-  throw Error(ErrorKind::parse, "strategy '" + name + "' is not known; choose one of " + ffn_strategy_names());
-}
-
-std::vector<FfnLogical> ffn_logical_names() {
-  return {{"x", {"batch", "seq", "embed"}},
-          {"W_in", {"embed_kernel", "hidden"}},
-          {"h", {"batch", "seq", "hidden"}},
-          {"W_out", {"hidden", "embed_kernel"}},
-          {"y", {"batch", "seq", "embed"}}};
-}
-
-FfnDims article_ffn_dims() { return {8, 512, 5120, 20480}; }
-
-FfnDims parse_ffn_dims(const std::string& text) {
-  if (trim(text) == "article") return article_ffn_dims();
-  std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  FfnDims d;
-  for (const auto& [letter, size] : parse_dim_sizes(lower)) {
-    switch (letter) {
-      case 'b': d.b = size; break;
-      case 's': d.s = size; break;
-      case 'm': d.m = size; break;
-      case 'h': d.h = size; break;
-      default:
-        throw Error(ErrorKind::parse, std::string("--dims has letter ") +
-                                          static_cast<char>(std::toupper(static_cast<unsigned char>(letter))) +
-                                          "; the FFN's dims are B (batch), S (sequence), M (embed), H (hidden)");
-    }
-  }
-  return d;
-}
-
-std::string ffn_dims_text(const FfnDims& d) {
-  return "B=" + std::to_string(d.b) + ",S=" + std::to_string(d.s) + ",M=" + std::to_string(d.m) +
-         ",H=" + std::to_string(d.h);
-}
-
-std::string phase_name(FfnPhase p) { return p == FfnPhase::forward ? "forward" : "backward"; }
-
 namespace {
 
 using Axes = std::vector<std::string>;
-
-// The placeholder axes of a strategy, each mapped to the mesh axes it stands for.
-std::map<std::string, Axes> placeholders(const FfnStrategy& s, const Mesh& mesh) {
-  const auto& n = mesh.names();
-  if (s.mesh_axes == 2) return {{"X", {n[0]}}, {"Y", {n[1]}}};
-  if (s.mesh_axes == 1) return {{"Y", {n[0]}}};
-  return {{"D", n}};
-}
-
-void check_mesh_rank(const FfnStrategy& s, const Mesh& mesh) {
-  if (s.mesh_axes == 0 || mesh.rank() == s.mesh_axes) return;
-  const std::string want = s.mesh_axes == 1 ? "a one-axis mesh such as Y=4" : "a two-axis mesh such as X=2,Y=4";
-  throw Error(ErrorKind::parse, "strategy " + s.name + " runs on " + want + "; mesh " + mesh.text() + " has " +
-                                    std::to_string(mesh.rank()) + (mesh.rank() == 1 ? " axis" : " axes"));
-}
-
-Spec on_mesh(const std::string& text, const std::map<std::string, Axes>& axes) {
-  Spec spec = Spec::parse(text);
-  for (auto& dim : spec.dims) {
-    Axes renamed;
-    for (const auto& a : dim) {
-      auto it = axes.find(a);
-      if (it == axes.end()) renamed.push_back(a);
-      else renamed.insert(renamed.end(), it->second.begin(), it->second.end());
-    }
-    dim = renamed;
-  }
-  return spec;
-}
-
-Shape shape_x(const FfnDims& d) { return {d.b, d.s, d.m}; }
-Shape shape_h(const FfnDims& d) { return {d.b, d.s, d.h}; }
 
 // The gathers, then the free slices, that take a tensor from `from` to `to` (no partial sums).
 std::vector<PlanStep> reshard_steps(const Mesh& mesh, const std::string& label, const Spec& from, const Spec& to,
@@ -253,8 +148,8 @@ struct StageBuilder {
     s.out = out;
     s.out_spec = held.at(in.back()).spec;
     s.out_shape = held.at(in.back()).shape;
-    // gelu: the new tensor; gelu_backward also holds gelu'(h) before multiplying.
-    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb) * (kind == FfnStage::Kind::gelu ? 1 : 2);
+    // The new tensor only: gelu_backward computes gelu'(h) block by block (core/gelu.hpp).
+    s.extra_bytes = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb);
     held[out] = {s.out_spec, s.out_shape};
     stages.push_back(s);
   }
@@ -278,10 +173,10 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
   const std::size_t eb = element_bytes(p.config.dtype);
   std::map<std::string, Held> held;
   const FfnDims& d = p.config.dims;
-  held["x"] = {p.specs.x, shape_x(d)};
+  held["x"] = {p.specs.x, ffn_x_shape(d)};
   held["W_in"] = {p.specs.w_in, {d.m, d.h}};
   held["W_out"] = {p.specs.w_out, {d.h, d.m}};
-  if (p.config.backward) held["dy"] = {p.specs.y, shape_x(d)};
+  if (p.config.backward) held["dy"] = {p.specs.y, ffn_x_shape(d)};
   std::map<std::string, std::size_t> live, whole;
   for (const auto& t : inputs) {
     live[t] = bytes_of(local_shape(mesh, held.at(t).spec, held.at(t).shape), eb);
@@ -313,49 +208,6 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
 }
 
 }  // namespace
-
-AxisMapping ffn_rules(const FfnStrategy& s, const Mesh& mesh) {
-  if (s.rules.empty()) return {};
-  check_mesh_rank(s, mesh);
-  const auto axes = placeholders(s, mesh);
-  AxisMapping m = parse_mapping(s.rules);
-  for (auto& [logical, axis] : m) axis = axes.at(axis).front();
-  return m;
-}
-
-FfnSpecs ffn_specs(const FfnStrategy& s, const Mesh& mesh, const FfnDims& d) {
-  check_mesh_rank(s, mesh);
-  FfnSpecs f;
-  const Shape sx = shape_x(d), sh = shape_h(d), win{d.m, d.h}, wout{d.h, d.m};
-  if (!s.rules.empty()) {
-    const AxisMapping rules = ffn_rules(s, mesh);
-    const auto names = ffn_logical_names();
-    f.x = spec_from_mapping(names[0].dims, rules, mesh, "x", sx);
-    f.w_in = spec_from_mapping(names[1].dims, rules, mesh, "W_in", win);
-    f.h = spec_from_mapping(names[2].dims, rules, mesh, "h", sh);
-    f.w_out = spec_from_mapping(names[3].dims, rules, mesh, "W_out", wout);
-    f.y = spec_from_mapping(names[4].dims, rules, mesh, "y", sx);
-    f.x_in = f.x;
-    f.g_in = f.h;
-  } else {
-    const auto axes = placeholders(s, mesh);
-    f.x = on_mesh(s.x, axes);
-    f.x_in = s.x_in.empty() ? f.x : on_mesh(s.x_in, axes);
-    f.w_in = on_mesh(s.w_in, axes);
-    f.h = on_mesh(s.h, axes);
-    f.g_in = s.g_in.empty() ? f.h : on_mesh(s.g_in, axes);
-    f.w_out = on_mesh(s.w_out, axes);
-    f.y = on_mesh(s.y, axes);
-  }
-  f.x.validate(mesh, sx, "x");
-  f.x_in.validate(mesh, sx, "x");
-  f.w_in.validate(mesh, win, "W_in");
-  f.h.validate(mesh, sh, "h");
-  f.g_in.validate(mesh, sh, "g");
-  f.w_out.validate(mesh, wout, "W_out");
-  f.y.validate(mesh, sx, "y");
-  return f;
-}
 
 std::vector<const PlanStep*> FfnStage::collectives() const {
   if (kind == Kind::contraction) return plan.collectives();
@@ -430,7 +282,7 @@ FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config) {
   const FfnSpecs& f = p.specs;
 
   StageBuilder b{mesh, element_bytes(config.dtype), {}, {}, FfnPhase::forward};
-  b.held["x"] = {f.x, shape_x(d)};
+  b.held["x"] = {f.x, ffn_x_shape(d)};
   b.held["W_in"] = {f.w_in, {d.m, d.h}};
   b.held["W_out"] = {f.w_out, {d.h, d.m}};
   b.reshard("x", f.x_in);
@@ -444,7 +296,7 @@ FfnPlan plan_ffn(const Mesh& mesh, const FfnConfig& config) {
     // dy = R arrives split like y. Each gradient contraction reaches the spec of the tensor it is
     // the gradient of, as that tensor was before any reshard (dx like x, dg like h).
     b.phase = FfnPhase::backward;
-    b.held["dy"] = {f.y, shape_x(d)};
+    b.held["dy"] = {f.y, ffn_x_shape(d)};
     b.reshard("dy", summed(down.product));
     b.contract("dg = dy W_out^T", "bsm,hm->bsh", "dy", "W_out", "dg", f.h, false);
     b.contract("dW_out = g^T dy", "bsh,bsm->hm", "g", "dy", "dW_out", f.w_out, true);

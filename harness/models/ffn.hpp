@@ -10,7 +10,7 @@
 //   dh     = dg * gelu'(h)
 //   dx     = dh W_in^T     "bsh,mh->bsm"      dW_in  = x^T dh    "bsm,bsh->mh"
 //
-// A strategy is data: the spec of each tensor (the table in ffn.cpp). Everything else is derived:
+// A strategy is data: the spec of each tensor (the table in ffn_strategy.cpp). Everything else is derived:
 //  - every contraction, forward and backward, is planned by plan_contraction (harness/plan/planner.hpp)
 //    from the specs its operands have at that point and the spec its result must reach;
 //  - a "reshard" moves a held tensor to another spec: a free local slice where the new spec splits
@@ -51,6 +51,8 @@ struct FfnDims {
 FfnDims parse_ffn_dims(const std::string& text);
 FfnDims article_ffn_dims();
 std::string ffn_dims_text(const FfnDims& d);  // "B=8,S=4,M=16,H=64"
+Shape ffn_x_shape(const FfnDims& d);          // [B, S, M]: x, y, dy, dx
+Shape ffn_h_shape(const FfnDims& d);          // [B, S, H]: h, g, dg, dh
 
 // One strategy. Spec texts use placeholder axes renamed to the mesh's own: on a two-axis mesh X and
 // Y are its first and second axis; on a one-axis mesh Y is its only axis; D is every axis of the

@@ -120,9 +120,8 @@ SpmdProgram typed_program(const FfnPlan& plan, const FfnInputsOf<T>& in, Blocks<
           peak = std::max(peak, live());
           break;
         case FfnStage::Kind::gelu_backward: {
-          const xt::xarray<T> slope = gelu_grad_as(held.at("h"));
-          held[s.out] = multiply_as(held.at("dg"), slope);
-          peak = std::max(peak, live() + slope.size() * sizeof(T));
+          held[s.out] = gelu_backward_as(held.at("dg"), held.at("h"));
+          peak = std::max(peak, live());
           break;
         }
       }
@@ -258,7 +257,7 @@ FfnResult run_typed(const std::function<RunResult(const SpmdProgram&)>& runner, 
   // size); a replayed run (bfloat16, collectives/replay.hpp) returns them as Outputs, which the
   // runtime compares with the replay's (a sink would be written by both runs).
   const bool sink = backend == Backend::sim && !runtime.replaying();
-  const RunResult run = runner(typed_program<T>(plan, in, sink ? &blocks : nullptr, sketch));
+  RunResult run = runner(typed_program<T>(plan, in, sink ? &blocks : nullptr, sketch));
   r.seconds_run = seconds_since(t0);
   // Warm steps, as a training loop runs them: the inputs already generated and in place, the
   // allocator holding the memory the first step faulted in (core/memory.hpp), each step's results
@@ -284,10 +283,13 @@ FfnResult run_typed(const std::function<RunResult(const SpmdProgram&)>& runner, 
   r.bytes_per_device = largest_device_total(run.ledger);
   r.peak_bytes_per_device = largest(run, "peak_bytes");
   r.stored_bytes_per_device = largest(run, "stored_bytes");
-  if (!sink)  // blocks came back as float64 Outputs: exact in T again
+  if (!sink)  // blocks came back as float64 Outputs: exact in T again (each float64 copy freed once converted)
     for (std::size_t dv = 0; dv < run.outputs.size(); ++dv)
-      for (const auto& [name, t] : run.outputs[dv])
-        if (!is_bookkeeping(name)) blocks[dv][name] = converted<T>(t);
+      for (auto& [name, t] : run.outputs[dv])
+        if (!is_bookkeeping(name)) {
+          blocks[dv][name] = converted<T>(t);
+          t = Tensor();
+        }
 
   std::map<std::string, xt::xarray<T>> got;
   std::string disagreement;
