@@ -74,6 +74,80 @@ std::string ops(const FfnPlan& p, FfnPhase phase) {
   return out.empty() ? "none" : out;
 }
 
+// 1 and 2: the mesh, the layer's forward and backward formulas, the three layouts' specs.
+void section_layer(std::ostream& out, const Mesh& mesh, const FfnDims& d, const std::vector<FfnPlan>& plans) {
+  out << "1. Mesh " << mesh.text() << ": a line of " << mesh.devices() << " devices.\n" << mesh.picture() << "\n";
+  out << "2. The layer and its gradients. The loss is L = sum(y * r) for a fixed random r shaped like y,\n"
+         "   so dy = dL/dy = r (random, so that every output counts). dt is the gradient of L for a tensor t:\n"
+         "     forward    h = x W_in         g = gelu(h)          y = g W_out\n"
+         "     backward   dg = dy W_out^T    dW_out = g^T dy      (W_out used transposed)\n"
+         "                dh = dg * gelu'(h)                      (elementwise, like GELU)\n"
+         "                dx = dh W_in^T     dW_in = x^T dh       (W_in used transposed)\n";
+  const Shape as{d.m, d.h}, bs{d.h, d.m};
+  Table specs({"layout", "x", "W_in (and dW_in)", "W_out (and dW_out)", "y"});
+  for (const auto& p : plans)
+    specs.add({p.strategy.name, p.specs.x.notation("x", {"B", "S", "M"}), p.specs.w_in.notation("W_in", {"M", "H"}),
+               p.specs.w_out.notation("W_out", {"H", "M"}), p.specs.y.notation("y", {"B", "S", "M"})});
+  out << "   The three layouts (a weight's gradient comes out split like the weight):\n" << specs.text();
+  const FfnSpecs& pw = plans.back().specs;
+  out << "   Pairwise, rows:cols of W_in " << shape_text(as) << " and W_out " << shape_text(bs) << " on each device:\n"
+      << blocks_picture(mesh, pw.w_in, as) << blocks_picture(mesh, pw.w_out, bs);
+}
+
+// 3: each weight's cut in its forward matmul and, transposed, in its backward one.
+void section_flip(std::ostream& out, const std::vector<FfnPlan>& plans, const std::vector<std::string>& strategies) {
+  out << "\n3. The flip. Each weight enters one matmul forward and, transposed, one backward:\n";
+  Table flip({"layout", "weight", "forward matmul", "cut there", "backward matmul", "cut there"});
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    flip.add({strategies[i], "W_in", "h = x W_in", cut(plan_for(plans[i], "h")), "dx = dh W_in^T",
+              cut(plan_for(plans[i], "dx"))});
+    flip.add({"", "W_out", "y = g W_out", cut(plan_for(plans[i], "y")), "dg = dy W_out^T",
+              cut(plan_for(plans[i], "dg"))});
+  }
+  out << flip.text()
+      << "   A column cut keeps its outputs whole per device, so they must be gathered; transposed, the\n"
+         "   same cut falls on the summed dim and leaves partial sums: the backward matmul ends in an\n"
+         "   AllReduce.\n\n";
+}
+
+// 4: the collectives each layout needs forward and backward, as planned and as measured.
+void section_communication(std::ostream& out, const std::vector<FfnResult>& results) {
+  out << "4. Communication, derived by the planner for each matmul and measured by the ledger (bytes\n"
+         "   sent per device; = plan: every collective and byte count as the planner predicted):\n";
+  Table t({"layout", "forward", "backward", "fwd bytes", "bwd bytes", "= plan"});
+  for (const auto& r : results) {
+    bool same = r.collectives.size() == r.plan.collectives().size();
+    std::size_t fwd = 0, bwd = 0;
+    for (std::size_t k = 0; k < r.collectives.size(); ++k) {
+      (k < r.forward_collectives ? fwd : bwd) += r.collectives[k].bytes_per_device;
+      same = same && r.collectives[k].matches();
+    }
+    t.add({r.plan.strategy.name, ops(r.plan, FfnPhase::forward), ops(r.plan, FfnPhase::backward), std::to_string(fwd),
+           std::to_string(bwd), same ? "yes" : "NO"});
+  }
+  out << t.text()
+      << "   Per matmul: column = AllGather forward, AllReduce backward; row = AllReduce forward, AllGather\n"
+         "   backward; pairwise = one AllReduce each way for the whole FFN. The weight gradients\n"
+         "   dW_in = x^T dh and dW_out = g^T dy need no message in any of the three, because no mesh axis\n"
+         "   splits the batch here: they come out split like W_in and W_out. With data parallelism\n"
+         "   (lesson 14) each device holds part of the batch and its weight gradients need an AllReduce.\n"
+      << "   Every collective of every run, in order:\n" << run_table(results) << "\n";
+}
+
+// 5: every check but the unsharded layer's own, with its error over its tolerance.
+void section_verdict(std::ostream& out, const std::vector<Verdict>& checks) {
+  out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones (the\n"
+         "   central-difference checks of section 2 count too):\n";
+  Table verdicts({"check", "result", "max_abs_err", "worst err/tol"});
+  for (const auto& v : checks)
+    if (v.name.rfind("unsharded: ", 0) != 0)
+      verdicts.add({v.name, v.pass ? "PASS" : "FAIL", format_number(v.max_abs_error, "%.3g"),
+                    v.worst_ratio >= 0 ? format_number(v.worst_ratio, "%.3g") : v.tolerance == 0 ? "exact" : "-"});
+  out << verdicts.text() << "   err/tol: the error over the tolerance its own element allows (1 = at the limit).\n";
+  for (const auto& v : checks)
+    if (!v.pass) out << "   " << v.name << ": " << v.line() << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,23 +181,7 @@ int main(int argc, char** argv) {
     }
 
     auto& out = session.out();
-    out << "1. Mesh " << mesh.text() << ": a line of " << mesh.devices() << " devices.\n" << mesh.picture() << "\n";
-    out << "2. The layer and its gradients. The loss is L = sum(y * r) for a fixed random r shaped like y,\n"
-           "   so dy = dL/dy = r (random, so that every output counts). dt is the gradient of L for a tensor t:\n"
-           "     forward    h = x W_in         g = gelu(h)          y = g W_out\n"
-           "     backward   dg = dy W_out^T    dW_out = g^T dy      (W_out used transposed)\n"
-           "                dh = dg * gelu'(h)                      (elementwise, like GELU)\n"
-           "                dx = dh W_in^T     dW_in = x^T dh       (W_in used transposed)\n";
-    const FfnDims& d = config.dims;
-    const Shape as{d.m, d.h}, bs{d.h, d.m};
-    Table specs({"layout", "x", "W_in (and dW_in)", "W_out (and dW_out)", "y"});
-    for (const auto& p : plans)
-      specs.add({p.strategy.name, p.specs.x.notation("x", {"B", "S", "M"}), p.specs.w_in.notation("W_in", {"M", "H"}),
-                 p.specs.w_out.notation("W_out", {"H", "M"}), p.specs.y.notation("y", {"B", "S", "M"})});
-    out << "   The three layouts (a weight's gradient comes out split like the weight):\n" << specs.text();
-    const FfnSpecs& pw = plans.back().specs;
-    out << "   Pairwise, rows:cols of W_in " << shape_text(as) << " and W_out " << shape_text(bs) << " on each device:\n"
-        << blocks_picture(mesh, pw.w_in, as) << blocks_picture(mesh, pw.w_out, bs);
+    section_layer(out, mesh, config.dims, plans);
 
     std::vector<FfnResult> results;
     for (std::size_t i = 0; i < strategies.size(); ++i) {
@@ -156,50 +214,9 @@ int main(int argc, char** argv) {
       checks.push_back(v);
     }
 
-    out << "\n3. The flip. Each weight enters one matmul forward and, transposed, one backward:\n";
-    Table flip({"layout", "weight", "forward matmul", "cut there", "backward matmul", "cut there"});
-    for (std::size_t i = 0; i < plans.size(); ++i) {
-      flip.add({strategies[i], "W_in", "h = x W_in", cut(plan_for(plans[i], "h")), "dx = dh W_in^T",
-                cut(plan_for(plans[i], "dx"))});
-      flip.add({"", "W_out", "y = g W_out", cut(plan_for(plans[i], "y")), "dg = dy W_out^T",
-                cut(plan_for(plans[i], "dg"))});
-    }
-    out << flip.text()
-        << "   A column cut keeps its outputs whole per device, so they must be gathered; transposed, the\n"
-           "   same cut falls on the summed dim and leaves partial sums: the backward matmul ends in an\n"
-           "   AllReduce.\n\n";
-
-    out << "4. Communication, derived by the planner for each matmul and measured by the ledger (bytes\n"
-           "   sent per device; = plan: every collective and byte count as the planner predicted):\n";
-    Table t({"layout", "forward", "backward", "fwd bytes", "bwd bytes", "= plan"});
-    for (const auto& r : results) {
-      bool same = r.collectives.size() == r.plan.collectives().size();
-      std::size_t fwd = 0, bwd = 0;
-      for (std::size_t k = 0; k < r.collectives.size(); ++k) {
-        (k < r.forward_collectives ? fwd : bwd) += r.collectives[k].bytes_per_device;
-        same = same && r.collectives[k].matches();
-      }
-      t.add({r.plan.strategy.name, ops(r.plan, FfnPhase::forward), ops(r.plan, FfnPhase::backward), std::to_string(fwd),
-             std::to_string(bwd), same ? "yes" : "NO"});
-    }
-    out << t.text()
-        << "   Per matmul: column = AllGather forward, AllReduce backward; row = AllReduce forward, AllGather\n"
-           "   backward; pairwise = one AllReduce each way for the whole FFN. The weight gradients\n"
-           "   dW_in = x^T dh and dW_out = g^T dy need no message in any of the three, because no mesh axis\n"
-           "   splits the batch here: they come out split like W_in and W_out. With data parallelism\n"
-           "   (lesson 14) each device holds part of the batch and its weight gradients need an AllReduce.\n"
-        << "   Every collective of every run, in order:\n" << run_table(results) << "\n";
-
-    out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones (the\n"
-           "   central-difference checks of section 2 count too):\n";
-    Table verdicts({"check", "result", "max_abs_err", "worst err/tol"});
-    for (const auto& v : checks)
-      if (v.name.rfind("unsharded: ", 0) != 0)
-        verdicts.add({v.name, v.pass ? "PASS" : "FAIL", format_number(v.max_abs_error, "%.3g"),
-                      v.worst_ratio >= 0 ? format_number(v.worst_ratio, "%.3g") : v.tolerance == 0 ? "exact" : "-"});
-    out << verdicts.text() << "   err/tol: the error over the tolerance its own element allows (1 = at the limit).\n";
-    for (const auto& v : checks)
-      if (!v.pass) out << "   " << v.name << ": " << v.line() << "\n";
+    section_flip(out, plans, strategies);
+    section_communication(out, results);
+    section_verdict(out, checks);
     out << "\nTakeaway: transposing a weight swaps its column cut and its row cut, so the backward pass mirrors\n"
            "          the forward one; pairwise sharding is pairwise both ways: one AllReduce forward, one back.\n"
            "Next:     build/bin/11_propagation\n"

@@ -1,11 +1,30 @@
 // Lesson 09: column-wise gathers, row-wise all-reduces, the FFN row then column needs both, the
-// pairwise FFN one AllReduce; bytes from the ring formulas; the planner agrees; bad input exits 2.
+// pairwise FFN one AllReduce; bytes from the ring formulas; the planner agrees; bad input exits 2;
+// --inputs off the grid of eighths checked within bounds that still catch a planted error.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+#include "harness/check/npz.hpp"
 #include "tests/run_binary.hpp"
 
 using shardlab::testing::run_binary;
+
+namespace {
+
+// Values off any grid: scale * sin(1 + 0.37 i), so every sum of x W_in and g W_out rounds.
+shardlab::Tensor off_grid(const shardlab::Shape& shape, double scale) {
+  shardlab::Tensor t = shardlab::Tensor::from_shape(shape);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = scale * std::sin(1.0 + 0.37 * static_cast<double>(i));
+  return t;
+}
+
+}  // namespace
 
 TEST_SUITE("lessons") {
   TEST_CASE("lesson 09 (ffn column/row/pairwise) --json: AG h, AR h, AR h + AG y, AR y with ring bytes") {
@@ -106,5 +125,50 @@ TEST_SUITE("lessons") {
       CHECK(b.status == 2);
       CHECK(shardlab::testing::count_lines(b.err) == 1);
     }
+  }
+
+  TEST_CASE("lesson 09 --inputs: x, W_in, W_out off the grid pass within bounds; a planted error of 1e-5 fails") {
+    namespace fs = std::filesystem;
+    const std::string dir = "/tmp/shardlab_test_09_" + std::to_string(::getpid()), file = dir + "/w.npz";
+    fs::create_directories(dir);
+    // The default dims: x [8,4,16], W_in [16,64], W_out [64,16]; |h| up to about 5, as a layer's.
+    shardlab::save_npz(file, {{"x", off_grid({8, 4, 16}, 1.1)}, {"W_in", off_grid({16, 64}, 0.3)},
+                              {"W_out", off_grid({64, 16}, 0.2)}});
+    for (const char* dtype : {"float32", "float64", "bfloat16"}) {
+      CAPTURE(dtype);
+      auto r = run_binary("09_column_row_pairwise --inputs " + file + " --json --dtype " + dtype);
+      REQUIRE(r.status == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["pass"] == true);
+      int bounded = 0;  // the h and y checks: tolerances from the rounding analysis, none WEAK
+      for (const auto& c : j["checks"])
+        if (c["name"].get<std::string>().find("vs unsharded") != std::string::npos) {
+          CAPTURE(c["name"]);
+          CHECK(c["tolerance"].get<double>() > 0);
+          CHECK(c["weak"] == false);
+          CHECK(c["power"].get<double>() < c["power_floor"].get<double>() / 10);
+          ++bounded;
+        }
+      CHECK(bounded == 4);
+    }
+    auto text = run_binary("09_column_row_pairwise --inputs " + file);
+    CHECK(text.status == 0);
+    CHECK(text.out.find("Inputs read from " + file + ": x (float64), W_in (float64), W_out (float64)") != std::string::npos);
+    // One element of each run's result off by 1e-5 of itself, far below float32's floor of 1e-3:
+    // the h checks and both y checks must see it (on one device, where no replica can disagree).
+    auto f = run_binary("09_column_row_pairwise --inputs " + file + " --mesh Y=1 --inject perturb:1e-5 --json");
+    CHECK(f.status == 1);
+    int failed = 0;
+    const auto fj = nlohmann::json::parse(f.out);
+    for (const auto& c : fj["checks"])
+      failed += c["name"].get<std::string>().find("vs unsharded") != std::string::npos && c["pass"] == false;
+    CHECK(failed == 4);
+    for (const char* bad : {"--verify sketch", "--dims M=8"}) {
+      auto b = run_binary("09_column_row_pairwise --inputs " + file + " " + bad);
+      CAPTURE(bad);
+      CHECK(b.status == 2);
+      CHECK(shardlab::testing::count_lines(b.err) == 1);
+    }
+    fs::remove_all(dir);
   }
 }
