@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
         {"d. TP 8 x PP 8 across nodes", layout(12, 8, 8, 1, 1, sel)},
         {"e. d + SP beside TP", layout(12, 8, 8, 1, 1, sel, true)},
         {"f. e + 2 virtual stages", layout(12, 8, 8, 1, 1, sel, true, 2)},
-        {"g. e with CP 2 for half of DP", layout(6, 8, 8, 1, 1, sel, true, 1, 2)},
+        {"g. e with TP 4 x CP 2 in a node", layout(12, 4, 8, 1, 1, sel, true, 1, 2)},
     };
     Table t({"try", "memory GB", "fits", "step s", "MFU", "most beside compute"});
     for (const Try& x : tries) {
@@ -102,11 +102,11 @@ int main(int argc, char** argv) {
            "   twice a micro-batch. c keeps TP on NVLink, yet a node's eighth of the states is still\n"
            "   more than 80 GB. d cuts the layers into 8 stages across nodes and fits; e splits the\n"
            "   activations TP left whole (less memory, the same bytes); f halves the bubble for\n"
-           "   twice the point-to-point messages. g splits each sequence over 2 devices in place of\n"
-           "   half of DP: the pipeline gets twice the micro-batches (half a sequence each), a smaller\n"
-           "   bubble, while ring attention's K/V passes hide mostly behind the attention. The model\n"
-           "   does not charge GEMMs on half-sequence blocks for running less efficiently (a missing\n"
-           "   term, docs/plan-model.md). At 131,072 tokens CP is what keeps the devices busy:\n"
+           "   twice the point-to-point messages. g keeps 8 devices of a node but trades TP 8 for\n"
+           "   TP 4 x CP 2: CP sends only K and V, mostly behind the attention, where TP moves every\n"
+           "   activation. The model does not charge GEMMs on half-sequence blocks for running less\n"
+           "   efficiently (a missing term, docs/plan-model.md): at 2,048 tokens take CP as a tie.\n"
+           "   At 131,072 tokens CP is what keeps the devices busy:\n"
            "     build/bin/shardlab plan-model --model llama3-70b-128k --cluster dgx-h100 --devices 1024\n"
            "   EP does not apply: GPT-3 has no experts.\n\n";
 
