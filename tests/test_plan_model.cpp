@@ -52,6 +52,12 @@ JobCost predicted(const Row& r) {
   return j;
 }
 
+JobSearchOptions on(int devices) {
+  JobSearchOptions o;
+  o.devices = devices;
+  return o;
+}
+
 }  // namespace
 
 TEST_SUITE("plan-model") {
@@ -115,8 +121,7 @@ TEST_SUITE("plan-model") {
   }
 
   TEST_CASE("search: GPT-3 175B on 1024 A100s fits, keeps TP in a node, and is quick") {
-    JobSearchOptions o;
-    o.devices = 1024;
+    const JobSearchOptions o = on(1024);
     const ModelSpec m = load_model("gpt3-175b");
     const ClusterSpec c = load_cluster("dgx-a100");
     const JobSearchResult r = search_layouts(m, c, o);
@@ -174,8 +179,7 @@ TEST_SUITE("plan-model") {
     // and without CP the devices left over go to TP across nodes or a pipeline's bubble. Llama 3's
     // own 131,072-token runs used CP 16 (Llama Team 2024, Table 4).
     const ClusterSpec c = load_cluster("dgx-h100");
-    JobSearchOptions o;
-    o.devices = 256;
+    const JobSearchOptions o = on(256);
     const ModelSpec short_seq = load_model("llama3-8b");
     const JobSearchResult rs = search_layouts(short_seq, c, o);
     REQUIRE(!rs.fitting.empty());
@@ -223,6 +227,17 @@ TEST_SUITE("plan-model") {
       const JobCost j = job_cost(m, c, Layout{}, book);
       CHECK((j.memory.params + j.memory.optimizer) / 1e9 == doctest::Approx(130).epsilon(0.01));
     }
+  }
+
+  TEST_CASE("EP: Mixtral 8x7B's search prices expert parallelism's AllToAlls (pairwise, no ring)") {
+    const ModelSpec m = load_model("mixtral-8x7b");
+    const JobSearchOptions o = on(64);
+    const JobSearchResult r = search_layouts(m, load_cluster("dgx-h100"), o);
+    REQUIRE(!r.fitting.empty());
+    bool ep_priced = false;
+    for (const auto& j : r.fitting) ep_priced = ep_priced || (j.layout.ep > 1 && j.time.ep > 0);
+    CHECK(ep_priced);
+    CHECK(plan_text(m, load_cluster("dgx-h100"), o, r, 3).find("EP only for experts (8 here, top 2)") != std::string::npos);
   }
 
   TEST_CASE("bad input: unknown presets and device counts that are not whole nodes") {

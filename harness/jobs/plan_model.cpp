@@ -179,7 +179,9 @@ std::vector<CommTerm> comm_terms(const ModelSpec& m, const Layout& l, int stage,
 
 double comm_term_seconds(const CommTerm& t, const Hardware& hw) {
   if (t.op == "send") return t.count * (hw.launch + hw.alpha + t.bytes / hw.bytes_per_s);
-  return t.count * collective_seconds(t.op, Algorithm::ring, t.group, t.bytes, hw);
+  // An AllToAll has no ring: each member sends every other its block directly (pairwise).
+  const Algorithm algorithm = t.op == "all_to_all" ? Algorithm::pairwise : Algorithm::ring;
+  return t.count * collective_seconds(t.op, algorithm, t.group, t.bytes, hw);
 }
 
 double comm_term_bytes_sent(const CommTerm& t, std::size_t element_bytes, int member) {
