@@ -1,8 +1,10 @@
 // The whole-job cost model (harness/jobs/plan_model.hpp) against published figures: the parameter
 // counts and throughput of Narayanan et al. 2021's Table 1, the ZeRO paper's memory per device,
-// Korthikanti et al. 2022's activations and Narayanan's FLOPs formula.
+// Korthikanti et al. 2022's activations, Narayanan's FLOPs formula, the JAX scaling book's worked
+// memory figures, and context parallelism's terms by hand.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -48,6 +50,12 @@ JobCost predicted(const Row& r) {
   const JobCost j = job_cost(m, c, l, o);
   REQUIRE(j.fits);
   return j;
+}
+
+JobSearchOptions on(int devices) {
+  JobSearchOptions o;
+  o.devices = devices;
+  return o;
 }
 
 }  // namespace
@@ -113,8 +121,7 @@ TEST_SUITE("plan-model") {
   }
 
   TEST_CASE("search: GPT-3 175B on 1024 A100s fits, keeps TP in a node, and is quick") {
-    JobSearchOptions o;
-    o.devices = 1024;
+    const JobSearchOptions o = on(1024);
     const ModelSpec m = load_model("gpt3-175b");
     const ClusterSpec c = load_cluster("dgx-a100");
     const JobSearchResult r = search_layouts(m, c, o);
@@ -131,6 +138,106 @@ TEST_SUITE("plan-model") {
         if (next == std::string::npos) next = line.size();
         CHECK(next - at <= 100);
       }
+  }
+
+  TEST_CASE("CP: activations over c, ring attention's K/V passes and their overlap, by hand") {
+    // Megatron 530B (GPT block, stored scores) on DGX A100, DP 4 x TP 2+SP x CP 4 x PP 35, ZeRO-1,
+    // b 1: every term written from the ring-attention algorithm (Liu et al. 2023), not the code.
+    const ModelSpec m = load_model("megatron-530b");
+    const ClusterSpec c = load_cluster("dgx-a100");
+    Layout l;
+    l.dp = 4, l.tp = 2, l.sp = true, l.cp = 4, l.pp = 35, l.zero = 1;
+    REQUIRE(layout_problem(m, c, 4 * 2 * 4 * 35, l) == "");
+    const double s = m.seq, h = m.hidden, a = m.heads, t = 2, cp = 4, L = m.layers, p = 35;
+    // Korthikanti's TP+SP activations of a layer, each device holding s / c tokens of a sequence
+    // (its queries' scores against all s keys: 5 a s (s / c) b bytes).
+    CHECK(activation_bytes_per_layer(m, 1, l, Recompute::none) ==
+          doctest::Approx(s / cp * h * (34 + 5 * a * s / h) / t));
+    const JobCost j = job_cost(m, c, l);
+    // ZeRO-1 shards the optimizer over DP x CP, 16 replicas of the weights.
+    CHECK(j.memory.optimizer == doctest::Approx(12 * j.params_per_device / 16));
+    // K and V of s / c tokens, h / t wide on a TP rank, bf16: 4 s h / (c t) bytes a pass; c - 1
+    // passes forward and 2 (c - 1) backward, a layer and a micro-batch, on NVLink (t c = 8).
+    const double mb = m.global_batch / 4, pass_bytes = 4 * s * h / (cp * t);
+    const double passes = L / p * mb * 3 * (cp - 1);
+    const double pass_s = c.intra.launch + c.intra.alpha + pass_bytes / c.intra.bytes_per_s;
+    CHECK(j.time.cp == doctest::Approx(passes * pass_s));
+    // Hidden behind c - 1 of c blocks of the attention core: 4 (s/c) s h / t FLOPs a sequence,
+    // forward 1 + backward 2.
+    const double core = L / p * mb * 3 * 4 * (s / cp) * s * h / t;
+    const double hidden = core * (cp - 1) / cp / (c.peak("bf16") * c.gemm_efficiency);
+    CHECK(j.time.cp_exposed == doctest::Approx(std::max(0.0, passes * pass_s - hidden)));
+    CHECK(j.time.cp_exposed < j.time.cp);
+    // The sequence must split into 2 c blocks, and a model without attention has no CP.
+    l.cp = 3;
+    CHECK(layout_problem(m, c, 4 * 2 * 3 * 35, l) != "");
+  }
+
+  TEST_CASE("CP: the search picks it for 128K-token sequences and not for 8K ones") {
+    // Llama 3 8B on 256 H100s, 16M tokens a step either way. At 8,192 tokens (2,048 sequences) DP
+    // has sequences to spare and needs no pipeline; at 131,072 tokens the batch is 128 sequences,
+    // and without CP the devices left over go to TP across nodes or a pipeline's bubble. Llama 3's
+    // own 131,072-token runs used CP 16 (Llama Team 2024, Table 4).
+    const ClusterSpec c = load_cluster("dgx-h100");
+    const JobSearchOptions o = on(256);
+    const ModelSpec short_seq = load_model("llama3-8b");
+    const JobSearchResult rs = search_layouts(short_seq, c, o);
+    REQUIRE(!rs.fitting.empty());
+    CHECK(rs.fitting[0].layout.cp == 1);
+    ModelSpec long_seq = short_seq;
+    long_seq.seq = 131072, long_seq.global_batch = 128;
+    const JobSearchResult rl = search_layouts(long_seq, c, o);
+    REQUIRE(!rl.fitting.empty());
+    const JobCost& best = rl.fitting[0];
+    CHECK(best.layout.cp > 1);
+    CHECK(best.fits);
+    const std::string text = plan_text(long_seq, c, o, rl, 3);
+    CHECK(text.find("CP " + std::to_string(best.layout.cp) + " chosen") != std::string::npos);
+  }
+
+  TEST_CASE("the JAX scaling book's training figures: LLaMA 3 70B and LLaMA 2 13B") {
+    // Austin et al. 2025, How to Scale Your Model (the JAX scaling book), part 6 "Training LLaMA 3
+    // on TPUs" (applied-training) and part 5 "How to Parallelize a Transformer for Training"
+    // (training, its worked problems). The book counts bf16 weights and Adam's two fp32 moments,
+    // 2 + 8 bytes a parameter: no fp32 master copy, no gradients.
+    JobPlanOptions book;
+    book.master_weights = false;
+    const ClusterSpec c = load_cluster("dgx-h100");
+    {
+      // Part 6: 70.4e9 parameters (vocabulary 2.1e9 of them); weights ~140 GB, optimizer state
+      // ~560 GB; three bf16 checkpoints of [tokens, d_model] a layer over a 4M-token batch ~15.8 TB.
+      const ModelSpec m = load_model("llama3-70b");
+      CHECK(model_params(m) / 1e9 == doctest::Approx(70.4).epsilon(0.005));
+      CHECK(embedding_params(m) / 1e9 == doctest::Approx(2.1).epsilon(0.005));
+      const JobCost j = job_cost(m, c, Layout{}, book);  // one device holds it all
+      CHECK(j.memory.params / 1e9 == doctest::Approx(2 * 70.4).epsilon(0.005));
+      CHECK(j.memory.optimizer / 1e9 == doctest::Approx(8 * 70.4).epsilon(0.005));
+      // Our full recomputation keeps one such checkpoint a layer, the layer's input.
+      const double sequences = 4e6 / m.seq;
+      const double checkpoints = 3 * activation_bytes_per_layer(m, 1, Layout{}, Recompute::full) * m.layers * sequences;
+      CHECK(checkpoints / 1e12 == doctest::Approx(15.8).epsilon(0.01));
+    }
+    {
+      // Part 5, problems 1-2: LLaMA 2 13B has 13.1e9 parameters (FFN 8.5e9, attention 4.2e9,
+      // vocabulary 0.3e9 by its terms); weights and optimizer state take ~130 GB.
+      ModelSpec m = load_model("llama3-8b");
+      m.name = "llama2-13b", m.layers = 40, m.hidden = 5120, m.ffn = 13824, m.heads = m.kv_heads = 40;
+      m.vocab = 32000, m.seq = 4096;
+      CHECK(model_params(m) / 1e9 == doctest::Approx(13.1).epsilon(0.01));
+      const JobCost j = job_cost(m, c, Layout{}, book);
+      CHECK((j.memory.params + j.memory.optimizer) / 1e9 == doctest::Approx(130).epsilon(0.01));
+    }
+  }
+
+  TEST_CASE("EP: Mixtral 8x7B's search prices expert parallelism's AllToAlls (pairwise, no ring)") {
+    const ModelSpec m = load_model("mixtral-8x7b");
+    const JobSearchOptions o = on(64);
+    const JobSearchResult r = search_layouts(m, load_cluster("dgx-h100"), o);
+    REQUIRE(!r.fitting.empty());
+    bool ep_priced = false;
+    for (const auto& j : r.fitting) ep_priced = ep_priced || (j.layout.ep > 1 && j.time.ep > 0);
+    CHECK(ep_priced);
+    CHECK(plan_text(m, load_cluster("dgx-h100"), o, r, 3).find("EP only for experts (8 here, top 2)") != std::string::npos);
   }
 
   TEST_CASE("bad input: unknown presets and device counts that are not whole nodes") {

@@ -34,12 +34,12 @@ nlohmann::ordered_json cost_json(const JobCost& j) {
   const auto& l = j.layout;
   const auto& x = j.memory;
   const auto& t = j.time;
-  return {{"layout", l.text()}, {"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"pp", l.pp}, {"virtual_stages", l.vp},
+  return {{"layout", l.text()}, {"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"cp", l.cp}, {"pp", l.pp}, {"virtual_stages", l.vp},
           {"ep", l.ep}, {"zero", l.zero}, {"micro_batch", l.micro_batch}, {"recompute", recompute_name(l.recompute)},
           {"memory_bytes", {{"params", x.params}, {"grads", x.grads}, {"optimizer", x.optimizer},
                             {"activations", x.activations}, {"activations_no_recompute", x.activations_none},
                             {"stash_micro_batches", x.stash}, {"total", x.total()}}},
-          {"seconds", {{"compute", t.compute}, {"tp", t.tp}, {"bubble", t.bubble}, {"p2p", t.p2p}, {"dp", t.dp},
+          {"seconds", {{"compute", t.compute}, {"tp", t.tp}, {"cp", t.cp}, {"cp_exposed", t.cp_exposed}, {"bubble", t.bubble}, {"p2p", t.p2p}, {"dp", t.dp},
                        {"dp_exposed", t.dp_exposed}, {"ep", t.ep}, {"optimizer", t.optimizer}, {"step", t.step()}}},
           {"mfu", j.mfu()}, {"tokens_per_s", j.tokens_per_s}, {"achieved_flops_per_device", j.achieved_flops}};
 }
@@ -87,7 +87,7 @@ int run(const PlanModelOptions& o) {
 Command add_plan_model_command(CLI::App& app) {
   auto o = std::make_shared<PlanModelOptions>();
   auto* c = app.add_subcommand("plan-model", "the best training layout of a whole model on a cluster: DP x TP(+SP) "
-                                             "x PP(x virtual) x EP, ZeRO, micro-batch and recomputation, with "
+                                             "x CP x PP(x virtual) x EP, ZeRO, micro-batch and recomputation, with "
                                              "memory and step time by part");
   c->add_option("--model", o->model, "a preset (gpt3-175b, megatron-1t, llama3-70b, mixtral-8x7b, ...) or FILE.toml");
   c->add_option("--cluster", o->cluster, "a preset (dgx-a100, dgx-h100, tpu-v4) or FILE.toml");

@@ -25,10 +25,11 @@ bool Miniature::pass() const {
 Layout miniature_layout(const Layout& chosen, std::string* note) {
   Layout l = chosen;
   if (chosen.devices() > 8) {
-    l.dp = std::min(chosen.dp, 2), l.tp = std::min(chosen.tp, 2), l.pp = std::min(chosen.pp, 2);
+    l.dp = std::min(chosen.dp, 2), l.tp = std::min(chosen.tp, 2), l.pp = std::min(chosen.pp, 2), l.cp = 1;
     if (note)
       *note = "DP " + std::to_string(chosen.dp) + " x TP " + std::to_string(chosen.tp) + " x PP " +
-              std::to_string(chosen.pp) + " needs " + std::to_string(chosen.devices()) +
+              std::to_string(chosen.pp) + (chosen.cp > 1 ? " x CP " + std::to_string(chosen.cp) : "") + " needs " +
+              std::to_string(chosen.devices()) +
               " devices: each degree is cut to min(degree, 2).";
   } else if (note) {
     *note = "The layout's own degrees: it needs " + std::to_string(chosen.devices()) + " devices.";
@@ -41,7 +42,7 @@ namespace {
 // What the miniature program (three_d) runs of a layout, and a sentence for each thing it drops.
 Layout runnable(const Layout& l, std::vector<std::string>& notes) {
   Layout r = l;
-  r.ep = 1, r.sp = false, r.vp = 1, r.recompute = Recompute::none;
+  r.ep = 1, r.cp = 1, r.sp = false, r.vp = 1, r.recompute = Recompute::none;
   r.zero = l.zero >= 2 ? 2 : 1;
   if (l.pp > 1)
     notes.push_back(std::string("The pipeline runs GPipe's order (every forward, then every backward)") +
@@ -55,6 +56,8 @@ Layout runnable(const Layout& l, std::vector<std::string>& notes) {
                     "AllReduces are not run).");
   if (l.sp) notes.push_back("TP runs without SP: an AllReduce where SP has an AllGather and a ReduceScatter.");
   if (l.ep > 1) notes.push_back("EP is not run: the blocks are dense.");
+  if (l.cp > 1) notes.push_back("CP is not run: the blocks have no attention, so ring attention's K/V passes are "
+                                "priced, not checked against a ledger.");
   return r;
 }
 

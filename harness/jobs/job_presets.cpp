@@ -57,6 +57,13 @@ const std::vector<ModelSpec>& model_presets() {
     v.push_back(llama("llama3-70b", 80, 8192, 28672, 64, 2048, assumed));
     v.push_back(llama("llama3-405b", 126, 16384, 53248, 128, 2048,
                       "Batch 16M tokens, 2,048 sequences of 8,192, the final stage of Section 3.4.1."));
+    // Long-context training, where context parallelism pays.
+    ModelSpec long_context = llama("llama3-70b-128k", 80, 8192, 28672, 64, 128,
+                                   "Long-context stage (Section 3.4.2): sequences grown to 131,072 tokens; batch "
+                                   "16M tokens assumed (128 sequences), as Table 4's 131,072-token row of the "
+                                   "405B model, which ran with context parallelism 16.");
+    long_context.seq = 131072;
+    v.push_back(long_context);
     ModelSpec mix = llama("mixtral-8x7b", 32, 4096, 14336, 32, 1024, "");
     mix.source = "Jiang et al. 2024, Mixtral of Experts, Table 1: dim 4,096, 32 layers, head_dim 128, hidden_dim "
                  "14,336, 32 heads, 8 KV heads, vocabulary 32,000, 8 experts, top 2; SwiGLU, RMSNorm, RoPE, untied. "

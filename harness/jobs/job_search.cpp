@@ -24,27 +24,31 @@ JobSearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const J
                                          : std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full};
   for (int tp = 1; tp <= std::min(n, 64); tp *= 2) {
     if (n % tp || (o.fix_tp && tp != o.fix_tp)) continue;
-    for (int pp = 1; pp <= n / tp && pp <= m.layers; ++pp) {
-      if ((n / tp) % pp || m.layers % pp || (o.fix_pp && pp != o.fix_pp)) continue;
-      for (int vp : {1, 2, 4})
-        for (int b : {1, 2, 4, 8})
-          for (int sp = 0; sp <= (o.allow_sp && tp > 1 ? 1 : 0); ++sp)
-            for (int zero = 0; zero <= (o.allow_zero ? 3 : 0); ++zero)
-              for (Recompute rc : rcs)
-                for (int ep : eps) {
-                  Layout l;
-                  l.tp = tp, l.pp = pp, l.dp = n / (tp * pp), l.vp = vp, l.micro_batch = b, l.sp = sp;
-                  l.zero = zero, l.recompute = rc, l.ep = ep;
-                  if (!layout_problem(m, c, n, l).empty()) continue;
-                  ++r.evaluated;
-                  JobCost j = job_cost(m, c, l, o.plan);
-                  (j.fits ? r.fitting : r.too_big).push_back(j);
-                }
+    for (int cp = 1; cp <= std::min(n / tp, 32); cp *= 2) {
+      if ((n / tp) % cp || (o.fix_cp && cp != o.fix_cp)) continue;
+      const int rest = n / (tp * cp);
+      for (int pp = 1; pp <= rest && pp <= m.layers; ++pp) {
+        if (rest % pp || m.layers % pp || (o.fix_pp && pp != o.fix_pp)) continue;
+        for (int vp : {1, 2, 4})
+          for (int b : {1, 2, 4, 8})
+            for (int sp = 0; sp <= (o.allow_sp && tp > 1 ? 1 : 0); ++sp)
+              for (int zero = 0; zero <= (o.allow_zero ? 3 : 0); ++zero)
+                for (Recompute rc : rcs)
+                  for (int ep : eps) {
+                    Layout l;
+                    l.tp = tp, l.cp = cp, l.pp = pp, l.dp = rest / pp, l.vp = vp, l.micro_batch = b, l.sp = sp;
+                    l.zero = zero, l.recompute = rc, l.ep = ep;
+                    if (!layout_problem(m, c, n, l).empty()) continue;
+                    ++r.evaluated;
+                    JobCost j = job_cost(m, c, l, o.plan);
+                    (j.fits ? r.fitting : r.too_big).push_back(j);
+                  }
+      }
     }
   }
   auto faster = [](const JobCost& a, const JobCost& b) { return a.time.step() < b.time.step(); };
-  std::sort(r.fitting.begin(), r.fitting.end(), faster);
-  std::sort(r.too_big.begin(), r.too_big.end(), faster);
+  std::stable_sort(r.fitting.begin(), r.fitting.end(), faster);
+  std::stable_sort(r.too_big.begin(), r.too_big.end(), faster);
   if (r.evaluated == 0)
     throw Error(ErrorKind::parse, "no layout of " + m.name + " divides " + std::to_string(n) + " devices");
   return r;
@@ -60,6 +64,7 @@ std::string pct(double f) { return format_number(100 * f, "%.1f") + "%"; }
 std::string worst_part(const JobCost& a, const JobCost& b) {
   const std::pair<const char*, double> parts[] = {
       {"compute", a.time.compute - b.time.compute}, {"TP comm", a.time.tp - b.time.tp},
+      {"CP comm", a.time.cp_exposed - b.time.cp_exposed},
       {"bubble", a.time.bubble - b.time.bubble},    {"p2p", a.time.p2p - b.time.p2p},
       {"DP comm", a.time.dp_exposed - b.time.dp_exposed}, {"EP comm", a.time.ep - b.time.ep},
       {"optimizer", a.time.optimizer - b.time.optimizer}};
@@ -93,6 +98,41 @@ std::string wrapped(const std::string& text) {
   return out;
 }
 
+// Article 004's context parallelism, for long sequences only: the best layout's CP against the
+// fastest fitting layout with the other choice of CP.
+std::string cp_rule(const ModelSpec& m, const JobSearchResult& r, const JobCost& best) {
+  std::ostringstream out;
+  const Layout& b = best.layout;
+  const JobCost* other = first_where(r.fitting, [&](const Layout& l) { return (l.cp > 1) != (b.cp > 1); });
+  out << "  - CP only for long sequences (" << m.seq << " tokens here): ";
+  if (b.cp > 1) {
+    out << "CP " << b.cp << " chosen. Each device holds " << m.seq / b.cp << " tokens of a sequence; ring "
+        << "attention's K/V passes take " << sec(best.time.cp) << " s a step, " << sec(best.time.cp - best.time.cp_exposed)
+        << " s of it behind the attention";
+    if (other) out << ". Without CP the best takes " << sec(other->time.step()) << " s (" << worst_part(*other, best) << ")";
+  } else {
+    out << "CP 1 chosen";
+    if (other)
+      out << ". The best with CP, " << other->layout.text() << ", takes " << sec(other->time.step()) << " s ("
+          << worst_part(*other, best) << "; its K/V passes leave " << sec(other->time.cp_exposed) << " s bare)";
+  }
+  out << ".\n";
+  return out.str();
+}
+
+// Expert parallelism, for mixtures of experts only: the experts split over EP ranks drawn from DP.
+std::string ep_rule(const ModelSpec& m, const JobSearchResult& r, const JobCost& best) {
+  if (!m.moe()) return "  - EP only for experts: " + m.name + " is dense, EP 1.\n";
+  const Layout& b = best.layout;
+  std::ostringstream out;
+  out << "  - EP only for experts (" << m.experts << " here, top " << m.top_k << "): EP " << b.ep << " chosen";
+  if (b.ep > 1) out << ", its AllToAlls take " << sec(best.time.ep) << " s a step";
+  if (const JobCost* o = first_where(r.fitting, [&](const Layout& l) { return (l.ep > 1) != (b.ep > 1); }))
+    out << "; the best with EP " << o->layout.ep << " takes " << sec(o->time.step()) << " s (" << worst_part(*o, best) << ")";
+  out << ".\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o, const JobSearchResult& r,
@@ -115,16 +155,18 @@ std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchO
              gb(x.activations_none), std::to_string(x.stash), gb(x.total())});
   }
   out << mem.text();
-  Table tt({"step s", "compute", "TP", "bubble", "p2p", "DP", "EP", "optim", "step", "MFU", "tokens/s"});
+  Table tt({"step s", "compute", "TP", "CP", "bubble", "p2p", "DP", "EP", "optim", "step", "MFU", "tokens/s"});
   for (int i = 0; i < k; ++i) {
     const auto& j = r.fitting[i];
     const auto& t = j.time;
-    tt.add({std::to_string(i + 1), sec(t.compute), sec(t.tp), sec(t.bubble), sec(t.p2p),
+    tt.add({std::to_string(i + 1), sec(t.compute), sec(t.tp), sec(t.cp_exposed), sec(t.bubble), sec(t.p2p),
             sec(t.dp_exposed), sec(t.ep), sec(t.optimizer), sec(t.step()), pct(j.mfu()),
             format_number(j.tokens_per_s, "%.0f")});
   }
-  out << tt.text() << "  Nothing overlaps" << (o.plan.overlap_dp ? " but DP communication, hidden behind the backward"
-                                                                   : " (DP communication runs after the backward)")
+  out << tt.text() << "  CP shows the exposed part of ring attention's K/V passes: each overlaps the attention of "
+                       "the block in hand. Nothing else overlaps"
+      << (o.plan.overlap_dp ? " but DP communication, hidden behind the backward"
+                            : " (DP communication runs after the backward)")
       << ".\n";
 
   const JobCost& best = r.fitting[0];
@@ -160,6 +202,7 @@ std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchO
       out << "  - PP only when the model does not fit without it: holds, PP 1.\n";
     }
   }
+  out << cp_rule(m, r, best) << ep_rule(m, r, best);
   // DP for the rest; ZeRO when the states do not fit.
   out << "  - DP over the remaining " << b.dp << " replicas: its gradient communication takes " << sec(best.time.dp)
       << " s (" << pct(best.time.dp / best.time.step()) << " of the step).\n";
@@ -188,12 +231,15 @@ std::string plan_text(const ModelSpec& m, const ClusterSpec& c, const JobSearchO
       {"recomputation", [&](const Layout& l) { return l.recompute != b.recompute; }},
       {"micro-batch", [&](const Layout& l) { return l.micro_batch != b.micro_batch; }},
       {"SP", [&](const Layout& l) { return l.sp != b.sp; }},
-      {"interleaving", [&](const Layout& l) { return l.vp != b.vp; }}};
+      {"interleaving", [&](const Layout& l) { return l.vp != b.vp; }},
+      {"CP", [&](const Layout& l) { return l.cp != b.cp; }},
+      {"EP", [&](const Layout& l) { return l.ep != b.ep; }}};
   for (const auto& [name, differs] : dims)
     if (const JobCost* j = first_where(r.fitting, differs)) {
       const auto& l = j->layout;
       const std::string short_layout = "D" + std::to_string(l.dp) + " T" + std::to_string(l.tp) + (l.sp ? "+SP" : "") +
-                                       " P" + std::to_string(l.pp) + "v" + std::to_string(l.vp) + " Z" +
+                                       (l.cp > 1 ? " C" + std::to_string(l.cp) : "") +
+                                       (l.ep > 1 ? " E" + std::to_string(l.ep) : "") + " P" + std::to_string(l.pp) + "v" + std::to_string(l.vp) + " Z" +
                                        std::to_string(l.zero) + " b" + std::to_string(l.micro_batch) + " " +
                                        recompute_name(l.recompute);
       lose.add({name, short_layout, sec(j->time.step()), worst_part(*j, best)});

@@ -12,7 +12,7 @@ namespace shardlab {
 struct JobSearchOptions {
   int devices = 0;
   JobPlanOptions plan;
-  int fix_tp = 0, fix_pp = 0;  // 0: searched
+  int fix_tp = 0, fix_pp = 0, fix_cp = 0;  // 0: searched
   bool only_full_recompute = false;
   bool allow_zero = true, allow_sp = true;
 };

@@ -17,11 +17,11 @@ DatTable plan_model_sweep(const std::string& model, const std::string& cluster, 
                  " (" + format_number(c.memory_bytes / 1e9, "%.0f") + " GB each)",
              "every layout searched: memory per device (GB, 1e9 bytes) and modeled step time (s)",
              "block 0: fits in memory; block 1: does not; block 2: the planner's choice"};
-  t.columns = {"memory_GB", "step_s", "dp", "tp", "pp", "vp", "zero", "micro_batch", "recompute"};
+  t.columns = {"memory_GB", "step_s", "dp", "tp", "cp", "pp", "vp", "zero", "micro_batch", "recompute"};
   auto row = [](const JobCost& j) {
     const Layout& l = j.layout;
     return std::vector<std::string>{format_number(j.memory.total() / 1e9, "%.2f"), format_number(j.time.step(), "%.3f"),
-                                    std::to_string(l.dp), std::to_string(l.tp) + (l.sp ? "+SP" : ""),
+                                    std::to_string(l.dp), std::to_string(l.tp) + (l.sp ? "+SP" : ""), std::to_string(l.cp),
                                     std::to_string(l.pp), std::to_string(l.vp), std::to_string(l.zero),
                                     std::to_string(l.micro_batch), recompute_name(l.recompute)};
   };

@@ -16,6 +16,7 @@
 #include "core/text.hpp"
 #include "harness/plan/natural.hpp"
 #include "harness/plan/operands.hpp"
+#include "harness/plan/plan_assembly.hpp"
 #include "harness/plan/plan_search_layouts.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
@@ -34,65 +35,20 @@ Spec without_unit_axes(const Mesh& mesh, Spec s) {
 namespace {
 
 using search_detail::Axes;
+using search_detail::Candidate;
 using search_detail::Cost;
 using search_detail::Layouts;
 using search_detail::Move;
+using search_detail::SearchSides;
 using search_detail::Subject;
 using search_detail::block_shape;
 using search_detail::key_of;
 using search_detail::size_of;
 using search_detail::step_cost;
+using search_detail::step_of;
 using search_detail::uneven_split;
 
-// A candidate: operand layouts to multiply, the product, and its total cost.
-struct Candidate {
-  Spec a_used, b_used;
-  Spec product;
-  Cost cost;
-  double flops = 0;
-};
-
 bool better(const Candidate& x, const Candidate& y) { return x.cost < y.cost; }
-
-std::string reason_for(const Move& m, const std::string& letters) {
-  auto dim = [&](int d) { return std::string(1, static_cast<char>(std::toupper(letters[static_cast<std::size_t>(d)]))); };
-  switch (m.kind) {
-    case StepKind::all_gather: return "gather dim " + dim(m.dim) + " over " + axes_text(m.axes);
-    case StepKind::local_slice:
-      return "slice dim " + dim(m.dim) + " over " + axes_text(m.axes) + ": this device's part, no messages";
-    case StepKind::all_to_all:
-      return "move the split over " + axes_text(m.axes) + " from dim " + dim(m.dim) + " to dim " + dim(m.to_dim);
-    case StepKind::reduce_scatter:
-      return "sum the partial products over " + axes_text(m.axes) + ", each device keeping its slice of dim " +
-             dim(m.dim);
-    case StepKind::all_reduce: return "sum the partial products over " + axes_text(m.axes) + " on every device";
-    case StepKind::all_reduce_max:
-    case StepKind::collective_permute:
-    case StepKind::contract: break;
-  }
-  return "";
-}
-
-// The plan step of move m on tensor `label` (operand o), which stands at `cur`; cur becomes m.after.
-PlanStep step_of(const Subject& t, const Mesh& mesh, const Move& m, Spec& cur, int o, const std::string& label,
-                 const std::string& letters) {
-  PlanStep s;
-  s.kind = m.kind;
-  s.operand = o;
-  s.tensor = label;
-  s.axes = m.axes;
-  s.dim = m.dim;
-  s.to_dim = m.to_dim;
-  s.before = cur;
-  s.local_before = local_shape(mesh, cur, t.shape);
-  s.global = t.shape;
-  s.predicted_bytes = step_cost(t, cur, m.after, s.local_before, m.kind, m.axes, m.dim, m.to_dim).bytes;
-  s.reason = reason_for(m, letters);
-  cur = m.after;
-  s.after = cur;
-  s.local_after = local_shape(mesh, cur, t.shape);
-  return s;
-}
 
 // The cheapest pair of operand layouts (from the operands' searches `ops`) for each product they
 // can form, keyed by the product's layout: a pair multiplies when every dim the operands share is
@@ -293,6 +249,70 @@ double plan_objective(const Plan& plan, const Hardware* hw) {
   return seconds;
 }
 
+namespace {
+
+// The articles' plan to the output, which checks every input (and says what is wrong), and the
+// bound it sets: every plan the search keeps must beat or match it. Some partial-sum outputs it
+// cannot make: then the search starts from its plan for the natural result, with no bound.
+double article_bound(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b, const Spec& out,
+                     const PlanOptions& options, SearchResult& r, Plan& base) {
+  try {
+    r.article = plan_contraction(eq, mesh, a, b, out, options);
+    base = r.article;
+    const double bound = plan_objective(r.article, options.time_on);
+    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
+    return options.time_on ? bound * (1 + 1e-9) : bound;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unsupported) throw;
+    r.article_refusal = e.what();
+    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
+    base.out_spec = out;
+    base.out_given = true;
+    return std::numeric_limits<double>::infinity();
+  }
+}
+
+// The best rejected plans: through the other products whose operands cost least, each finished
+// by a search of its own (a few small searches, bounded like the first). At most 4, by bytes,
+// none the same as the articles' plan or the best.
+std::vector<Plan> rejected_plans(const SearchSides& sides, const std::map<std::string, Candidate>& products,
+                                 const std::string& chosen_key, const Spec& target, double bound,
+                                 const PlanOptions& options, const std::string& art_summary,
+                                 const std::string& best_summary) {
+  const Mesh& mesh = sides.base.mesh;
+  std::vector<const Candidate*> others;
+  for (const auto& kv : products)
+    if (key_of(mesh, kv.second.product) != chosen_key) others.push_back(&kv.second);
+  std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
+  // Only the first four by bytes are kept (earlier ones first on ties): in bytes, once four are
+  // kept, a later search matters only if it ends below the fourth, and is bounded so.
+  std::vector<Plan> alt;
+  std::vector<std::size_t> kept;  // bytes of the plans the list would keep, ascending
+  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
+    double own_bound = bound;
+    if (!options.time_on && kept.size() >= 4) {
+      own_bound = std::min(bound, double(kept[3]) - 0.5);
+      if (others[i]->cost.key > own_bound) break;  // the others come in order of cost
+    }
+    const Layouts own(sides.subject[kC], {{others[i]->product, others[i]->cost}}, own_bound, &target);
+    if (!own.find(target)) continue;
+    alt.push_back(assemble_plan(sides, *others[i], own.path_to(target)));
+    const std::string summary = plan_summary(alt.back());
+    const std::size_t bytes = alt.back().predicted_bytes_per_device();
+    if (summary != art_summary && summary != best_summary)
+      kept.insert(std::upper_bound(kept.begin(), kept.end(), bytes), bytes);
+  }
+  std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
+    return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
+  });
+  std::vector<Plan> out;
+  for (auto& p : alt)
+    if (out.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != best_summary) out.push_back(std::move(p));
+  return out;
+}
+
+}  // namespace
+
 SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                                 const std::optional<Spec>& out, const PlanOptions& options) {
   // Every placement over every axis is tried: 6 axes take about 2 s, 7 about 90 s and 600 MB.
@@ -303,34 +323,15 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
                                             " axes of size 2 or more; the planner's search takes at most 6 (merge some axes)");
   if (!out) return search_natural(eq, mesh, a, b, options);
   SearchResult r;
-  // The articles' plan checks every input (and says what is wrong).
-  // Some partial-sum outputs it cannot make: then the search starts from its plan for the natural
-  // result, with no bound.
   Plan base;
-  double bound = 0;
-  try {
-    r.article = plan_contraction(eq, mesh, a, b, out, options);
-    base = r.article;
-    bound = plan_objective(r.article, options.time_on);
-    // Modeled seconds summed in another order may differ in the last bits: keep plans that tie.
-    if (options.time_on) bound *= 1 + 1e-9;
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::unsupported || !out) throw;
-    r.article_refusal = e.what();
-    base = plan_contraction(eq, mesh, a, b, std::nullopt, options);
-    base.out_spec = *out;
-    base.out_given = true;
-    bound = std::numeric_limits<double>::infinity();
-  }
+  const double bound = article_bound(eq, mesh, a, b, *out, options, r, base);
   const Plan& art = base;
   const Spec target = without_unit_axes(mesh, art.out_spec);
-  const std::string letters[3] = {eq.a, eq.b, eq.out};
   const bool uneven = uneven_split(mesh, a.spec, a.shape) || uneven_split(mesh, b.spec, b.shape) ||
                      uneven_split(mesh, art.out_spec, art.out_shape);
   const Subject subject[3] = {{mesh, a.shape, options.element_bytes, options.time_on, uneven},
                               {mesh, b.shape, options.element_bytes, options.time_on, uneven},
                               {mesh, art.out_shape, options.element_bytes, options.time_on, uneven}};
-  // Every plan the search keeps must beat or match the articles' (a valid plan): a bound.
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
@@ -355,74 +356,16 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   Spec chosen_product;
   const std::vector<Move> tail = finish.path_to(target, &chosen_product);
   const Candidate chosen = products.at(key_of(mesh, chosen_product));
-
-  auto build = [&](const Candidate& c, const std::vector<Move>& result_moves) {
-    Plan plan = art;  // inputs, names, shapes, output as the articles' plan has them
-    plan.steps.clear();
-    Spec cur[3] = {without_unit_axes(mesh, a.spec), without_unit_axes(mesh, b.spec), c.product};
-    const std::string label[3] = {a.name, b.name, options.result_name};
-    auto push = [&](int o, const Move& m) {
-      plan.steps.push_back(step_of(subject[o], mesh, m, cur[o], o, label[o], letters[o]));
-    };
-    for (const auto& m : ops[kA].path_to(c.a_used)) push(kA, m);
-    for (const auto& m : ops[kB].path_to(c.b_used)) push(kB, m);
-    plan.a_used = cur[kA];
-    plan.b_used = cur[kB];
-    plan.product = c.product;
-    PlanStep s;
-    s.kind = StepKind::contract;
-    s.operand = kC;
-    s.tensor = label[kC];
-    s.before = s.after = c.product;
-    s.local_before = s.local_after = local_shape(mesh, c.product, art.out_shape);
-    s.global = art.out_shape;
-    s.flops = c.flops;
-    s.reason = c.product.is_partial() ? "local product; each is a partial sum over " + axes_text(c.product.partial)
-                                      : "local product; every term of each sum is on this device";
-    plan.steps.push_back(std::move(s));
-    for (const auto& m : result_moves) push(kC, m);
-    return plan;
-  };
-  r.best = build(chosen, tail);
+  const SearchSides sides{art, subject, ops, {a.name, b.name, options.result_name}, {eq.a, eq.b, eq.out}};
+  r.best = assemble_plan(sides, chosen, tail);
   // Ties go to the articles' plan.
   const Cost art_cost{plan_objective(art, options.time_on), art.predicted_bytes_per_device(),
                       static_cast<int>(art.collectives().size())};
   const bool tie = std::abs(art_cost.key - done->cost.key) <= 1e-9 * std::max(1.0, std::abs(art_cost.key)) &&
                    art_cost.bytes == done->cost.bytes && art_cost.collectives == done->cost.collectives;
   if (r.article_refusal.empty() && tie && art.flops_per_device() <= chosen.flops) r.best = art;
-
-  // The best rejected plans: through the other products whose operands cost least, each finished
-  // by a search of its own (a few small searches, bounded like the first).
-  std::vector<const Candidate*> others;
-  for (const auto& kv : products)
-    if (key_of(mesh, kv.second.product) != key_of(mesh, chosen_product)) others.push_back(&kv.second);
-  std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
-  const std::string art_summary = r.article_refusal.empty() ? plan_summary(art) : "";
-  const std::string best_summary = plan_summary(r.best);
-  // Only the first four by bytes are kept (earlier ones first on ties): in bytes, once four are
-  // kept, a later search matters only if it ends below the fourth, and is bounded so.
-  std::vector<Plan> alt;
-  std::vector<std::size_t> kept;  // bytes of the plans the list would keep, ascending
-  for (std::size_t i = 0; i < others.size() && i < 8; ++i) {
-    double own_bound = bound;
-    if (!options.time_on && kept.size() >= 4) {
-      own_bound = std::min(bound, double(kept[3]) - 0.5);
-      if (others[i]->cost.key > own_bound) break;  // the others come in order of cost
-    }
-    const Layouts own(subject[kC], {{others[i]->product, others[i]->cost}}, own_bound, &target);
-    if (!own.find(target)) continue;
-    alt.push_back(build(*others[i], own.path_to(target)));
-    const std::string summary = plan_summary(alt.back());
-    const std::size_t bytes = alt.back().predicted_bytes_per_device();
-    if (summary != art_summary && summary != best_summary)
-      kept.insert(std::upper_bound(kept.begin(), kept.end(), bytes), bytes);
-  }
-  std::stable_sort(alt.begin(), alt.end(), [](const Plan& x, const Plan& y) {
-    return x.predicted_bytes_per_device() < y.predicted_bytes_per_device();
-  });
-  for (auto& p : alt)
-    if (r.alternatives.size() < 4 && plan_summary(p) != art_summary && plan_summary(p) != best_summary)
-      r.alternatives.push_back(std::move(p));
+  r.alternatives = rejected_plans(sides, products, key_of(mesh, chosen_product), target, bound, options,
+                                  r.article_refusal.empty() ? plan_summary(art) : "", plan_summary(r.best));
   return r;
 }
 

@@ -1,15 +1,14 @@
+// The articles' rules: plan_contraction derives a contraction's steps rule by rule (planner.hpp).
+// Running a plan is plan_execute.cpp; printing it, plan_text.cpp.
 #include "harness/plan/planner.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "collectives/collectives.hpp"
-#include "collectives/permute.hpp"
 #include "collectives/predict.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "core/text.hpp"
-#include "core/table.hpp"
 #include "harness/plan/operands.hpp"
 #include "harness/plan/uneven_steps.hpp"
 
@@ -328,158 +327,6 @@ Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, cons
   plan.out_spec = target;
   bld.reach(target);
   return plan;
-}
-
-namespace {
-// The contract step in the program's own type; blocks held as double compute as the device's
-// element type does (rounded to it, its arithmetic, the result rounded).
-template <class T>
-xt::xarray<T> local_contract(const Einsum& eq, const xt::xarray<T>& a, const xt::xarray<T>& b, DType) {
-  return contract(eq, a, b);
-}
-template <>
-Tensor local_contract<double>(const Einsum& eq, const Tensor& a, const Tensor& b, DType as) {
-  return contract(eq, a, b, as);
-}
-}  // namespace
-
-namespace {
-
-// One step that acts on one tensor (not the contraction) on this device's block x.
-template <class T>
-xt::xarray<T> apply_step(Device& dev, const PlanStep& s, const xt::xarray<T>& x) {
-  if (step_is_uneven(dev.mesh(), s.kind, s.dim, s.to_dim, s.before, s.after, s.global))
-    return apply_uneven_step(dev, s, x);  // a dim that does not divide
-  switch (s.kind) {
-    case StepKind::all_gather: return all_gather(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
-    case StepKind::reduce_scatter: return reduce_scatter(dev, x, s.axes, static_cast<std::size_t>(s.dim), s.tensor);
-    case StepKind::all_reduce: return all_reduce(dev, x, s.axes, s.tensor);
-    case StepKind::all_reduce_max: return all_reduce_max(dev, x, s.axes, s.tensor);
-    case StepKind::all_to_all:  // split the destination dim among the group, concatenate along the source
-      return all_to_all(dev, x, s.axes, static_cast<std::size_t>(s.to_dim), static_cast<std::size_t>(s.dim), s.tensor);
-    case StepKind::collective_permute: return collective_shift(dev, x, s.axes, s.shift, s.tensor);
-    case StepKind::local_slice: {
-      // This device's part of dim `dim`: part k of n, k = its index along the slice axes.
-      const Mesh& mesh = dev.mesh();
-      const Shape in = shape_of(x);
-      const std::size_t d = static_cast<std::size_t>(s.dim);
-      const std::size_t n = static_cast<std::size_t>(mesh.axes_size(s.axes));
-      const std::size_t k = static_cast<std::size_t>(mesh.index_along(dev.id(), s.axes));
-      Shape outs = in;
-      outs[d] = in[d] / n;
-      xt::xarray<T> y = xt::empty<T>(outs);
-      copy_out(x.data(), dtype_of<T>(), in, d, k * outs[d], outs[d], y.data(), dtype_of<T>());
-      return y;
-    }
-    case StepKind::contract: break;
-  }
-  throw Error(ErrorKind::unsupported, "a contraction step in a list of steps on one tensor");
-}
-
-}  // namespace
-
-template <class T>
-xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, const xt::xarray<T>& x) {
-  xt::xarray<T> cur = x;
-  for (const auto& s : steps) cur = apply_step(dev, s, cur);
-  return cur;
-}
-template xt::xarray<double> execute_steps<double>(Device&, const std::vector<PlanStep>&, const xt::xarray<double>&);
-template xt::xarray<float> execute_steps<float>(Device&, const std::vector<PlanStep>&, const xt::xarray<float>&);
-template xt::xarray<bfloat16> execute_steps<bfloat16>(Device&, const std::vector<PlanStep>&, const xt::xarray<bfloat16>&);
-
-template <class T>
-xt::xarray<T> execute_plan(Device& dev, const Plan& plan, const xt::xarray<T>& a_local, const xt::xarray<T>& b_local) {
-  const Mesh& mesh = dev.mesh();
-  // cur[o] is operand o as it stands: the caller's block until a step replaces it (no copies).
-  xt::xarray<T> own[3];
-  const xt::xarray<T>* cur[3] = {&a_local, &b_local, &own[kC]};
-  const Operand* ops[2] = {&plan.a, &plan.b};
-  for (int o = 0; o < 2; ++o) {
-    const Shape want = block_of(mesh, ops[o]->spec, ops[o]->shape, dev.id()).stored_shape();
-    if (shape_of(*cur[o]) != want)
-      throw Error(ErrorKind::rank_mismatch, "device " + std::to_string(dev.id()) + " was given a block " +
-                                                shape_text(shape_of(*cur[o])) + " of " + ops[o]->name + ", but spec " +
-                                                ops[o]->spec.text() + " gives it " + shape_text(want));
-  }
-  for (const auto& s : plan.steps) {
-    xt::xarray<T> y = s.kind == StepKind::contract ? local_contract(plan.eq, *cur[kA], *cur[kB], dev.dtype())
-                                                    : apply_step(dev, s, *cur[s.operand]);
-    const int o = s.kind == StepKind::contract ? kC : s.operand;
-    own[o] = std::move(y);  // frees what this operand held before, unless it was the caller's
-    cur[o] = &own[o];
-  }
-  return std::move(own[kC]);
-}
-
-template xt::xarray<double> execute_plan<double>(Device&, const Plan&, const xt::xarray<double>&,
-                                                 const xt::xarray<double>&);
-template xt::xarray<float> execute_plan<float>(Device&, const Plan&, const xt::xarray<float>&,
-                                               const xt::xarray<float>&);
-template xt::xarray<bfloat16> execute_plan<bfloat16>(Device&, const Plan&, const xt::xarray<bfloat16>&,
-                                                     const xt::xarray<bfloat16>&);
-
-SpmdProgram plan_spmd(const Plan& plan, const Tensor& a, const Tensor& b) {
-  return [&plan, &a, &b](Device& dev) -> Outputs {
-    const Tensor mine_a = local_block(a, dev.mesh(), plan.a.spec, dev.id());
-    const Tensor mine_b = local_block(b, dev.mesh(), plan.b.spec, dev.id());
-    return {{plan.result_name, execute_plan(dev, plan, mine_a, mine_b)}};
-  };
-}
-
-std::string plan_text(const Plan& plan) {
-  auto names = [&](int o) { return dim_names(o == kA ? plan.eq.a : o == kB ? plan.eq.b : plan.eq.out); };
-  auto label = [&](int o) { return o == kA ? plan.a.name : o == kB ? plan.b.name : plan.result_name; };
-  std::string out = "Plan for " + plan.eq.text() + " on mesh " + plan.mesh.text() + ": " +
-                    plan.a.spec.notation(plan.a.name, names(kA)) + " x " + plan.b.spec.notation(plan.b.name, names(kB)) +
-                    " -> " + plan.out_spec.notation(plan.result_name, names(kC)) +
-                    (plan.out_given ? "" : " (no output spec given: the natural result)") + "\n";
-  Table t({"#", "step", "over", "dim", "spec", "local block", "sent/device"});
-  Table narrow({"#", "step", "over", "dim", "spec", "sent/device"});  // when t is wider than 100 columns
-  std::string why, why_narrow;
-  int i = 1;
-  for (const auto& s : plan.steps) {
-    const std::string& letters = s.operand == kA ? plan.eq.a : s.operand == kB ? plan.eq.b : plan.eq.out;
-    std::string dim = s.dim < 0 ? "" : std::string(1, letters[s.dim]);
-    if (s.to_dim >= 0) dim += ">" + std::string(1, letters[s.to_dim]);
-    std::string spec, local, reason = s.reason;
-    if (s.kind == StepKind::contract) {
-      spec = plan.a_used.notation(plan.a.name, names(kA)) + " x " + plan.b_used.notation(plan.b.name, names(kB)) +
-             " -> " + s.after.notation(label(kC), names(kC));
-      local = shape_text(local_shape(plan.mesh, plan.a_used, plan.a.shape)) + " x " +
-              shape_text(local_shape(plan.mesh, plan.b_used, plan.b.shape)) + " -> " + shape_text(s.local_after);
-      reason = std::to_string(static_cast<long long>(s.flops)) + " FLOPs per device (" +
-               std::to_string(static_cast<long long>(plan.unsharded_flops())) + " unsharded); " + s.reason;
-    } else {
-      spec = s.before.notation(label(s.operand), names(s.operand)) + " -> " +
-             s.after.notation(label(s.operand), names(s.operand));
-      local = shape_text(s.local_before) + " -> " + shape_text(s.local_after);
-    }
-    const std::string what = s.kind == StepKind::contract ? "contract" : step_kind_name(s.kind) + " " + s.tensor;
-    t.add({std::to_string(i), what, axes_text(s.axes), dim, spec, local, std::to_string(s.predicted_bytes)});
-    narrow.add({std::to_string(i), what, axes_text(s.axes), dim, spec, std::to_string(s.predicted_bytes)});
-    why += "  " + std::to_string(i) + ". " + reason + "\n";
-    why_narrow += "  " + std::to_string(i++) + ". local block " + local + "; " + reason + "\n";
-  }
-  const std::string wide = t.text();
-  // The header line spans every column (each is padded to its widest cell): its length is the table's.
-  out += wide.find('\n') > 100 ? narrow.text() + why_narrow : wide + why;
-  out += "  predicted: " + std::to_string(plan.predicted_bytes_per_device()) + " bytes sent per device in " +
-         std::to_string(plan.collectives().size()) + " collective" + (plan.collectives().size() == 1 ? "" : "s") +
-         " (" + std::to_string(plan.element_bytes) + " B per element)\n";
-  return out;
-}
-
-std::string plan_summary(const Plan& plan) {
-  std::vector<std::string> parts;
-  for (const auto& s : plan.steps) {
-    if (s.kind == StepKind::contract) parts.push_back("contract " + plan.eq.text());
-    else parts.push_back(step_kind_name(s.kind) + " " + s.tensor + " over " + axes_text(s.axes) +
-                         (s.to_dim >= 0 ? " from dim " + std::to_string(s.dim) + " to dim " + std::to_string(s.to_dim)
-                          : s.dim >= 0  ? " along dim " + std::to_string(s.dim)
-                                        : ""));
-  }
-  return join(parts, "; ");
 }
 
 }  // namespace shardlab

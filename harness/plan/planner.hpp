@@ -104,6 +104,7 @@ struct Plan {
 Plan plan_contraction(const Einsum& eq, const Mesh& mesh, const Operand& a, const Operand& b,
                       const std::optional<Spec>& out = std::nullopt, const PlanOptions& options = {});
 
+// Running a plan (plan_execute.cpp).
 // Runs the plan on one device: `a_local` and `b_local` are this device's blocks of A and B
 // under their given specs; returns its block of the result under plan.out_spec.
 // T: double, float or bfloat16 (double blocks compute as dev.dtype(); see einsum.hpp).
@@ -120,6 +121,7 @@ xt::xarray<T> execute_steps(Device& dev, const std::vector<PlanStep>& steps, con
 // the plan, and returns {result_name: its block of the result}.
 SpmdProgram plan_spmd(const Plan& plan, const Tensor& a, const Tensor& b);
 
+// Printing a plan (plan_text.cpp).
 // The plan as numbered, aligned lines: op, tensor, axes, dim, spec change, local shapes, bytes.
 std::string plan_text(const Plan& plan);
 // One line: "all_gather A over Y; all_gather B over X; contract; " for JSON and summaries.
