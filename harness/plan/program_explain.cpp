@@ -42,7 +42,7 @@ std::vector<std::pair<Spec, std::size_t>> layout_alternatives(const ProgramPlan&
     for (const auto& t : group) prop.specs.at(t).spec = s;
     try {
       const ProgramPlan alt = plan_tensor_program(p, plan.mesh, prop, plan.dtype, plan.article, plan.backward_from,
-                                               plan.keep_gathered);
+                                                  plan.keep_gathered);
       out.push_back({s, alt.predicted_bytes_per_device()});
     } catch (const Error&) {  // no plan reaches it: not an alternative
     }

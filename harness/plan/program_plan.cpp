@@ -346,7 +346,7 @@ class OpsPlanner {
 }  // namespace
 
 ProgramPlan plan_tensor_program(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
-                             DType dtype, bool article, std::size_t backward_from, bool keep_gathered) {
+                                DType dtype, bool article, std::size_t backward_from, bool keep_gathered) {
   ProgramPlan pp;
   pp.backward_from = backward_from;
   pp.keep_gathered = keep_gathered;

@@ -76,9 +76,9 @@ struct ProgramPlan {
 
 // Error(unsupported) naming the op when no plan reaches an op's output spec. `article`: each
 // einsum by the articles' rules (plan_contraction) instead of the search.
-ProgramPlan plan_tensor_program(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation, DType dtype,
-                             bool article = false, std::size_t backward_from = SIZE_MAX,
-                             bool keep_gathered = false);
+ProgramPlan plan_tensor_program(const TensorProgram& program, const Mesh& mesh, const Propagation& propagation,
+                                DType dtype, bool article = false, std::size_t backward_from = SIZE_MAX,
+                                bool keep_gathered = false);
 
 // Per op, how many devices' partial sums the run adds (the sizes of the partial-sum axes its
 // product or reduction leaves; 1 when none): what run_reference's bounds need.
