@@ -38,7 +38,8 @@ TEST_SUITE("lessons") {
     CHECK(a2a == 4);
     CHECK(j["bytes_per_device"] == 4 * 1024 + 384 + 2 * 2048);
     for (const auto& c : j["checks"]) CHECK_MESSAGE(c["pass"] == true, c["name"]);
-    CHECK(j["checks"].size() == 8);
+    CHECK(j["checks"].size() == 9);  // 7 tensors, the AllToAll bytes, the gates against a plain top-k
+    CHECK(j["checks"][8]["name"] == "gates against a plain softmax-top-k");
 
     auto two = run_binary("20_expert_parallel --json --capacity-factor 2.0");
     REQUIRE(two.status == 0);

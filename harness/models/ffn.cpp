@@ -193,8 +193,8 @@ void account_memory(FfnPlan& p, const std::vector<std::string>& inputs, const st
     p.peak_bytes_per_device = std::max(p.peak_bytes_per_device, total(live) + s.extra_bytes);
     if (s.kind != FfnStage::Kind::reshard) {
       const std::size_t out = bytes_of(s.out_shape, eb);
-      const std::size_t extra = s.kind == FfnStage::Kind::gelu_backward ? 2 * out : out;
-      p.unsharded_peak_bytes = std::max(p.unsharded_peak_bytes, total(whole) + extra);
+      // The new tensor only, as on the devices: gelu_backward makes gelu'(h) block by block.
+      p.unsharded_peak_bytes = std::max(p.unsharded_peak_bytes, total(whole) + out);
       whole[s.out] = out;
     }
     live[s.out] = bytes_of(local_shape(mesh, s.out_spec, s.out_shape), eb);
