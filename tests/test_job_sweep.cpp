@@ -1,6 +1,7 @@
 // The plan-model sweep (harness/jobs/job_sweep.cpp): every layout searched, by whether it fits.
 #include <doctest/doctest.h>
 
+#include "harness/jobs/job_search.hpp"
 #include "harness/jobs/job_sweep.hpp"
 
 using namespace shardlab;
@@ -18,6 +19,8 @@ TEST_SUITE("plan-model") {
       fastest = std::min(fastest, t.number(0, i, "step_s"));
     }
     for (std::size_t i = 0; i < t.blocks[1].rows.size(); ++i) CHECK(t.number(1, i, "memory_GB") >= 79.995);
-    CHECK(t.number(2, 0, "step_s") == fastest);
+    // The chosen layout: the fastest, or one without CP within kCpTie of a faster CP layout.
+    CHECK(t.number(2, 0, "step_s") >= fastest);
+    CHECK(t.number(2, 0, "step_s") <= fastest * (1 + kCpTie) + 0.0005);  // printed to 1 ms
   }
 }

@@ -10,6 +10,15 @@
 
 namespace shardlab {
 
+void prefer_no_cp_on_a_tie(std::vector<JobCost>& fastest_first) {
+  if (fastest_first.empty() || fastest_first.front().layout.cp <= 1) return;
+  const double best = fastest_first.front().time.step();
+  const auto plain = std::find_if(fastest_first.begin(), fastest_first.end(),
+                                  [](const JobCost& j) { return j.layout.cp == 1; });
+  if (plain == fastest_first.end() || plain->time.step() > best * (1 + kCpTie)) return;
+  std::rotate(fastest_first.begin(), plain, plain + 1);
+}
+
 JobSearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const JobSearchOptions& o) {
   const int n = o.devices, node = c.devices_per_node;
   if (n < 1 || (n >= node && n % node) || (n < node && node % n))
@@ -49,6 +58,7 @@ JobSearchResult search_layouts(const ModelSpec& m, const ClusterSpec& c, const J
   auto faster = [](const JobCost& a, const JobCost& b) { return a.time.step() < b.time.step(); };
   std::stable_sort(r.fitting.begin(), r.fitting.end(), faster);
   std::stable_sort(r.too_big.begin(), r.too_big.end(), faster);
+  prefer_no_cp_on_a_tie(r.fitting);
   if (r.evaluated == 0)
     throw Error(ErrorKind::parse, "no layout of " + m.name + " divides " + std::to_string(n) + " devices");
   return r;
@@ -98,7 +108,8 @@ std::string wrapped(const std::string& text) {
   return out;
 }
 
-// Article 004's context parallelism, for long sequences only: the best layout's CP against the
+// Article 004's context parallelism, for long sequences only: a CP layout that wins by less than
+// kCpTie is a tie (job_search.hpp), and the text says so. the best layout's CP against the
 // fastest fitting layout with the other choice of CP.
 std::string cp_rule(const ModelSpec& m, const JobSearchResult& r, const JobCost& best) {
   std::ostringstream out;
@@ -112,9 +123,12 @@ std::string cp_rule(const ModelSpec& m, const JobSearchResult& r, const JobCost&
     if (other) out << ". Without CP the best takes " << sec(other->time.step()) << " s (" << worst_part(*other, best) << ")";
   } else {
     out << "CP 1 chosen";
+    const bool tie = other && other->time.step() < best.time.step();
     if (other)
       out << ". The best with CP, " << other->layout.text() << ", takes " << sec(other->time.step()) << " s ("
-          << worst_part(*other, best) << "; its K/V passes leave " << sec(other->time.cp_exposed) << " s bare)";
+          << (tie ? "within " + format_number(100 * kCpTie, "%.0f") + "%: a tie, and CP's unmodelled costs decide it"
+                  : worst_part(*other, best) + "; its K/V passes leave " + sec(other->time.cp_exposed) + " s bare")
+          << ")";
   }
   out << ".\n";
   return out.str();
