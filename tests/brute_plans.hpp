@@ -1,4 +1,4 @@
-// A brute-force reference for the planner's search (issue 12), kept in the tests and written
+// A brute-force reference for the planner's search, kept in the tests and written
 // apart from harness/plan/planner.cpp and harness/plan/plan_search.cpp.
 //
 // It walks every layout reachable by single steps of the move set that harness/plan/plan_search.hpp

@@ -46,7 +46,7 @@ TEST_SUITE("lessons") {
     for (const char* s : {"embed_kernel  X", "W_out[H_Y, M_X]", "h[B_X, S, H_Y]", "holds x[0:4, 0:4, 4:8]",
                           "no message after it", "reduce_scatter y: 1536 bytes/device   all_reduce y: 3072",
                           "every device a unique share", "60.0 MiB", "100.0 MiB", "Takeaway:", "Next:",
-                          // issue 18: the element type beside the article-size bytes, which are bytes sent
+                          // the element type beside the article-size bytes, which are bytes sent
                           "(float64, 8 B per element)", "sent at B=8,S=512,M=5120,H=20480",
                           "\nPASS 08_gspmd_ffn"})
       CHECK_MESSAGE(shardlab::testing::flat(r.out).find(shardlab::testing::flat(s)) != std::string::npos, s);

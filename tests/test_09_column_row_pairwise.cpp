@@ -69,7 +69,7 @@ TEST_SUITE("lessons") {
     }
   }
 
-  TEST_CASE("lesson 09 with M = 5 and H = 30 on Y=4 (issue 32): chunk and pad verified, bytes by the ring formulas") {
+  TEST_CASE("lesson 09 with M = 5 and H = 30 on Y=4: chunk and pad verified, bytes by the ring formulas") {
     // h [7,3,30] and y [7,3,5], 4-byte floats; 21 = 7 x 3 tokens. H over 4: 8, 8, 8, 6 (chunk)
     // or 8 each with 2 of padding (pad). Column-wise AllGather of h: a device sends every block
     // but its successor's; the most is 30 - 6 = 24 columns (device 2) under chunk, 3 x 8 under

@@ -41,7 +41,7 @@ TEST_SUITE("lessons") {
     for (const char* s : {"h = x W_in", "dx = dh W_in^T", "y = g W_out", "dg = dy W_out^T", "column-wise, H kept",
                           "row-wise, H summed", "row-wise, M summed", "column-wise, M kept",
                           "pairwise  all_reduce y", "Takeaway:", "Next:", "\nPASS 10_pairwise_backward",
-                          // issue 18: r and the step explained, the batch caveat, a layout and pass column
+                          // r and the step explained, the batch caveat, a layout and pass column
                           "so dy = dL/dy = r", "a step e", "no mesh axis\n   splits the batch",
                           "#  layout    pass      collective", "8  pairwise  forward   all_reduce  Y     y",
                           "pairwise: dW_out vs unsharded analytic  PASS"})

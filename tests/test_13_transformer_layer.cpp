@@ -20,7 +20,7 @@ TEST_SUITE("lessons") {
     // att, ff, df, da: [2, 8, 16] floats = 1024 B each, all-reduced over 8: 2 (n-1)/n of it.
     CHECK(j["megatron_bytes_per_device"] == 4 * (2 * 7 * 1024 / 8));
     // Central differences check the gradient rules, the same in both layouts: reported once, under
-    // their own name, and not among either layout's checks (issue 33 item 4).
+    // their own name, and not among either layout's checks.
     int rules = 0, per_layout = 0;
     for (const auto& c : j["checks"]) {
       const std::string name = c["name"];

@@ -23,7 +23,7 @@ TEST_SUITE("lessons") {
     CHECK(run_binary("14_data_parallel --mesh X=1 --quiet").status == 0);  // one device: nothing moves
   }
 
-  TEST_CASE("lesson 14 on 3 devices (issue 32): a batch of 16 cut 6, 5, 5 (chunk) or padded to 6 each (pad)") {
+  TEST_CASE("lesson 14 on 3 devices: a batch of 16 cut 6, 5, 5 (chunk) or padded to 6 each (pad)") {
     for (const char* mode : {"chunk", "pad"}) {
       const std::string cmd = std::string("14_data_parallel --mesh X=3 --uneven ") + mode;
       CAPTURE(cmd);

@@ -44,7 +44,7 @@ TEST_SUITE("lessons") {
     CHECK(one.err.find("one device leaves nothing to shard") != std::string::npos);
   }
 
-  TEST_CASE("lesson 15 on 5 devices (issue 32): 12 rows cut 3, 3, 3, 3, 0 (chunk) or sent as 3 each (pad)") {
+  TEST_CASE("lesson 15 on 5 devices: 12 rows cut 3, 3, 3, 3, 0 (chunk) or sent as 3 each (pad)") {
     // Per layer of 144 elements, the busiest device r. Plain DP's AllReduce, chunks 29, 29, 29, 29,
     // 28: all but chunk r, then all but r + 1: 288 - 29 - 28 = 231 (devices 3 and 4). ZeRO's
     // ReduceScatter sends all but r's slice, its AllGather all but r + 1's. Under chunk the slices

@@ -37,7 +37,7 @@ TEST_SUITE("lessons") {
     CHECK(run_binary("16_pipeline --mesh X=2").status == 2);
   }
 
-  TEST_CASE("lesson 16, section 7 (issue 32): 7 layers on 4 stages, a batch of 7 in 3 micro-batches, chunk and pad") {
+  TEST_CASE("lesson 16, section 7: 7 layers on 4 stages, a batch of 7 in 3 micro-batches, chunk and pad") {
     // Every micro-batch crosses 3 stage boundaries forward and 3 backward, [rows, 8] floats each:
     // 6 x (3 + 3 + 1) x 32 B = 1344 B as chunk cuts it, 6 x (3 + 3 + 3) x 32 = 1728 padded.
     for (const auto& [mode, bytes] : {std::pair<const char*, int>{"chunk", 1344}, {"pad", 1728}}) {

@@ -1,4 +1,4 @@
-// harness/check/case_file.cpp: the schema of issue 13 read with toml++, and every malformed file
+// harness/check/case_file.cpp: the case-file schema read with toml++, and every malformed file
 // refused with one sentence "FILE:LINE: what is wrong".
 #include <doctest/doctest.h>
 

@@ -54,7 +54,7 @@ TEST_CASE("shardlab cost: tables for people, every preset, and the crossover lin
   const auto six = run_binary("shardlab cost --devices 6 --op all_reduce");
   CHECK(six.status == 0);
   CHECK(six.out.find("needs a power-of-two group") != std::string::npos);
-  // One convention with the lessons and nccl-tests (issue 18): n devices in the group, S bytes of
+  // One convention with the lessons and nccl-tests: n devices in the group, S bytes of
   // the tensor; the header fits 100 columns.
   for (const char* s : {"n = devices in the group; S = bytes of the whole tensor",
                         "ring all_reduce 2(n-1)a + 2S(n-1)/n b + S(n-1)/n g", "doubling all_reduce log2(n) a"})

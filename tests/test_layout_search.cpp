@@ -3,6 +3,7 @@
 // brute force written apart from it: tests/brute_plans.hpp's breadth-first walk over every layout
 // one move reaches (Bellman-Ford on the bytes of each move, from the collectives' ring formulas),
 // over every assignment of layouts to the free tensors.
+// Over 400 lines (471) as one idea: the layout search against one brute-force walk.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -47,7 +47,7 @@ std::string sim_line(int devices) {
 }  // namespace
 
 TEST_SUITE("lessons") {
-  TEST_CASE("lesson 03 (issue 18): devices repeat the dot product's work only where an axis splits neither vector") {
+  TEST_CASE("lesson 03: devices repeat the dot product's work only where an axis splits neither vector") {
     const std::string repeat = "repeat the work";
     // A line: every device holds its own run of a and b.
     for (const char* mesh : {"X=4", "X=2", "X=2,Y=1"}) {
@@ -78,7 +78,7 @@ TEST_SUITE("lessons") {
     CHECK(has(one.out, "Mesh X=1 (1 device):"));
   }
 
-  TEST_CASE("lesson 09 (issue 18): a mesh or dims it cannot cut (--uneven none) is one sentence naming the option, exit 2, no stdout") {
+  TEST_CASE("lesson 09: a mesh or dims it cannot cut (--uneven none) is one sentence naming the option, exit 2, no stdout") {
     const struct { const char* args; const char* says; } bad[] = {
         {"--mesh 2x4", "error: --mesh 2x4 has 2 axes; lesson 09 cuts weights over one line of devices: "
                        "try --mesh Y=8\n"},
@@ -116,7 +116,7 @@ TEST_SUITE("lessons") {
     CHECK_FALSE(has(one.out, "against 0"));
   }
 
-  TEST_CASE("lessons 08 and 10 (issue 18): a mesh they cannot use is one sentence naming the option, exit 2") {
+  TEST_CASE("lessons 08 and 10: a mesh they cannot use is one sentence naming the option, exit 2") {
     const struct { const char* cmd; const char* says; } bad[] = {
         {"10_pairwise_backward --mesh 2x4", "error: --mesh 2x4 has 2 axes; lesson 10 cuts weights over one line"},
         {"10_pairwise_backward --mesh Y=3 --uneven none", "error: --mesh Y=3 cannot split M=16 or H=64 into 3 equal slices"},
@@ -136,7 +136,7 @@ TEST_SUITE("lessons") {
     }
   }
 
-  TEST_CASE("lesson 09 (issue 18): help and report name the tensors x, W_in, W_out, h, y as printed, none like an axis") {
+  TEST_CASE("lesson 09: help and report name the tensors x, W_in, W_out, h, y as printed, none like an axis") {
     auto help = run_binary("09_column_row_pairwise --help");
     REQUIRE(help.status == 0);
     CHECK(has(flat(help.out), "x is [B, S, M] (B*S tokens of M features), W_in is [M, H] and W_out is [H, M]"));

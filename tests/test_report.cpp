@@ -153,7 +153,7 @@ TEST_CASE("verdict_line") {
   bad.case_name = "x";
   bad.checks.push_back(verdict("C", false, 1.0, 0.0));
   CHECK(verdict_line(bad) == "FAIL x: max_abs_err=1 (exact); C: first bad index [0]: got 1, want 2");
-  // Several checks erred: the largest error is named, with its own check's tolerance (issue 18:
+  // Several checks erred: the largest error is named, with its own check's tolerance (once
   // lesson 10's line showed a finite-difference error beside another check's tolerance).
   Report several;
   several.case_name = "fd";

@@ -1,6 +1,7 @@
 // collectives/sim.cpp (+ the signature check in call.cpp): the threaded sim backend never hangs.
 // Mismatched collectives, skipped collectives, cyclic waits and exceptions on one device all make
 // Runtime::run return by throwing shardlab::Error naming what went wrong.
+// Over 400 lines (507) as one idea: one property of the sim backend, that it never hangs.
 #include <doctest/doctest.h>
 
 #include <stdexcept>

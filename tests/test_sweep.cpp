@@ -353,7 +353,7 @@ TEST_CASE("machine: launch and the link fitted from a benchmark's ring rows, wri
   CHECK(t.number(0, 0, "link_GBps") == doctest::Approx(4));
   CHECK(t.number(0, 0, "gemm_GFLOPs") == doctest::Approx(20));
   CHECK(std::isnan(machine_table(m).number(0, 0, "link_GBps")));  // sim: no link
-  // The fitted formula's letters are the lessons' (issue 18): n devices, S bytes; the gemm's size is
+  // The fitted formula's letters are the lessons': n devices, S bytes; the gemm's size is
   // a number, not a second n.
   const std::string text = t.text();
   CHECK(text.find("fitted to launch + steps alpha + S(n-1)/n / link (all_reduce: 2(n-1) steps") != std::string::npos);

@@ -1,4 +1,4 @@
-// Uneven blocks (issue 32) on 4 MPI processes: `shardlab matmul` with dims that do not divide X=4,
+// Uneven blocks on 4 MPI processes: `shardlab matmul` with dims that do not divide X=4,
 // chunked and padded, through AllGather, ReduceScatter and AllToAll of uneven blocks written on
 // send/recv: the same verdict, collectives and bytes as the sim run. Rank 0 runs them (a nested
 // mpiexec -n 4); other ranks skip, and only in a suite of at most 2 ranks (as test_mpi_matmul.cpp).
