@@ -75,12 +75,11 @@ T product_as(T a, T b) {
 }
 
 // One block of at most kGeluBlock elements: v = the inputs in float64 (zeros after n, up to the next
-// multiple of kGeluLanes), e = erfc(-v / sqrt 2); with `slope`, p = exp(-v^2 / 2). Returns the count
-// the vector calls covered.
+// multiple of kGeluLanes), e = erfc(-v / sqrt 2); with `slope`, p = exp(-v^2 / 2).
 struct GeluBlock {
   double v[kGeluBlock], e[kGeluBlock], p[kGeluBlock];
   template <class T>
-  std::size_t load(const T* in, std::size_t n, bool slope) {
+  void load(const T* in, std::size_t n, bool slope) {
     const std::size_t padded = (n + kGeluLanes - 1) / kGeluLanes * kGeluLanes;
     for (std::size_t i = 0; i < n; ++i) v[i] = element_cast<double>(in[i]);
     std::fill(v + n, v + padded, 0.0);
@@ -90,7 +89,6 @@ struct GeluBlock {
       for (std::size_t i = 0; i < padded; ++i) p[i] = -0.5 * v[i] * v[i];
       vector_apply(VectorFn::exp, p, padded);
     }
-    return padded;
   }
   double gelu(std::size_t i) const { return 0.5 * v[i] * e[i]; }
   double gelu_grad(std::size_t i) const {
@@ -98,6 +96,18 @@ struct GeluBlock {
     return 0.5 * e[i] + v[i] * inv_sqrt_2pi * p[i];
   }
 };
+
+// x in blocks of kGeluBlock, each loaded into a GeluBlock (with the slope's exp where `slope`), and
+// each(block, i, at) for its elements: i within the block, at + i within x.
+template <class T, class Each>
+void for_each_gelu_block(const xt::xarray<T>& x, bool slope, Each each) {
+  GeluBlock b;
+  for (std::size_t at = 0; at < x.size(); at += kGeluBlock) {
+    const std::size_t n = std::min(kGeluBlock, x.size() - at);
+    b.load(x.data() + at, n, slope);
+    for (std::size_t i = 0; i < n; ++i) each(b, i, at + i);
+  }
+}
 
 }  // namespace
 
@@ -109,12 +119,9 @@ template <class T>
 xt::xarray<T> gelu_as(const xt::xarray<T>& x) {
   TraceSpan span("gelu", [&] { return shape_text(shape_of(x)); });
   xt::xarray<T> y = xt::empty<T>(x.shape());
-  GeluBlock b;
-  for (std::size_t at = 0; at < x.size(); at += kGeluBlock) {
-    const std::size_t n = std::min(kGeluBlock, x.size() - at);
-    b.load(x.data() + at, n, false);
-    for (std::size_t i = 0; i < n; ++i) y.data()[at + i] = rounded_once<T>(b.gelu(i));
-  }
+  for_each_gelu_block(x, false, [&](const GeluBlock& b, std::size_t i, std::size_t k) {
+    y.data()[k] = rounded_once<T>(b.gelu(i));
+  });
   return y;
 }
 
@@ -122,12 +129,9 @@ template <class T>
 xt::xarray<T> gelu_grad_as(const xt::xarray<T>& x) {
   TraceSpan span("gelu_grad", [&] { return shape_text(shape_of(x)); });
   xt::xarray<T> y = xt::empty<T>(x.shape());
-  GeluBlock b;
-  for (std::size_t at = 0; at < x.size(); at += kGeluBlock) {
-    const std::size_t n = std::min(kGeluBlock, x.size() - at);
-    b.load(x.data() + at, n, true);
-    for (std::size_t i = 0; i < n; ++i) y.data()[at + i] = rounded_once<T>(b.gelu_grad(i));
-  }
+  for_each_gelu_block(x, true, [&](const GeluBlock& b, std::size_t i, std::size_t k) {
+    y.data()[k] = rounded_once<T>(b.gelu_grad(i));
+  });
   return y;
 }
 
@@ -151,12 +155,9 @@ xt::xarray<T> gelu_backward_as(const xt::xarray<T>& dg, const xt::xarray<T>& h) 
   TraceSpan span("gelu_backward", [&] { return shape_text(shape_of(h)); });
   same_shape_or_throw("dg * gelu'(h)", shape_of(dg), shape_of(h));
   xt::xarray<T> y = xt::empty<T>(h.shape());
-  GeluBlock b;
-  for (std::size_t at = 0; at < h.size(); at += kGeluBlock) {
-    const std::size_t n = std::min(kGeluBlock, h.size() - at);
-    b.load(h.data() + at, n, true);
-    for (std::size_t i = 0; i < n; ++i) y.data()[at + i] = product_as(dg.data()[at + i], rounded_once<T>(b.gelu_grad(i)));
-  }
+  for_each_gelu_block(h, true, [&](const GeluBlock& b, std::size_t i, std::size_t k) {
+    y.data()[k] = product_as(dg.data()[k], rounded_once<T>(b.gelu_grad(i)));
+  });
   return y;
 }
 
