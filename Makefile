@@ -67,7 +67,7 @@ LDLIBS := $(OPENBLAS_LIBS) -ltomlplusplus -lpugixml -lzip -lmvec -pthread -ldl
 # Compiled as one unit, position-independent.
 MPI_MODULE_SRCS := collectives/mpi_run.cpp collectives/mpi_world.cpp collectives/mpi_exit.cpp \
                    collectives/mpi_monitor.cpp collectives/mpi_watchdog.cpp collectives/mpi_transport.cpp \
-                   collectives/mpich_calls.cpp
+                   collectives/mpich_calls.cpp collectives/mpi_ucx_close.cpp
 MPI_MODULE := $(BUILD)/lib/libshardlab_mpi.so
 
 LIB_SRCS := $(filter-out %_main.cpp $(MPI_MODULE_SRCS),$(wildcard core/*.cpp collectives/*.cpp harness/*/*.cpp))

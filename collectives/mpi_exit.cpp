@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/exit_signals.hpp"
+#include "collectives/mpi_ucx_close.hpp"
 #include "collectives/mpi_watchdog.hpp"
 #include "collectives/mpi_world.hpp"
 #include "collectives/stop_point.hpp"
@@ -96,12 +97,9 @@ void MpiProcess::leave() {
   if (rank_ != 0) say_goodbye();
   else collect_goodbyes();
   stop_point("goodbye", rank_);
-  // Over UCX's TCP transport, MPI_Finalize closes every endpoint, and closing one that never
-  // carried a message needs the peer to answer its connection first. A peer already past its own
-  // closes waits in the launcher's barrier and no longer answers, so the two wait for each other
-  // forever: on 4 hosts ranks that never exchanged a message (the diagonal of a 2x2 mesh) are such
-  // pairs, which 2 hosts never have. So every pair exchanges a message first, with a deadline: then
-  // every endpoint is connected, and a rank that is missing is named.
+  // Every pair exchanges a message, with a deadline: a rank that is missing is named here, and
+  // once it returns, every rank has received all that was sent to it, so MPI_Finalize can close
+  // the endpoints without flushing them (collectives/mpi_ucx_close.cpp).
   roll_call(harness_, everyone(), "to finish together");
   finalize();
 }
@@ -155,10 +153,8 @@ void MpiProcess::answer_while_leaving(int r, const MPI_Status& message) {
 }
 
 // MPICH's finalize waits for the other ranks too: a rank stopped after the last roll call would
-// hold this one here forever, and over UCX's TCP transport a finalize has been seen to spin in
-// uct_tcp_iface_progress, waiting to disconnect from a rank that no longer progressed (see leave).
-// So the watchdog ends a finalize past min(--collective-timeout, kFinalizeSeconds) as a runtime
-// fault, exit 3, naming the others.
+// hold this one here forever. So the watchdog ends a finalize past min(--collective-timeout,
+// kFinalizeSeconds) as a runtime fault, exit 3, naming the others.
 void MpiProcess::finalize() {
   stop_point("mpi_finalize", rank_);
   std::fflush(nullptr);  // the run's output is out before a finalize that may end in a fault
@@ -167,6 +163,7 @@ void MpiProcess::finalize() {
   const double limit = std::min(collective_timeout(), kFinalizeSeconds);
   const std::string what = "MPI_Finalize (given " + seconds_text(limit) + ") for " + mpi_waiting_for(others());
   const BlockingCall guard(what, limit);
+  close_endpoints_without_flush();  // every rank has had everything (leave's roll call)
   MPI_Finalize();
 }
 
