@@ -294,9 +294,10 @@ test-cases:
 	@echo "== case files: $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml
 
-# shardlab against PyTorch autograd (tests/torch/roundtrip.py, docs/case-files.md): a transformer
-# layer, attention and a layer norm run from .npz inputs, their saved outputs and gradients compared
-# with torch's. Needs Debian's python3-torch (about 800 MB, so not in PACKAGES: .ci/run installs it);
+# shardlab against PyTorch (tests/torch/roundtrip.py, docs/case-files.md): a transformer layer,
+# attention and a layer norm run from .npz inputs, their saved outputs and gradients compared with
+# autograd's; the MoE's gating, drops, output and gradients (shardlab moe) and one Adam step
+# (shardlab adam, against torch.optim.Adam) likewise. Needs Debian's python3-torch (about 800 MB, so not in PACKAGES: .ci/run installs it);
 # without it, one line says it is skipped. TEST_TORCH=later: skipped, .ci/run runs it once installed.
 TEST_TORCH ?= yes
 test-torch: $(SHARDLAB)
