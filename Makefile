@@ -303,7 +303,7 @@ TEST_TORCH ?= yes
 test-torch: $(SHARDLAB)
 	@if [ "$(TEST_TORCH)" = later ]; then echo "== tests/torch/roundtrip.py: later (TEST_TORCH=later; .ci/run runs it when PyTorch is in)"; \
 	elif /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then \
-	  echo "== tests/torch/roundtrip.py --shardlab $(SHARDLAB)  (against PyTorch autograd)"; \
+	  echo "== tests/torch/roundtrip.py --shardlab $(SHARDLAB)  (against PyTorch)"; \
 	  OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-Haswell} OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tests/torch/roundtrip.py \
 	    --shardlab $(SHARDLAB); \
 	else echo "== tests/torch/roundtrip.py skipped: PyTorch is not installed (apt-get install python3-torch runs it)"; fi

@@ -52,12 +52,13 @@ TEST_CASE("shardlab adam: a step, --json, --save; the saved state steps on as Ad
   CHECK(load_arrays(out).arrays.at("v/w").data == adam.v);
   fs::remove(out);
 
-  for (const std::string& line : std::vector<std::string>{"--step 0", "--step 1.5", "--lr 0", "--beta2 1", "--eps -1", "--beta1 nan",
-                                 "--inputs " + dir + "/s1.npz --step 2 --save " + out,  // no moments at step 2
-                                 "--inputs " + dir + "/none.npz --save " + out,
-                                 "--inputs " + dir + "/s1.npz --save /dev/full",
-                                 "--inputs " + dir + "/s1.npz --save " + dir + "/s1.npz",
-                                 "--save " + dir + "/no/such/out.npz"}) {
+  const std::vector<std::string> bad = {"--step 0", "--step 1.5", "--lr 0", "--beta2 1", "--eps -1", "--beta1 nan",
+                                       "--inputs " + dir + "/s1.npz --step 2 --save " + out,  // no moments at step 2
+                                       "--inputs " + dir + "/none.npz --save " + out,
+                                       "--inputs " + dir + "/s1.npz --save /dev/full",
+                                       "--inputs " + dir + "/s1.npz --save " + dir + "/s1.npz",
+                                       "--save " + dir + "/no/such/out.npz"};
+  for (const std::string& line : bad) {
     CAPTURE(line);
     const auto r = run_binary("shardlab adam " + line);
     CHECK(r.status == 2);

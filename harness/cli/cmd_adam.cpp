@@ -80,7 +80,8 @@ int run(const AdamOptions& o) {
       t.add({state[i].name, std::to_string(state[i].w.size()), format_number(largest(state[i].w - before[i]), "%.3g"),
              format_number(largest(state[i].m), "%.3g"), format_number(largest(state[i].v), "%.3g")});
     std::cout << t.text();
-    if (!unused.empty()) std::cout << "  in the file but no parameter, gradient or moment: " << join(unused, ", ") << "\n";
+    if (!unused.empty())
+      std::cout << "  in the file but no parameter, gradient or moment: " << join(unused, ", ") << "\n";
     std::cout << "\nChecks:\n";
     for (const Verdict& v : checks)
       std::cout << wrap_lines("  " + v.name + ": " + v.line(), 100, Hang::last_column) << "\n";

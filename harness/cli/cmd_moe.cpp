@@ -32,8 +32,9 @@ MoeShape shape_to_run(const MoeOptions& o) {
   if (o.inputs.empty()) return o.shape;
   const MoeShape s = moe_shape_of(load_arrays(o.inputs), o.shape);
   if (o.experts->count() > 0 && s.experts != o.shape.experts)
-    throw Error(ErrorKind::parse, "--experts is " + std::to_string(o.shape.experts) + ", but W_router in " + o.inputs +
-                                      " has " + std::to_string(s.experts) + " experts; leave --experts out with --inputs");
+    throw Error(ErrorKind::parse, "--experts is " + std::to_string(o.shape.experts) + ", but W_router in " +
+                                      o.inputs + " has " + std::to_string(s.experts) +
+                                      " experts; leave --experts out with --inputs");
   return s;
 }
 

@@ -43,7 +43,8 @@ std::vector<AdamTensor> adam_state_of(const NamedArrays& files, int step, std::v
     const bool has_m = a.count("m/" + name) > 0, has_v = a.count("v/" + name) > 0;
     if (has_m != has_v)
       throw Error(ErrorKind::io, files.source + " holds " + (has_m ? "m/" : "v/") + name + " but not " +
-                                     (has_m ? "v/" : "m/") + name + "; give both of Adam's moments or, at --step 1, neither");
+                                     (has_m ? "v/" : "m/") + name +
+                                     "; give both of Adam's moments or, at --step 1, neither");
     if (!has_m && step > 1)
       throw Error(ErrorKind::io, files.source + " holds no moments m/" + name + " and v/" + name + "; at --step " +
                                      std::to_string(step) + " Adam needs them (they start at 0 only at step 1)");
@@ -57,7 +58,9 @@ std::vector<AdamTensor> adam_state_of(const NamedArrays& files, int step, std::v
     const auto slash = name.find('/');
     const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
     const bool moment = slash != std::string::npos && (name[0] == 'm' || name[0] == 'v') && slash == 1;
-    const auto is = [&](const std::string& p) { return std::any_of(out.begin(), out.end(), [&](const AdamTensor& t) { return t.name == p; }); };
+    const auto is = [&](const std::string& p) {
+      return std::any_of(out.begin(), out.end(), [&](const AdamTensor& t) { return t.name == p; });
+    };
     if (moment && !is(base))
       throw Error(ErrorKind::io, files.where(name) + " is a moment of " + base + ", and " + files.source +
                                      " holds no parameter " + base + " with its gradient d" + base);

@@ -37,8 +37,8 @@ One Adam step (adam): parameters, gradients and moments through
 
 against torch.optim.Adam (the same lr, betas and eps, weight_decay 0, its state set to the moments
 after step T-1), once at step 1 from zero moments with the defaults and once at step 5 with other
-values for all four. The update w_new - w_old within 1e-9 x max|update| (float64 both: about 1e-15
-of it is rounding), m and v within 1e-9 x their max: a missing bias correction moves the update by
+values for all four. The update w_new - w_old within 1e-9 x max|update| (float64 both: the rounding
+of w, about 1e-16 |w|, is 1e-14 of an update of 0.01 |w|), m and v within 1e-9 x their max: a missing bias correction moves the update by
 a factor 1 / (1 - beta^t), a beta swapped or mistyped moves m or v by the gradient's own size.
 
 Usage: roundtrip.py [--shardlab build/bin/shardlab] [--keep DIR] [layer ...]
