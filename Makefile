@@ -294,15 +294,16 @@ test-cases:
 	@echo "== case files: $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml"
 	@OPENBLAS_NUM_THREADS=1 $(SHARDLAB) check harness/cases --junit $(BUILD)/junit.xml
 
-# shardlab against PyTorch autograd (tests/torch/roundtrip.py, docs/case-files.md): a transformer
-# layer, attention and a layer norm run from .npz inputs, their saved outputs and gradients compared
-# with torch's. Needs Debian's python3-torch (about 800 MB, so not in PACKAGES: .ci/run installs it);
+# shardlab against PyTorch (tests/torch/roundtrip.py, docs/case-files.md): a transformer layer,
+# attention and a layer norm run from .npz inputs, their saved outputs and gradients compared with
+# autograd's; the MoE's gating, drops, output and gradients (shardlab moe) and one Adam step
+# (shardlab adam, against torch.optim.Adam) likewise. Needs Debian's python3-torch (about 800 MB, so not in PACKAGES: .ci/run installs it);
 # without it, one line says it is skipped. TEST_TORCH=later: skipped, .ci/run runs it once installed.
 TEST_TORCH ?= yes
 test-torch: $(SHARDLAB)
 	@if [ "$(TEST_TORCH)" = later ]; then echo "== tests/torch/roundtrip.py: later (TEST_TORCH=later; .ci/run runs it when PyTorch is in)"; \
 	elif /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then \
-	  echo "== tests/torch/roundtrip.py --shardlab $(SHARDLAB)  (against PyTorch autograd)"; \
+	  echo "== tests/torch/roundtrip.py --shardlab $(SHARDLAB)  (against PyTorch)"; \
 	  OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-Haswell} OPENBLAS_NUM_THREADS=1 /usr/bin/python3 tests/torch/roundtrip.py \
 	    --shardlab $(SHARDLAB); \
 	else echo "== tests/torch/roundtrip.py skipped: PyTorch is not installed (apt-get install python3-torch runs it)"; fi

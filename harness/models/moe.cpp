@@ -136,20 +136,22 @@ namespace {
 
 // This device's tokens [first, first + T) routed, and packed by expert and slot into dispatch
 // [E, C, m]; slot[i][k]: assignment k of token i's place in its expert's buffer, or -1 (dropped:
-// the expert is full). kept and routed [1, E]: the group's counts.
+// the expert is full). kept and routed [1, E]: the group's counts; logits [T, E]: the router's.
 struct Packed {
   std::vector<TokenRoute> routes;
   std::vector<std::vector<long>> slot;
-  Tensor dispatch, kept, routed;
+  Tensor dispatch, kept, routed, logits;
 };
 
 Packed route_and_pack(const MoeInputs& in, const MoeShape& s, std::size_t first, std::size_t T, std::size_t C,
                       DType t) {
   const std::size_t E = static_cast<std::size_t>(s.experts), K = static_cast<std::size_t>(s.top_k), m = s.model;
   Packed pk{{}, std::vector<std::vector<long>>(T, std::vector<long>(K, -1)), xt::zeros<double>({E, C, m}),
-            xt::zeros<double>({std::size_t{1}, E}), xt::zeros<double>({std::size_t{1}, E})};
+            xt::zeros<double>({std::size_t{1}, E}), xt::zeros<double>({std::size_t{1}, E}),
+            xt::zeros<double>({T, E})};
   for (std::size_t i = 0; i < T; ++i) {
     const auto logits = token_logits(in.x, in.w_router, first + i, s.experts, t);
+    std::copy(logits.begin(), logits.end(), &pk.logits(i, 0));
     pk.routes.push_back(route_token(logits.data(), s.experts, s.top_k, t));
     for (std::size_t k = 0; k < K; ++k) {
       const std::size_t e = static_cast<std::size_t>(pk.routes[i].experts[k]);
@@ -217,6 +219,23 @@ void token_gradients(const Packed& pk, const Combined& cb, const Tensor& dx_back
     }
 }
 
+// The routing as this device took it, per token [T, k]: each choice's expert, its gate and its slot
+// in the expert's buffer (-1: dropped); and the router's logits [T, E].
+void add_routing(const Packed& pk, std::size_t K, Outputs& out) {
+  const std::size_t T = pk.slot.size();
+  Tensor experts = xt::zeros<double>({T, K}), gates = experts, slot = experts;
+  for (std::size_t i = 0; i < T; ++i)
+    for (std::size_t k = 0; k < K; ++k) {
+      experts(i, k) = pk.routes[i].experts[k];
+      gates(i, k) = pk.routes[i].gates[k];
+      slot(i, k) = static_cast<double>(pk.slot[i][k]);
+    }
+  out["logits"] = pk.logits;
+  out["experts"] = experts;
+  out["gates"] = gates;
+  out["slot"] = slot;
+}
+
 }  // namespace
 
 Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
@@ -264,8 +283,10 @@ Outputs moe_device(Device& dev, const MoeInputs& in, const MoeShape& s) {
     dw_in = all_reduce(dev, dw_in, data, "dW_in");
     dw_out = all_reduce(dev, dw_out, data, "dW_out");
   }
-  return {{"out", cb.out}, {"dx", dx}, {"dW_router", dw_router}, {"dW_in", dw_in}, {"dW_out", dw_out},
-          {"kept", pk.kept}, {"routed", pk.routed}};
+  Outputs out = {{"out", cb.out}, {"dx", dx}, {"dW_router", dw_router}, {"dW_in", dw_in}, {"dW_out", dw_out},
+                 {"kept", pk.kept}, {"routed", pk.routed}};
+  add_routing(pk, static_cast<std::size_t>(s.top_k), out);
+  return out;
 }
 
 }  // namespace shardlab

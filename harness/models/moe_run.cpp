@@ -8,6 +8,7 @@
 #include "core/text.hpp"
 #include "harness/check/verify.hpp"
 #include "harness/models/moe_gate_check.hpp"
+#include "harness/models/moe_io.hpp"
 
 namespace shardlab {
 
@@ -26,7 +27,7 @@ double moe_run_bytes(const MoeShape& s, int devices, int expert_devices) {
   return 8.0 * devices * slots * (10.0 * double(s.model) + 2.0 * double(s.hidden));
 }
 
-MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in) {
+MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in, bool save) {
   const Mesh& mesh = session.mesh();
   check_moe_mesh(mesh, s);
   MoeRun r;
@@ -39,6 +40,7 @@ MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in) {
   const RunResult run = session.run([&](Device& dev) { return moe_device(dev, in, s); });
   if (!session.runtime().is_root()) return r;
   r.ref = moe_reference(in, s, G, r.replicas, session.dtype());
+  if (save) r.saved = moe_saved_arrays(mesh, run, in, s);
   Report& report = session.report();
 
   const std::size_t E = static_cast<std::size_t>(s.experts), El = E / static_cast<std::size_t>(r.expert_devices);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/check/session.hpp"
@@ -17,6 +18,7 @@ struct MoeRun {
   double assignments = 0, dropped = 0;              // over the whole batch
   std::vector<double> device_routed, device_kept;   // per device of the expert axis
   double busiest_share = 0;                          // most routed to one expert device / an even share
+  std::vector<std::pair<std::string, Tensor>> saved;  // with `save`: moe_saved_arrays (moe_io.hpp)
 };
 
 // Error(parse) for a mesh of more than 2 axes, or shapes check_moe_shape refuses; Error(unsupported)
@@ -32,8 +34,8 @@ constexpr double kMoeLimitBytes = 1024.0 * 1024 * 1024;  // a lesson-sized run: 
 // against moe_reference bit for bit, each AllToAll's bytes against moe_all_to_all_bytes and the
 // gates against a plain softmax-top-k (moe_gate_check.hpp), into session.report().checks; puts
 // dropped, assignments, capacity, all_to_all_bytes_per_device and busiest_device_share into its
-// numbers.
-MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in);
+// numbers. `save`: also keep the run's outputs and routing for --save in `saved` (root only).
+MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in, bool save = false);
 // "  out       PASS max_abs_err=0 (exact), power 0 x RMS" for each comparison, "  name: PASS" else.
 std::string moe_check_lines(const std::vector<Verdict>& checks, const std::string& indent);
 
