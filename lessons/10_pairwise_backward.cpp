@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
     config.inputs = cli.common.inputs;
     config.backward = true;
     config.finite_differences = false;  // once below, for the unsharded layer all three share
+    config.share_inputs = true;         // the three layouts run on one set of inputs, made once
     const std::vector<std::string> strategies = {"column", "row", "pairwise"};
     std::vector<FfnPlan> plans;
     for (const auto& s : strategies) {  // checks a one-axis mesh and the dims before anything prints

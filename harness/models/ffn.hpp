@@ -106,6 +106,10 @@ struct FfnConfig {
   // Warm steps (bench ffn --steps): the sharded run repeated this many times after the first, on
   // the same inputs, each timed (not verified: the first run is, and the program is the same).
   int steps = 0;
+  // Keep this run's inputs for the next run_ffn that also shares them with the same dims, seed,
+  // passes and --inputs file (in this process; lesson 10 runs three layouts on one set); a run that
+  // does not share them frees a kept set before it makes its own.
+  bool share_inputs = false;
 };
 // Above this many unsharded FLOPs (fwd + bwd) "auto" verification sketches. The full check costs
 // about 20 float32 GEMMs of the layer's size (ffn_check.hpp: four unsharded runs, the contractions

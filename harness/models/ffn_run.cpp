@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -224,6 +225,25 @@ double process_cpu_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
+// The inputs of a run: generated (and read from --inputs), or the set the previous run kept when
+// both share them (FfnConfig::share_inputs) with the same dims, seed, passes and file. Called from
+// the thread that runs run_ffn, one run at a time.
+template <class T>
+std::shared_ptr<const FfnInputsOf<T>> run_inputs(const FfnConfig& c) {
+  struct Kept {
+    std::string key;
+    std::shared_ptr<const FfnInputsOf<T>> in;
+  };
+  static Kept kept;
+  const std::string key = ffn_dims_text(c.dims) + " seed " + std::to_string(c.seed) + (c.backward ? " dy " : " ") + c.inputs;
+  if (c.share_inputs && kept.in && kept.key == key) return kept.in;
+  kept = Kept{};  // a kept set freed before the next is made
+  auto in = std::make_shared<FfnInputsOf<T>>(ffn_inputs_as<T>(c.dims, c.seed, c.backward));
+  read_ffn_inputs(*in, c.inputs, c.dtype, c.backward);  // a lesson's --inputs
+  if (c.share_inputs) kept = Kept{key, in};
+  return in;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -242,8 +262,8 @@ FfnResult run_typed(const std::function<RunResult(const SpmdProgram&)>& runner, 
   auto t0 = std::chrono::steady_clock::now();
   std::optional<progress::Phase> shown;  // the phase on the progress display (progress.hpp); emplace ends the last
   shown.emplace("generating inputs x, W_in, W_out" + std::string(c.backward ? ", R" : ""));
-  FfnInputsOf<T> in = ffn_inputs_as<T>(c.dims, c.seed, c.backward);
-  read_ffn_inputs(in, c.inputs, c.dtype, c.backward);  // a lesson's --inputs
+  const std::shared_ptr<const FfnInputsOf<T>> inputs = run_inputs<T>(c);
+  const FfnInputsOf<T>& in = *inputs;
   r.seconds_inputs = seconds_since(t0);
 
   const Mesh& mesh = plan.mesh;
