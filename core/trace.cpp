@@ -1,11 +1,18 @@
 #include "core/trace.hpp"
 
 #include <chrono>
+#include <ctime>
 
 namespace shardlab {
 
 namespace {
 thread_local std::vector<Span>* current = nullptr;
+}
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 double trace_now_us() {

@@ -17,6 +17,9 @@ struct Span {
 
 // Microseconds on the monotonic clock every process of this machine shares.
 double trace_now_us();
+// The calling thread's CPU time in seconds: what it ran, which other jobs sharing the cores do not
+// inflate (the wall clock does).
+double thread_cpu_seconds();
 // The calling thread's span list: set by the runtime around a device's program, else null.
 std::vector<Span>* trace_spans();
 void set_trace_spans(std::vector<Span>* spans);

@@ -20,7 +20,14 @@ TEST_CASE("bench plan: every case searched or refused; the slowest case reruns a
     CHECK(row["searched"].get<int>() + row["refused"].get<int>() == 6);
     CHECK(row["median_ms"].get<double>() <= row["max_ms"].get<double>());
     CHECK(row["median_layouts"].get<double>() <= row["max_layouts"].get<double>());
+    CHECK(row["cpu_median_ms"].get<double>() <= row["cpu_max_ms"].get<double>());
+    CHECK(row["cpu_max_ms"].get<double>() <= j["cpu_max_ms"].get<double>());
   }
+  // The verdict: both targets, judged on the worst row's CPU figures.
+  CHECK(j["pass"].get<bool>() == (j["cpu_median_ms"].get<double>() < j["target_median_ms"].get<double>() &&
+                                  j["cpu_max_ms"].get<double>() < j["target_max_ms"].get<double>()));
+  CHECK(j["target_median_ms"].get<double>() == 15);
+  CHECK(j["target_max_ms"].get<double>() == 50);
   const std::string slowest = j["rows"][1]["slowest"];
   REQUIRE(!slowest.empty());
   const auto again = run_binary("shardlab einsum " + slowest);
@@ -28,7 +35,8 @@ TEST_CASE("bench plan: every case searched or refused; the slowest case reruns a
   CHECK(again.out.find("layouts explored") != std::string::npos);
   const auto text = run_binary("shardlab bench plan --meshes X=2,Y=2 --cases 3");
   CHECK(text.status == 0);
-  CHECK(text.out.find("x the 50 ms target") != std::string::npos);
+  CHECK(text.out.find("ms (target < 15), slowest ") != std::string::npos);
+  CHECK(text.out.find("ms (target < 50)\n") != std::string::npos);
 }
 
 TEST_CASE("bench plan: bad input exits 2 with one sentence") {

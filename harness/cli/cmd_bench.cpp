@@ -82,7 +82,7 @@ Command add_bench_command(CLI::App& app) {
   f->add_option("--trace", fo->trace, "also write the run's timeline here (Chrome Trace JSON)");
   auto po = std::make_shared<PlanBenchOptions>();
   auto* pl = bench->add_subcommand(
-      "plan", "time the planner's search on random contractions over 4-axis meshes (median, p95, slowest)");
+      "plan", "time the planner's search on random contractions over 4-axis meshes (wall and CPU ms: median, p95, slowest)");
   pl->add_option("--meshes", po->meshes, "meshes separated by ';'")->capture_default_str();
   pl->add_option("--cases", po->cases, "random contractions per mesh")->capture_default_str();
   pl->add_option("--seed", po->seed, "seed of the random cases")->capture_default_str();

@@ -57,24 +57,25 @@ Plan assemble_plan(const SearchSides& sides, const Candidate& c, const std::vect
   const Mesh& mesh = art.mesh;
   Plan plan = art;
   plan.steps.clear();
-  Spec cur[3] = {without_unit_axes(mesh, art.a.spec), without_unit_axes(mesh, art.b.spec), c.product};
+  const Spec product = sides.ops[kA].spec_of(c.product);
+  Spec cur[3] = {without_unit_axes(mesh, art.a.spec), without_unit_axes(mesh, art.b.spec), product};
   auto push = [&](int o, const Move& m) {
     plan.steps.push_back(step_of(sides.subject[o], mesh, m, cur[o], o, sides.label[o], sides.letters[o]));
   };
-  for (const auto& m : sides.ops[kA].path_to(c.a_used)) push(kA, m);
-  for (const auto& m : sides.ops[kB].path_to(c.b_used)) push(kB, m);
+  for (const auto& m : sides.ops[kA].path_to(key_of_code(c.a_used))) push(kA, m);
+  for (const auto& m : sides.ops[kB].path_to(key_of_code(c.b_used))) push(kB, m);
   plan.a_used = cur[kA];
   plan.b_used = cur[kB];
-  plan.product = c.product;
+  plan.product = product;
   PlanStep s;
   s.kind = StepKind::contract;
   s.operand = kC;
   s.tensor = sides.label[kC];
-  s.before = s.after = c.product;
-  s.local_before = s.local_after = local_shape(mesh, c.product, art.out_shape);
+  s.before = s.after = product;
+  s.local_before = s.local_after = local_shape(mesh, product, art.out_shape);
   s.global = art.out_shape;
   s.flops = c.flops;
-  s.reason = c.product.is_partial() ? "local product; each is a partial sum over " + axes_text(c.product.partial)
+  s.reason = product.is_partial() ? "local product; each is a partial sum over " + axes_text(product.partial)
                                     : "local product; every term of each sum is on this device";
   plan.steps.push_back(std::move(s));
   for (const auto& m : result_moves) push(kC, m);

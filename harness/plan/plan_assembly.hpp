@@ -11,8 +11,8 @@ namespace shardlab::search_detail {
 
 // A candidate: operand layouts to multiply, the product, and its total cost.
 struct Candidate {
-  Spec a_used, b_used;
-  Spec product;
+  Code a_used, b_used;
+  Code product;
   Cost cost;
   double flops = 0;
 };

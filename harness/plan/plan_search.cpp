@@ -34,15 +34,17 @@ Spec without_unit_axes(const Mesh& mesh, Spec s) {
 
 namespace {
 
-using search_detail::Axes;
+using search_detail::AxisNumbers;
 using search_detail::Candidate;
+using search_detail::Code;
+using search_detail::CodeHash;
 using search_detail::Cost;
+using search_detail::Lay;
 using search_detail::Layouts;
 using search_detail::Move;
 using search_detail::SearchSides;
 using search_detail::Subject;
 using search_detail::block_shape;
-using search_detail::key_of;
 using search_detail::size_of;
 using search_detail::step_cost;
 using search_detail::step_of;
@@ -53,47 +55,44 @@ bool better(const Candidate& x, const Candidate& y) { return x.cost < y.cost; }
 // The cheapest pair of operand layouts (from the operands' searches `ops`) for each product they
 // can form, keyed by the product's layout: a pair multiplies when every dim the operands share is
 // split the same way in both and no mesh axis splits a free dim of each.
-std::map<std::string, Candidate> products_of(const Einsum& eq, const Subject subject[3],
-                                             const Layouts ops[2], double bound, const PlanOptions& options) {
-  using search_detail::Lay;
-  const std::string letters[3] = {eq.a, eq.b, eq.out};
+std::map<Code, Candidate> products_of(const Einsum& eq, const Subject subject[3], const Layouts ops[2], double bound,
+                                      const PlanOptions& options) {
+  const AxisNumbers& axes = ops[kA].axes();
   // B's layouts by how they split the dims B shares with A: a pair multiplies only if these match.
-  // Layouts are compared and built in the search's letters (plan_search_layouts.hpp).
   const std::string shared = eq.contracted() + eq.batch();
-  auto shared_key = [&](int o, const Lay& l) {
-    std::string k;
-    for (char c : shared) k += l.dims[letters[o].find(c)] + "|";
-    return k;
+  Lay shared_lay;
+  shared_lay.dims.resize(shared.size());
+  auto shared_key = [&](const std::string& letters, const Lay& l) {
+    for (std::size_t i = 0; i < shared.size(); ++i) shared_lay.dims[i] = l.dims[letters.find(shared[i])];
+    return encode(shared_lay);
   };
   struct BSide {
     const Layouts::Node* node;
     Lay lay;
     Shape block;
   };
-  std::unordered_map<std::string, std::vector<BSide>> b_by_shared;
-  for (const auto& k : ops[kB].settled()) {
-    const auto* n = ops[kB].find_key(k);
-    BSide side{n, {}, block_shape(subject[kB], n->spec)};
-    search_detail::decode(n->code, side.lay);
-    b_by_shared[shared_key(kB, side.lay)].push_back(std::move(side));
+  std::unordered_map<Code, std::vector<BSide>, CodeHash> b_by_shared;
+  for (int k : ops[kB].settled()) {
+    BSide side{&ops[kB].node(k), {}, {}};
+    decode(side.node->code, side.lay);
+    side.block = block_shape(subject[kB], axes, side.lay);
+    b_by_shared[shared_key(eq.b, side.lay)].push_back(std::move(side));
   }
-  std::map<std::string, Candidate> products;
+  std::map<Code, Candidate> products;
   Lay al, pl;
-  std::string code;
-  for (const auto& ak : ops[kA].settled()) {
-    const auto* an = ops[kA].find_key(ak);
-    search_detail::decode(an->code, al);
-    auto match = b_by_shared.find(shared_key(kA, al));
+  for (int k : ops[kA].settled()) {
+    const Layouts::Node& an = ops[kA].node(k);
+    decode(an.code, al);
+    auto match = b_by_shared.find(shared_key(eq.a, al));
     if (match == b_by_shared.end()) continue;
-    const Shape a_block = block_shape(subject[kA], an->spec);
-    std::string a_free_axes;
-    for (char c : eq.a_free()) a_free_axes += al.dims[eq.a.find(c)];
+    const Shape a_block = block_shape(subject[kA], axes, al);
+    std::uint32_t a_free_axes = 0;
+    for (char c : eq.a_free()) a_free_axes |= al.dims[eq.a.find(c)].mask();
     for (const auto& b : match->second) {
-      const Cost before = an->cost + b.node->cost;
+      const Cost before = an.cost + b.node->cost;
       if (before.key > bound) break;  // B's layouts come in order of cost
       bool clash = false;
-      for (char c : eq.b_free())
-        for (char x : b.lay.dims[eq.b.find(c)]) clash = clash || a_free_axes.find(x) != std::string::npos;
+      for (char c : eq.b_free()) clash = clash || (b.lay.dims[eq.b.find(c)].mask() & a_free_axes) != 0;
       if (clash) continue;
       pl.dims.resize(eq.out.size());
       for (std::size_t i = 0; i < eq.out.size(); ++i) {
@@ -101,16 +100,16 @@ std::map<std::string, Candidate> products_of(const Einsum& eq, const Subject sub
         pl.dims[i] = eq.a.find(c) != std::string::npos ? al.dims[eq.a.find(c)] : b.lay.dims[eq.b.find(c)];
       }
       pl.partial.clear();
-      for (char c : eq.contracted()) pl.partial += al.dims[eq.a.find(c)];
+      for (char c : eq.contracted())
+        for (std::uint8_t x : al.dims[eq.a.find(c)]) pl.partial.push_back(x);
       const double flops = contraction_flops(eq, a_block, b.block);
       Cost cost = before;
       if (options.time_on) cost.key += compute_seconds(flops, *options.time_on);
       cost.flops = flops;
-      search_detail::encode(pl, code);
-      std::string pk = search_detail::key_of_code(code);
+      const Code pk = encode(pl, true);
       auto at = products.find(pk);
       if (at != products.end() && !(cost < at->second.cost)) continue;
-      products[std::move(pk)] = Candidate{an->spec, b.node->spec, ops[kA].spec_of(code), cost, flops};
+      products[pk] = Candidate{an.code, b.node->code, encode(pl), cost, flops};
     }
   }
   return products;
@@ -134,14 +133,14 @@ std::vector<std::pair<Spec, Cost>> output_costs(const Einsum& eq, const Mesh& me
                                uneven}};
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
-  std::vector<std::pair<Spec, Cost>> starts;
+  std::vector<std::pair<Code, Cost>> starts;
   for (const auto& kv : products_of(eq, subject, ops, bound, options))
     starts.push_back({kv.second.product, kv.second.cost});
   const Layouts finish(subject[kC], starts, bound);
   std::vector<std::pair<Spec, Cost>> out;
-  for (const auto& k : finish.settled()) {
-    const auto* n = finish.find_key(k);
-    if (!n->spec.is_partial()) out.push_back({n->spec, n->cost});
+  for (int k : finish.settled()) {
+    const Spec spec = finish.spec_of(finish.node(k).code);
+    if (!spec.is_partial()) out.push_back({spec, finish.node(k).cost});
   }
   return out;
 }
@@ -169,13 +168,14 @@ SearchResult search_cheapest_output(const Einsum& eq, const Mesh& mesh, const Op
   auto outs = output_costs(eq, mesh, a, b, options, bound);
   const Spec nat = without_unit_axes(mesh, natural.best.out_spec);
   auto ways = [&](const Spec& s) { return size_of(mesh, s.used_axes()); };
+  const AxisNumbers axes(mesh);
   std::stable_sort(outs.begin(), outs.end(), [&](const std::pair<Spec, Cost>& x, const std::pair<Spec, Cost>& y) {
     if (x.second.key != y.second.key) return x.second.key < y.second.key;
     if (split_dims(x.first) != split_dims(y.first)) return split_dims(x.first) > split_dims(y.first);
     if (ways(x.first) != ways(y.first)) return ways(x.first) > ways(y.first);
     if (x.second.collectives != y.second.collectives) return x.second.collectives < y.second.collectives;
     if ((x.first == nat) != (y.first == nat)) return x.first == nat;
-    return key_of(mesh, x.first) < key_of(mesh, y.first);
+    return axes.key_of(x.first) < axes.key_of(y.first);
   });
   // The natural output is within the bound, so the list is never empty.
   if (outs.empty() || outs.front().first == nat) {
@@ -219,9 +219,9 @@ std::vector<Reached> reshard_costs(const Mesh& mesh, const Operand& t, const Pla
   const Subject subject{mesh, t.shape, options.element_bytes, options.time_on, uneven_split(mesh, t.spec, t.shape)};
   const Layouts reach(subject, {{without_unit_axes(mesh, t.spec), Cost{}}}, std::numeric_limits<double>::infinity());
   std::vector<Reached> out;
-  for (const auto& k : reach.settled()) {
-    const auto* n = reach.find_key(k);
-    if (!n->spec.is_partial()) out.push_back({n->spec, n->cost.bytes});
+  for (int k : reach.settled()) {
+    const Spec spec = reach.spec_of(reach.node(k).code);
+    if (!spec.is_partial()) out.push_back({spec, reach.node(k).cost.bytes});
   }
   return out;
 }
@@ -275,14 +275,13 @@ double article_bound(const Einsum& eq, const Mesh& mesh, const Operand& a, const
 // The best rejected plans: through the other products whose operands cost least, each finished
 // by a search of its own (a few small searches, bounded like the first). At most 4, by bytes,
 // none the same as the articles' plan or the best.
-std::vector<Plan> rejected_plans(const SearchSides& sides, const std::map<std::string, Candidate>& products,
-                                 const std::string& chosen_key, const Spec& target, double bound,
+std::vector<Plan> rejected_plans(const SearchSides& sides, const std::map<Code, Candidate>& products,
+                                 const Code& chosen_key, const Code& target, double bound,
                                  const PlanOptions& options, const std::string& art_summary,
                                  const std::string& best_summary) {
-  const Mesh& mesh = sides.base.mesh;
   std::vector<const Candidate*> others;
   for (const auto& kv : products)
-    if (key_of(mesh, kv.second.product) != chosen_key) others.push_back(&kv.second);
+    if (kv.first != chosen_key) others.push_back(&kv.second);
   std::sort(others.begin(), others.end(), [](const Candidate* x, const Candidate* y) { return better(*x, *y); });
   // Only the first four by bytes are kept (earlier ones first on ties): in bytes, once four are
   // kept, a later search matters only if it ends below the fourth, and is bounded so.
@@ -294,8 +293,9 @@ std::vector<Plan> rejected_plans(const SearchSides& sides, const std::map<std::s
       own_bound = std::min(bound, double(kept[3]) - 0.5);
       if (others[i]->cost.key > own_bound) break;  // the others come in order of cost
     }
-    const Layouts own(sides.subject[kC], {{others[i]->product, others[i]->cost}}, own_bound, &target);
-    if (!own.find(target)) continue;
+    const Layouts own(sides.subject[kC], std::vector<std::pair<Code, Cost>>{{others[i]->product, others[i]->cost}},
+                      own_bound, &target);
+    if (!own.find_key(target)) continue;
     alt.push_back(assemble_plan(sides, *others[i], own.path_to(target)));
     const std::string summary = plan_summary(alt.back());
     const std::size_t bytes = alt.back().predicted_bytes_per_device();
@@ -335,17 +335,18 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   const Layouts ops[2] = {Layouts(subject[kA], {{without_unit_axes(mesh, a.spec), Cost{}}}, bound),
                           Layouts(subject[kB], {{without_unit_axes(mesh, b.spec), Cost{}}}, bound)};
   r.layouts_explored = ops[0].settled().size() + ops[1].settled().size();
-  const std::map<std::string, Candidate> products = products_of(eq, subject, ops, bound, options);
+  const std::map<Code, Candidate> products = products_of(eq, subject, ops, bound, options);
   if (products.empty())
     throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
                                             target.text() + " for " + options.result_name);
   // One search over the result's layouts from every product at once, each starting with what its
   // operands cost: the target's cost is then the cheapest plan's.
-  std::vector<std::pair<Spec, Cost>> starts;
+  std::vector<std::pair<Code, Cost>> starts;
   for (const auto& kv : products) starts.push_back({kv.second.product, kv.second.cost});
-  const Layouts finish(subject[kC], starts, bound, &target);
+  const Code target_key = ops[kA].axes().key_of(target);
+  const Layouts finish(subject[kC], starts, bound, &target_key);
   r.layouts_explored += finish.settled().size();
-  const auto* done = finish.find(target);
+  const auto* done = finish.find_key(target_key);
   if (!done && r.article_refusal.empty()) {  // nothing cheaper than the articles' plan: keep it
     r.best = r.article;
     return r;
@@ -353,9 +354,10 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   if (!done)
     throw Error(ErrorKind::unsupported, "no plan takes " + a.spec.text() + " x " + b.spec.text() + " to " +
                                             target.text() + " for " + options.result_name);
-  Spec chosen_product;
-  const std::vector<Move> tail = finish.path_to(target, &chosen_product);
-  const Candidate chosen = products.at(key_of(mesh, chosen_product));
+  Code chosen_product;
+  const std::vector<Move> tail = finish.path_to(target_key, &chosen_product);
+  const Code chosen_key = search_detail::key_of_code(chosen_product);
+  const Candidate chosen = products.at(chosen_key);
   const SearchSides sides{art, subject, ops, {a.name, b.name, options.result_name}, {eq.a, eq.b, eq.out}};
   r.best = assemble_plan(sides, chosen, tail);
   // Ties go to the articles' plan.
@@ -364,7 +366,7 @@ SearchResult search_contraction(const Einsum& eq, const Mesh& mesh, const Operan
   const bool tie = std::abs(art_cost.key - done->cost.key) <= 1e-9 * std::max(1.0, std::abs(art_cost.key)) &&
                    art_cost.bytes == done->cost.bytes && art_cost.collectives == done->cost.collectives;
   if (r.article_refusal.empty() && tie && art.flops_per_device() <= chosen.flops) r.best = art;
-  r.alternatives = rejected_plans(sides, products, key_of(mesh, chosen_product), target, bound, options,
+  r.alternatives = rejected_plans(sides, products, chosen_key, target_key, bound, options,
                                   r.article_refusal.empty() ? plan_summary(art) : "", plan_summary(r.best));
   return r;
 }

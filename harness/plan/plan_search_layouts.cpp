@@ -68,56 +68,27 @@ Cost cost_of(const Subject& t, const Shape& local, StepKind kind, const Axes& ax
   return priced(t, local, kind, sizes, sent);
 }
 
-char letter_of(int axis) { return static_cast<char>('a' + axis); }
-int axis_of_letter(char c) { return c - 'a'; }
-
-std::string code_of(const Mesh& mesh, const Spec& s) {
-  Lay l;
-  for (const auto& d : s.dims) {
-    l.dims.emplace_back();
-    for (const auto& a : d) l.dims.back() += letter_of(axis_of(mesh, a));
-  }
-  for (const auto& a : s.partial) l.partial += letter_of(axis_of(mesh, a));
-  std::string code;
-  encode(l, code);
-  return code;
-}
-
-// What the moves of one search cost, from layouts in letters. Steps that need the uneven forms
-// go through step_cost with Specs; the others are priced from the block and the axis sizes, with
-// predicted_bytes_sent's answers kept (an AllReduce's asks every member of its group).
+// What the moves of one search cost, from layouts in axis numbers. Steps that need the uneven
+// forms go through step_cost with Specs; the others are priced from the block and the axis sizes,
+// with predicted_bytes_sent's answers kept (an AllReduce's asks every member of its group).
 class Pricer {
  public:
-  Pricer(const Subject& t, std::function<Spec(const Lay&)> spec) : t_(t), spec_(std::move(spec)) {
-    for (int s : t.mesh.sizes()) size_.push_back(s);
-  }
-  int size(char letter) const { return size_[static_cast<std::size_t>(axis_of_letter(letter))]; }
-  int size(const std::string& letters) const {
+  Pricer(const Subject& t, const AxisNumbers& axes) : t_(t), axes_(axes) {}
+  int size(int axis) const { return axes_.size(axis); }
+  int size(const AxisList& list) const {
     int n = 1;
-    for (char c : letters) n *= size(c);
+    for (std::uint8_t a : list) n *= size(a);
     return n;
   }
-  Shape block(const Lay& l) const {
-    Shape out = t_.shape;
-    for (std::size_t d = 0; d < l.dims.size() && d < out.size(); ++d) {
-      const std::size_t n = static_cast<std::size_t>(size(l.dims[d]));
-      if (n == 0 || out[d] % n != 0) return local_shape(t_.mesh, spec_(l), t_.shape);
-      out[d] /= n;
-    }
-    return l.dims.size() == out.size() ? out : local_shape(t_.mesh, spec_(l), t_.shape);
-  }
-  Cost operator()(const Lay& before, const Lay& after, const Shape& local, StepKind kind, const std::string& axes,
+  Cost operator()(const Lay& before, const Lay& after, const Shape& local, StepKind kind, const AxisList& axes,
                   int dim, int to_dim) {
-    if (t_.uneven) {
-      Axes names;
-      for (char c : axes) names.push_back(t_.mesh.names()[static_cast<std::size_t>(axis_of_letter(c))]);
-      return step_cost(t_, spec_(before), spec_(after), local, kind, names, dim, to_dim);
-    }
+    if (t_.uneven)
+      return step_cost(t_, axes_.spec_of(before), axes_.spec_of(after), local, kind, axes_.names_of(axes), dim, to_dim);
     if (kind == StepKind::local_slice) return {};
     sizes_.clear();
     int p = 1;
-    for (char c : axes) {
-      sizes_.push_back(size(c));
+    for (std::uint8_t a : axes) {
+      sizes_.push_back(size(a));
       p *= sizes_.back();
     }
     const std::size_t in = bytes_of(local, t_.element_bytes);
@@ -130,49 +101,49 @@ class Pricer {
 
  private:
   const Subject& t_;
-  std::function<Spec(const Lay&)> spec_;
-  std::vector<int> size_;
+  const AxisNumbers& axes_;
   std::vector<int> sizes_;
   std::map<std::tuple<int, int, std::size_t>, std::size_t> sent_;
 };
 
 // Every single step from layout s, each passed to visit(kind, axes, dim, to_dim, after), in the
 // order plan_search.hpp's ties depend on. `after` is a scratch layout, edited for each move and
-// restored: copy it to keep it. Axes of size 1 never appear (they were dropped).
+// restored: copy it to keep it. Axes of size 1 never appear (they are not numbered).
 template <class Visit>
-void for_each_move(const Subject& t, const Pricer& price, const Lay& s, const Shape& local, Lay& w, Visit&& visit) {
-  const std::size_t axes_count = t.mesh.names().size();
-  std::vector<char> used(axes_count, 0);
-  for (const auto& d : s.dims)
-    for (char c : d) used[static_cast<std::size_t>(axis_of_letter(c))] = 1;
-  for (char c : s.partial) used[static_cast<std::size_t>(axis_of_letter(c))] = 1;
+void for_each_move(const Subject& t, const AxisNumbers& numbers, const Lay& s, const Shape& local, Lay& w,
+                   Visit&& visit) {
+  const int axes_count = numbers.count();
+  std::uint32_t used = s.partial.mask();
+  for (const auto& d : s.dims) used |= d.mask();
   w = s;
-  std::string axes;
+  AxisList axes;
   for (std::size_t d = 0; d < s.dims.size(); ++d) {
-    const std::string& list = s.dims[d];
+    const AxisList& list = s.dims[d];
     for (std::size_t k = 0; k < list.size(); ++k) {  // AllGather the suffix from k
       w.dims[d].resize(k);
-      axes.assign(list, k, std::string::npos);
+      axes.clear();
+      for (std::size_t i = k; i < list.size(); ++i) axes.push_back(list.at[i]);
       visit(StepKind::all_gather, axes, int(d), -1, w);
       w.dims[d] = list;
     }
-    for (std::size_t i = 0; i < axes_count; ++i) {  // a free slice by an axis nothing uses yet
-      const char x = letter_of(int(i));
-      const std::size_t n = static_cast<std::size_t>(price.size(x));
-      if (n < 2 || used[i] || (local[d] % n != 0 && !t.uneven)) continue;
+    for (int x = 0; x < axes_count; ++x) {  // a free slice by an axis nothing uses yet
+      const std::size_t n = static_cast<std::size_t>(numbers.size(x));
+      if ((used >> x & 1) || (local[d] % n != 0 && !t.uneven)) continue;
       w.dims[d].push_back(x);
-      axes.assign(1, x);
+      axes.clear();
+      axes.push_back(x);
       visit(StepKind::local_slice, axes, int(d), -1, w);
       w.dims[d].pop_back();
     }
     if (list.empty()) continue;
-    const char x = list.back();  // AllToAll: the innermost axis to the end of another dim
-    const std::size_t n = static_cast<std::size_t>(price.size(x));
+    const int x = list.back();  // AllToAll: the innermost axis to the end of another dim
+    const std::size_t n = static_cast<std::size_t>(numbers.size(x));
     for (std::size_t j = 0; j < s.dims.size(); ++j) {
       if (j == d || (local[j] % n != 0 && !t.uneven)) continue;
       w.dims[d].pop_back();
       w.dims[j].push_back(x);
-      axes.assign(1, x);
+      axes.clear();
+      axes.push_back(x);
       visit(StepKind::all_to_all, axes, int(d), int(j), w);
       w.dims[j].pop_back();
       w.dims[d].push_back(x);
@@ -181,23 +152,22 @@ void for_each_move(const Subject& t, const Pricer& price, const Lay& s, const Sh
   if (s.partial.empty()) return;
   // Partial sums: AllReduce any subset, ReduceScatter any ordered run onto a dim. Subsets keep
   // the listed order; runs take every order, from the axes' names sorted.
-  const std::string& p = s.partial;
-  const auto& names = t.mesh.names();
-  auto by_name = [&](char x, char y) {
-    return names[static_cast<std::size_t>(axis_of_letter(x))] < names[static_cast<std::size_t>(axis_of_letter(y))];
-  };
+  const AxisList& p = s.partial;
+  auto by_name = [&](std::uint8_t x, std::uint8_t y) { return numbers.name(x) < numbers.name(y); };
   const std::size_t subsets = std::size_t{1} << p.size();
+  AxisList pick;
   for (std::size_t mask = 1; mask < subsets; ++mask) {
-    std::string pick, rest;
-    for (std::size_t i = 0; i < p.size(); ++i) (mask >> i & 1 ? pick : rest).push_back(p[i]);
-    w.partial = rest;
+    pick.clear();
+    w.partial.clear();
+    for (std::size_t i = 0; i < p.size(); ++i) (mask >> i & 1 ? pick : w.partial).push_back(p.at[i]);
     visit(StepKind::all_reduce, pick, -1, -1, w);
     std::sort(pick.begin(), pick.end(), by_name);
     do {
-      const std::size_t n = static_cast<std::size_t>(price.size(pick));
+      int n = 1;
+      for (std::uint8_t a : pick) n *= numbers.size(a);
       for (std::size_t d = 0; d < s.dims.size(); ++d) {
-        if (local[d] % n != 0 && !t.uneven) continue;
-        w.dims[d] += pick;
+        if (local[d] % static_cast<std::size_t>(n) != 0 && !t.uneven) continue;
+        for (std::uint8_t a : pick) w.dims[d].push_back(a);
         visit(StepKind::reduce_scatter, pick, int(d), -1, w);
         w.dims[d].resize(s.dims[d].size());
       }
@@ -206,32 +176,6 @@ void for_each_move(const Subject& t, const Pricer& price, const Lay& s, const Sh
 }
 
 }  // namespace
-
-void encode(const Lay& l, std::string& code) {
-  code.clear();
-  for (const auto& d : l.dims) {
-    code += d;
-    code += '|';
-  }
-  code += '#';
-  code += l.partial;
-}
-
-std::string key_of_code(const std::string& code) {
-  std::string k = code;
-  const std::size_t hash = k.find('#');
-  if (k.size() - hash > 2) std::sort(k.begin() + static_cast<long>(hash) + 1, k.end());
-  return k;
-}
-
-void decode(const std::string& code, Lay& l) {
-  l.dims.clear();
-  l.partial.clear();
-  std::size_t i = 0;
-  for (std::size_t bar; (bar = code.find('|', i)) != std::string::npos && code[i] != '#'; i = bar + 1)
-    l.dims.emplace_back(code, i, bar - i);
-  l.partial.assign(code, i + 1, std::string::npos);
-}
 
 Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Shape& local, StepKind kind,
                const Axes& axes, int dim, int to_dim) {
@@ -244,84 +188,84 @@ Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Sh
   return c;
 }
 
-std::string key_of(const Mesh& mesh, const Spec& s) { return key_of_code(code_of(mesh, s)); }
 
-Spec Layouts::spec_of(const std::string& code) const {
-  Lay l;
-  decode(code, l);
-  const auto& names = mesh_.names();
-  Spec s = Spec::replicated(l.dims.size());
-  for (std::size_t d = 0; d < l.dims.size(); ++d)
-    for (char c : l.dims[d]) s.dims[d].push_back(names[static_cast<std::size_t>(axis_of_letter(c))]);
-  for (char c : l.partial) s.partial.push_back(names[static_cast<std::size_t>(axis_of_letter(c))]);
-  return s;
+Shape block_shape(const Subject& t, const AxisNumbers& axes, const Lay& l) {
+  Shape out = t.shape;
+  for (std::size_t d = 0; d < l.dims.size() && d < out.size(); ++d) {
+    std::size_t n = 1;
+    for (std::uint8_t a : l.dims[d]) n *= static_cast<std::size_t>(axes.size(a));
+    if (out[d] % n != 0) return local_shape(t.mesh, axes.spec_of(l), t.shape);
+    out[d] /= n;
+  }
+  return l.dims.size() == out.size() ? out : local_shape(t.mesh, axes.spec_of(l), t.shape);
 }
 
 Layouts::Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, double bound,
                  const Spec* target)
-    : mesh_(t.mesh) {
-  // Equal costs go to the smaller key, as they did when the queue held the keys themselves.
+    : axes_(t.mesh) {
+  std::vector<std::pair<Code, Cost>> codes;
+  for (const auto& [spec, c] : starts) codes.push_back({axes_.code_of(spec), c});
+  const Code goal = target ? axes_.key_of(*target) : Code{};
+  run(t, codes, bound, target ? &goal : nullptr);
+}
+
+Layouts::Layouts(const Subject& t, const std::vector<std::pair<Code, Cost>>& starts, double bound,
+                 const Code* target)
+    : axes_(t.mesh) {
+  run(t, starts, bound, target);
+}
+
+void Layouts::run(const Subject& t, const std::vector<std::pair<Code, Cost>>& starts, double bound,
+                  const Code* target) {
+  // Equal costs go to the smaller key.
   using Item = std::pair<Cost, int>;
   auto later = [this](const Item& x, const Item& y) {
-    return y.first < x.first || (x.first == y.first && nodes_[static_cast<std::size_t>(y.second)].key <
-                                                           nodes_[static_cast<std::size_t>(x.second)].key);
+    return y.first < x.first || (x.first == y.first && node(y.second).key < node(x.second).key);
   };
   std::priority_queue<Item, std::vector<Item>, decltype(later)> queue(later);
+  index_.reserve(4096);
+  nodes_.reserve(4096);
   // The node of `key`, made if new.
-  auto node_of = [&](std::string&& key) {
+  auto node_of = [&](const Code& key) {
     auto [it, made] = index_.try_emplace(key, static_cast<int>(nodes_.size()));
-    if (made) {
-      nodes_.emplace_back();
-      nodes_.back().key = std::move(key);
-    }
+    if (made) nodes_.emplace_back().key = key;
     return it->second;
   };
-  for (const auto& [spec, c] : starts) {
-    std::string code = code_of(mesh_, spec);
-    std::string k = key_of_code(code);
+  for (const auto& [code, c] : starts) {
+    const Code k = key_of_code(code);
     auto it = index_.find(k);
-    if (it != index_.end() && !(c < nodes_[static_cast<std::size_t>(it->second)].cost)) continue;
-    const int i = node_of(std::move(k));
+    if (it != index_.end() && !(c < node(it->second).cost)) continue;
+    const int i = node_of(k);
     Node& n = nodes_[static_cast<std::size_t>(i)];
-    n.code = std::move(code);
+    n.code = code;
     n.cost = c;
     n.prev = -1;
     queue.push({c, i});
   }
-  const std::string goal = target ? key_of(mesh_, *target) : "";
-  Pricer price(t, [&](const Lay& l) {
-    std::string code;
-    encode(l, code);
-    return spec_of(code);
-  });
+  Pricer price(t, axes_);
   Lay here, work;
-  std::string code, key;
-  index_.reserve(4096);
-  nodes_.reserve(4096);
   while (!queue.empty()) {
     const auto [c, i] = queue.top();
     queue.pop();
     Node& node = nodes_[static_cast<std::size_t>(i)];
     if (node.settled || node.cost < c) continue;
     node.settled = true;
-    if (!target) node.spec = spec_of(node.code);
-    settled_.push_back(node.key);
-    if (target && node.key == goal) break;
+    settled_.push_back(i);
+    if (target && node.key == *target) break;
     decode(node.code, here);
-    const Shape local = price.block(here);
-    for_each_move(t, price, here, local, work,
-                  [&](StepKind kind, const std::string& axes, int dim, int to_dim, const Lay& after) {
+    const Shape local = block_shape(t, axes_, here);
+    for_each_move(t, axes_, here, local, work,
+                  [&](StepKind kind, const AxisList& axes, int dim, int to_dim, const Lay& after) {
                     const Cost next = c + price(here, after, local, kind, axes, dim, to_dim);
                     if (next.key > bound) return;
-                    encode(after, code);
-                    key.assign(code);
-                    if (after.partial.size() > 1) key = key_of_code(code);
+                    const Code code = encode(after);
+                    const Code key = after.partial.size() > 1 ? encode(after, true) : code;
                     auto it = index_.find(key);
                     if (it != index_.end()) {
                       const Node& old = nodes_[static_cast<std::size_t>(it->second)];
                       if (old.settled || !(next < old.cost)) return;
                     }
-                    const int j = it != index_.end() ? it->second : node_of(std::string(key));
+                    const int j = it != index_.end() ? it->second : node_of(key);
                     Node& n = nodes_[static_cast<std::size_t>(j)];  // node_of may have moved nodes_
                     n.code = code;
                     n.cost = next;
@@ -335,21 +279,20 @@ Layouts::Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& sta
   }
 }
 
-std::vector<Move> Layouts::path_to(const Spec& s, Spec* start) const {
+std::vector<Move> Layouts::path_to(const Code& key, Code* start) const {
   std::vector<Move> out;
-  const auto& names = mesh_.names();
-  int i = index_.at(key_of(mesh_, s));
-  for (; nodes_[static_cast<std::size_t>(i)].prev >= 0; i = nodes_[static_cast<std::size_t>(i)].prev) {
-    const Node& n = nodes_[static_cast<std::size_t>(i)];
+  int i = index_.at(key);
+  for (; node(i).prev >= 0; i = node(i).prev) {
+    const Node& n = node(i);
     Move m;
     m.kind = n.kind;
-    for (char c : n.axes) m.axes.push_back(names[static_cast<std::size_t>(axis_of_letter(c))]);
+    m.axes = axes_.names_of(n.axes);
     m.dim = n.dim;
     m.to_dim = n.to_dim;
     m.after = spec_of(n.code);
     out.push_back(std::move(m));
   }
-  if (start) *start = spec_of(nodes_[static_cast<std::size_t>(i)].code);
+  if (start) *start = node(i).code;
   std::reverse(out.begin(), out.end());
   return out;
 }

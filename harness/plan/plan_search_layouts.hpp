@@ -2,18 +2,16 @@
 // Dijkstra over the layouts one tensor can be moved to (harness/plan/plan_search.hpp says which
 // moves there are). Internal to the planner: nothing outside harness/plan includes it.
 //
-// The search holds a layout as a short string of letters, 'a' + the axis's index in mesh.names()
-// for each mesh axis of each dim, '|' after each dim, then '#' and the partial axes: copying,
-// hashing and comparing it allocates nothing for the specs of 4-axis meshes, where a Spec (vectors
-// of axis names) allocates for every dim. The key of a layout is that string with its partial
-// axes sorted (the order partial sums are listed in means nothing): key_of's text, whose order
-// breaks ties between layouts of equal cost.
+// The search holds a layout as a Code (harness/plan/layout_code.hpp): copying, hashing and
+// comparing one allocates nothing. Of layouts of equal cost it takes the one whose key comes first.
 #pragma once
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include <tsl/robin_map.h>
+
 #include "harness/cost/cost.hpp"
+#include "harness/plan/layout_code.hpp"
 #include "harness/plan/planner.hpp"
 
 namespace shardlab::search_detail {
@@ -68,57 +66,54 @@ struct Subject {
 bool uneven_split(const Mesh& mesh, const Spec& s, const Shape& shape);
 // The block one device holds.
 Shape block_shape(const Subject& t, const Spec& s);
+Shape block_shape(const Subject& t, const AxisNumbers& axes, const Lay& l);
 // The cost of a move from spec `before` (whose block is `local`) to `after`.
 Cost step_cost(const Subject& t, const Spec& before, const Spec& after, const Shape& local, StepKind kind,
                const Axes& axes, int dim, int to_dim);
-// A compact key for a spec: per dim the mesh axis letters, then the partial ones (sorted).
-std::string key_of(const Mesh& mesh, const Spec& s);
-
-// A layout in the search's letters, as the search edits it: each dim's axes, and the partial axes.
-struct Lay {
-  std::vector<std::string> dims;
-  std::string partial;
-};
-void encode(const Lay& l, std::string& code);
-void decode(const std::string& code, Lay& l);
-std::string key_of_code(const std::string& code);  // the partial axes sorted
 
 // Dijkstra over the layouts of one tensor from one or more starting layouts (each with a cost
-// already paid). States costing more than `bound` are not expanded; with `target`, it stops
-// once the target is settled. Settled states keep their cost and how they were reached.
+// already paid). States costing more than `bound` are not expanded; with `target` (a key), it
+// stops once the target is settled. Settled states keep their cost and how they were reached.
 class Layouts {
  public:
   struct Node {
-    std::string key;   // key_of_code(code)
-    std::string code;  // the layout in the search's letters, partial axes in the order reached
+    Code key;   // key_of_code(code)
+    Code code;  // partial axes in the order reached
     Cost cost;
-    int prev = -1;  // the state before; -1 at a start
+    int prev = -1;                       // the state before; -1 at a start
     StepKind kind = StepKind::contract;  // the move from prev
-    std::string axes;                    // its axes, as letters
+    AxisList axes;                       // its axes
     int dim = -1, to_dim = -1;
     bool settled = false;
-    Spec spec;  // the layout as a Spec, once settled in a search without a target
   };
 
+  Layouts(const Subject& t, const std::vector<std::pair<Code, Cost>>& starts, double bound,
+          const Code* target = nullptr);
+  // From Specs (without axes of size 1).
   Layouts(const Subject& t, const std::vector<std::pair<Spec, Cost>>& starts, double bound,
           const Spec* target = nullptr);
 
+  const AxisNumbers& axes() const { return axes_; }
   // Settled states in order of cost.
-  const std::vector<std::string>& settled() const { return settled_; }
-  const Node* find(const Spec& s) const { return find_key(key_of(mesh_, s)); }
-  const Node* find_key(const std::string& key) const {
+  const std::vector<int>& settled() const { return settled_; }
+  const Node& node(int i) const { return nodes_[static_cast<std::size_t>(i)]; }
+  const Node* find(const Spec& s) const { return find_key(axes_.key_of(s)); }
+  const Node* find_key(const Code& key) const {
     auto it = index_.find(key);
-    return it == index_.end() || !nodes_[it->second].settled ? nullptr : &nodes_[it->second];
+    return it == index_.end() || !node(it->second).settled ? nullptr : &node(it->second);
   }
-  // The start a settled state was reached from, and the moves from it, in order.
-  std::vector<Move> path_to(const Spec& s, Spec* start = nullptr) const;
-  Spec spec_of(const std::string& code) const;
+  // The start a settled state (by its key) was reached from, and the moves from it, in order.
+  std::vector<Move> path_to(const Code& key, Code* start = nullptr) const;
+  std::vector<Move> path_to(const Spec& s) const { return path_to(axes_.key_of(s)); }
+  Spec spec_of(const Code& code) const { return axes_.spec_of(code); }
 
  private:
-  const Mesh& mesh_;
-  std::unordered_map<std::string, int> index_;
+  void run(const Subject& t, const std::vector<std::pair<Code, Cost>>& starts, double bound, const Code* target);
+
+  AxisNumbers axes_;
+  tsl::robin_map<Code, int, CodeHash> index_;  // a node's index by its key
   std::vector<Node> nodes_;
-  std::vector<std::string> settled_;
+  std::vector<int> settled_;
 };
 
 }  // namespace shardlab::search_detail
