@@ -328,7 +328,7 @@ void section_nested(const Lesson& L) {
         << ", " << shape.layers << " MoE layers of " << shape.experts << " experts, top-" << shape.top_k << "):\n"
         << nested_bytes_table(shape, mesh, r.run, element_bytes(L.dtype), L.report.numbers, "   ");
   for (Verdict v : r.checks) {
-    v.name = "nested 4x4 (section 5): " + v.name;
+    v.name = "nested 4x4: " + v.name;
     L.report.checks.push_back(v);
   }
   L.out << "   Its output equals the unsharded model's and each part's bytes their formula (checks in 6).\n"

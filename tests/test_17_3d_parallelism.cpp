@@ -116,8 +116,8 @@ TEST_SUITE("lessons") {
     const auto r = run_binary("17_3d_parallelism");
     REQUIRE(r.status == 0);
     for (const char* line : {"     build/bin/shardlab nested\n", "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n",
-                             "   nested 4x4 (section 5): encoded: PASS (exact, no tolerance)\n",
-                             "   nested 4x4 (section 5): bytes per part, every device = the formulas: PASS"})
+                             "   nested 4x4: encoded: PASS (exact, no tolerance)\n",
+                             "   nested 4x4: bytes per part, every device = the formulas: PASS"})
       CHECK_MESSAGE(r.out.find(line) != std::string::npos, line);
     // The relayouts and the encoder, float32, by hand (tests/test_nested.cpp derives each): 4 tokens of
     // 8 elements a device and micro-batch, 128 B; the last stage returns 3 of them; 3 x 2 x 4 x 2

@@ -47,7 +47,11 @@ TEST_CASE("shardlab nested: every mesh of two axes it accepts, one-device axes t
 TEST_CASE("shardlab nested: bad input, one sentence on stderr, exit 2, nothing on stdout") {
   for (const char* bad : {"--batch 60", "--batch 0", "--batch -1", "--batch x", "--vocab 30", "--experts 6",
                           "--layers 3", "--top-k 9", "--capacity-factor 0", "--model 65", "--mesh X=4",
-                          "--mesh A=2,B=2", "--collectives native --backend mpi"}) {
+                          "--mesh A=2,B=2", "--collectives native --backend mpi",
+                          // ran past 5 minutes; 1.3 GiB of expert slots
+                          "--mesh X=1,Y=1 --batch 4096 --layers 16 --experts 64 --top-k 64 --model 64 --hidden 64 "
+                          "--capacity-factor 1",
+                          "--mesh X=1,Y=1 --batch 4096 --experts 64 --top-k 64 --capacity-factor 64"}) {
     auto b = run_binary(std::string("shardlab nested ") + bad);
     CHECK_MESSAGE(b.status == 2, bad);
     CHECK_MESSAGE(count_lines(b.err) == 1, bad);

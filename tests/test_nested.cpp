@@ -218,26 +218,20 @@ TEST_CASE("nested: sizes the mesh does not divide, or out of range, are refused 
     try {
       check_nested(s, m);
     } catch (const Error& e) {
-      CHECK_MESSAGE(std::string(e.what()).find(flag) != std::string::npos, e.what());
+      CHECK_MESSAGE(std::string(e.what()).find(flag) != std::string::npos, std::string(e.what()));
       return true;
     }
     return false;
   };
-  NestedShape s;
-  CHECK_FALSE(refused(s, "", mesh));
-  s.batch = 60;
-  CHECK(refused(s, "--batch", mesh));
-  s = NestedShape{};
-  s.vocab = 30;
-  CHECK(refused(s, "--vocab", mesh));
-  s = NestedShape{};
-  s.experts = 6;
-  CHECK(refused(s, "--experts", mesh));
-  s = NestedShape{};
-  s.layers = 6;
-  CHECK(refused(s, "--layers", mesh));
-  s = NestedShape{};
-  s.top_k = 9;
-  CHECK(refused(s, "--top-k", mesh));
-  CHECK(refused(NestedShape{}, "X and Y", Mesh::parse("D=4,Y=4")));
+  CHECK_FALSE(refused(NestedShape{}, "", mesh));
+  const std::pair<const char*, void (*)(NestedShape&)> bad[] = {
+      {"--batch", [](NestedShape& s) { s.batch = 60; }},   {"--vocab", [](NestedShape& s) { s.vocab = 30; }},
+      {"--experts", [](NestedShape& s) { s.experts = 6; }}, {"--layers", [](NestedShape& s) { s.layers = 6; }},
+      {"--top-k", [](NestedShape& s) { s.top_k = 9; }},    {"--model", [](NestedShape& s) { s.model = 65; }}};
+  for (const auto& [flag, change] : bad) {
+    NestedShape s;
+    change(s);
+    CHECK_MESSAGE(refused(s, flag, mesh), flag);
+  }
+  CHECK(refused(NestedShape{}, "the axes X", Mesh::parse("D=4,Y=4")));
 }

@@ -158,8 +158,21 @@ void check_nested(const NestedShape& s, const Mesh& mesh) {
   divides("--vocab", s.vocab, Y, "the vocabulary is split over Y");
   divides("--experts", static_cast<std::size_t>(s.experts), Y, "the experts are split over Y");
   divides("--layers", static_cast<std::size_t>(s.layers), X, "one stage of layers per device of X");
+  if (const double work = nested_work(s, mesh); work > kNestedLimitWork)
+    throw Error(ErrorKind::unsupported, "this nested model needs about " + format_number(work, "%.2g") +
+                                            " multiply-adds, more than the " + format_number(kNestedLimitWork, "%.0e") +
+                                            " it may take (seconds, not minutes); give a smaller --batch, --layers, "
+                                            "--top-k, --capacity-factor, --model or --hidden");
   refuse_if_over_memory(nested_run_bytes(s, mesh), "this nested model", "give a smaller --batch, --vocab, --top-k or "
                         "--capacity-factor", kNestedLimitBytes);
+}
+
+double nested_work(const NestedShape& s, const Mesh& mesh) {
+  const Dims d = dims_of(s, mesh);
+  const double B = double(s.batch), E = s.experts, expert = 2.0 * double(s.model) * double(s.hidden);
+  const double slots = B / double(d.r) * E * double(d.C);  // every group's buffer, full or not
+  return s.layers * (slots * expert + B * s.top_k * expert + 2 * B * E * double(s.model)) +
+         2.0 * B * double(s.vocab) * double(s.model);
 }
 
 double nested_run_bytes(const NestedShape& s, const Mesh& mesh) {

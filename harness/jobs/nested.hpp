@@ -52,8 +52,13 @@ NestedInputs nested_inputs(const NestedShape& s, std::uint64_t seed);
 
 // Error(parse), one sentence naming the flag, for a mesh of other than 2 axes, sizes out of range,
 // or a batch, vocabulary, expert count or layer count its axis does not divide.
-// Error(unsupported) when nested_run_bytes passes kNestedLimitBytes or the machine's memory.
+// Error(unsupported) when nested_work passes kNestedLimitWork, or nested_run_bytes kNestedLimitBytes
+// or the machine's memory.
 void check_nested(const NestedShape& s, const Mesh& mesh);
+// Multiply-adds of a run, the devices' and the reference's: every group's expert slots (empty ones
+// too) and every token's kept experts, its router logits, and the vocabulary's logits.
+double nested_work(const NestedShape& s, const Mesh& mesh);
+constexpr double kNestedLimitWork = 1e9;  // a few seconds of these scalar loops
 // Bytes a run holds at once, in float64: the weights, every device's four [E, C, m] buffers of one
 // MoE layer (and the experts' output), and six [B, V] tensors of the softmax (the devices' blocks,
 // the reference, its tolerance, its logits, the stitched result, the comparison).
