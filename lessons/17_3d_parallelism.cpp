@@ -16,8 +16,8 @@
 // Prints: each device's role; bytes per step by axis against formulas, and their modeled time on
 //         NVLink and Ethernet; the same split of GPT-3 by formula and the axis to keep inside a
 //         node; ZeRO-1 against ZeRO-2 (run) and ZeRO-3 (GPT-3 by formula) on the D axis; article
-//         002's nested 4x4 mesh and the commands that run its parts; the verdict of one Adam step
-//         against the unsharded model, for both ZeRO stages.
+//         002's nested 4x4 mesh run as one model on 16 sim devices (its bytes per part); the verdict
+//         of one Adam step against the unsharded model, for both ZeRO stages, and of the nested model.
 // main reads as numbered sections, one function each; the file is long because it is one lesson.
 #include <algorithm>
 #include <map>
@@ -33,6 +33,7 @@
 #include "harness/check/verify.hpp"
 #include "harness/cli/cli.hpp"
 #include "harness/cost/cost.hpp"
+#include "harness/jobs/nested.hpp"
 #include "harness/models/case_run.hpp"
 #include "harness/models/three_d.hpp"
 #include "harness/models/three_d_gpt3.hpp"
@@ -301,26 +302,39 @@ void section_zero(const Lesson& L) {
   L.report.numbers["gpt3_zero2_saves_gb"] = saved_here;
 }
 
-// 5. Article 002's nested 4x4 mesh: each part of the model gives the two axes its own jobs.
-void section_nested(std::ostream& out) {
+// 5. Article 002's nested 4x4 mesh: each part of the model gives the two axes its own jobs, run as
+// one model (harness/jobs/nested.hpp) on 16 sim devices in a runtime of its own, whatever this
+// lesson's mesh and backend; its checks join the lesson's.
+void section_nested(const Lesson& L) {
   Table nested({"part of the model", "X (4 devices)", "Y (4 devices)"});
   nested.add({"embedding", "data parallelism (batch)", "vocabulary"});
   nested.add({"encoder (MoE layers)", "pipeline stages", "experts"});
   nested.add({"decoder (dense FFN)", "pipeline stages", "batch"});
   nested.add({"softmax", "data parallelism (batch)", "vocabulary"});
-  out << "5. Article 002's nested 4x4 mesh (GSPMD's Transformer example): one mesh, each axis reused by\n"
-         "   each part of the model for what suits it:\n"
-      << nested.text("   ")
-      << "   Its parts run on 16 sim devices with that assignment of axes: the embedding and softmax\n"
-         "   (batch over X, vocabulary over Y; the softmax over a split vocabulary), an MoE layer\n"
-         "   (experts over Y, tokens over both), and the dense layers as 4 pipeline stages whose\n"
-         "   batch is split over the other 4 devices (this lesson with P for X and D for Y):\n"
-         "     build/bin/shardlab run harness/cases/nested_4x4_embedding_softmax.toml\n"
-         "     build/bin/shardlab moe --mesh X=4,Y=4\n"
-         "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n"
-         "   One program for all of it would need pipeline stages that are MoE layers (send/recv\n"
-         "   over X between AllToAlls over Y) and a last stage ending in the split softmax: three\n"
-         "   models joined, which shardlab does not run as one.\n\n";
+  const NestedShape shape;
+  const Mesh mesh = Mesh::parse("X=4,Y=4");
+  const NestedRun r = run_nested_sim(shape, mesh, L.dtype, 0);
+  L.out << "5. Article 002's nested 4x4 mesh (GSPMD's Transformer example): one mesh, each axis reused by\n"
+           "   each part of the model for what suits it:\n"
+        << nested.text("   ")
+        << "   Run as one model on 16 sim devices with that assignment (forward only; the decoder left out):\n"
+           "     build/bin/shardlab nested\n"
+           "   The embedding ends with batch block x on the devices of row x; that block becomes micro-batch\n"
+           "   x and is sent over X to stage 0 (row 0): the switch from data parallelism to pipelining on X\n"
+           "   is a communication of its own. Each stage's MoE layer sends its tokens to their experts and\n"
+           "   back by AllToAlls over Y, then the micro-batch on to the next stage over X; the last stage\n"
+           "   sends micro-batch c back to row c for the softmax over the vocabulary split over Y. Bytes\n"
+           "   each part moved (" << shape.batch << " tokens, vocabulary " << shape.vocab << ", width " << shape.model
+        << ", " << shape.layers << " MoE layers of " << shape.experts << " experts, top-" << shape.top_k << "):\n"
+        << nested_bytes_table(shape, mesh, r.run, element_bytes(L.dtype), L.report.numbers, "   ");
+  for (Verdict v : r.checks) {
+    v.name = "nested 4x4: " + v.name;
+    L.report.checks.push_back(v);
+  }
+  L.out << "   Its output equals the unsharded model's and each part's bytes their formula (checks in 6).\n"
+           "   The decoder (dense layers in stages over X, batch over Y) is this lesson's pipeline with P\n"
+           "   for X and D for Y:\n"
+           "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n\n";
 }
 
 }  // namespace
@@ -360,7 +374,7 @@ int main(int argc, char** argv) {
     L.report.numbers["dp_messages"] = messages_by_axis(L.run.ledger, mesh.devices() - 1)["D"];
     section_gpt3(L, run_keep);
     section_zero(L);
-    section_nested(L.out);
+    section_nested(L);
 
     // 6. One Adam step against the unsharded model, with ZeRO-1 and with ZeRO-2.
     const ThreeDReference ref = three_d_reference(c, in, session.dtype());

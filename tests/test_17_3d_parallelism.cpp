@@ -112,13 +112,20 @@ TEST_SUITE("lessons") {
     CHECK(text.find("3m = 96 collectives of the shard a step, 48 times ZeRO-1's bytes") != std::string::npos);
   }
 
-  TEST_CASE("lesson 17: article 002's nested 4x4 mesh, each part run on 16 devices with its assignment of axes") {
+  TEST_CASE("lesson 17: article 002's nested 4x4 mesh run as one model on 16 devices with its assignment of axes") {
     const auto r = run_binary("17_3d_parallelism");
     REQUIRE(r.status == 0);
-    for (const char* cmd : {"     build/bin/shardlab run harness/cases/nested_4x4_embedding_softmax.toml\n",
-                            "     build/bin/shardlab moe --mesh X=4,Y=4\n",
-                            "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n"})
-      CHECK_MESSAGE(r.out.find(cmd) != std::string::npos, cmd);
+    for (const char* line : {"     build/bin/shardlab nested\n", "     build/bin/17_3d_parallelism --mesh D=4,P=4,T=1\n",
+                             "   nested 4x4: encoded: PASS (exact, no tolerance)\n",
+                             "   nested 4x4: bytes per part, every device = the formulas: PASS"})
+      CHECK_MESSAGE(r.out.find(line) != std::string::npos, line);
+    // The relayouts and the encoder, float32, by hand (tests/test_nested.cpp derives each): 4 tokens of
+    // 8 elements a device and micro-batch, 128 B; the last stage returns 3 of them; 3 x 2 x 4 x 2
+    // slots x 8 elements x 4 B of AllToAlls over Y.
+    const auto j = nlohmann::json::parse(run_binary("17_3d_parallelism --json").out);
+    CHECK(j["bytes_to_stages"] == 128);
+    CHECK(j["bytes_to_batch"] == 384);
+    CHECK(j["bytes_encoder_experts"] == 3072);
     const auto decoder = run_binary("17_3d_parallelism --mesh D=4,P=4,T=1 --json");
     CHECK(decoder.status == 0);
     CHECK(decoder.out.find("\"pass\": true") != std::string::npos);

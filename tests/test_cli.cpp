@@ -167,6 +167,7 @@ TEST_CASE("cli: standard output that cannot be written is exit 3 with one line, 
       {"power", "--lesson 02 --dtype float64 --kinds skip-add"},
       {"moe", "--json"},
       {"adam", "--json"},
+      {"nested", "--json"},
       {"ring-attention", "--json"},
   };
   for (const std::string& c : commands()) {

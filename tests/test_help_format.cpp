@@ -25,7 +25,7 @@ TEST_CASE("--help of every lesson and every shardlab command fits 100 columns") 
                           "shardlab matmul", "shardlab einsum", "shardlab sweep", "shardlab run", "shardlab check",
                           "shardlab zero", "shardlab pipeline", "shardlab soak", "shardlab exercise",
                           "shardlab power", "shardlab moe", "shardlab ring-attention",
-                          "shardlab adam"}) {
+                          "shardlab adam", "shardlab nested"}) {
     const auto r = run_binary(std::string(bin) + " --help");
     CAPTURE(bin);
     CHECK(r.status == 0);

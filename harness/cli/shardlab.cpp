@@ -22,6 +22,7 @@
 #include "harness/cli/cmd_plan_model.hpp"
 #include "harness/cli/cmd_zero.hpp"
 #include "harness/cli/cmd_moe.hpp"
+#include "harness/cli/cmd_nested.hpp"
 #include "harness/cli/cmd_power.hpp"
 #include "harness/cli/cmd_soak.hpp"
 #include "harness/cli/cmd_ring_attention.hpp"
@@ -54,6 +55,7 @@ int shardlab_main(int argc, char** argv) {
   Command power = add_power_command(app);
   Command moe = add_moe_command(app);
   Command adam = add_adam_command(app);
+  Command nested = add_nested_command(app);
   Command ring_attention = add_ring_attention_command(app);
   // CLI11 would answer a mistyped command with "A subcommand is required"; name it instead.
   if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
@@ -97,6 +99,7 @@ int shardlab_main(int argc, char** argv) {
     if (*power.app) return power.run();
     if (*moe.app) return moe.run();
     if (*adam.app) return adam.run();
+    if (*nested.app) return nested.run();
     if (*ring_attention.app) return ring_attention.run();
     if (*version) {
       std::cout << "shardlab " << SHARDLAB_VERSION << "\nBLAS: " << blas_description() << "\n";
