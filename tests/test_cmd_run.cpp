@@ -59,8 +59,10 @@ TEST_CASE("shardlab run: the GSPMD FFN case annotates 3 tensors and makes the ar
   const auto plan = run_binary("shardlab run " + kCase + " --plan-only --explain");
   CHECK(plan.status == 0);
   CHECK(plan.out.find("op 3 (y = einsum bsh,hm->bsm") != std::string::npos);
-  CHECK(plan.out.find("PASS gspmd_ffn (planned, not run; exact, no tolerance)") != std::string::npos);
-  CHECK(shardlab::testing::verdicts_without_power(plan.out).empty());
+  // A plan_only case: its expectations held to the plan, exactly.
+  const auto esm2 = run_binary("shardlab run harness/cases/esm2_layer.toml");
+  CHECK(esm2.out.find("\nPASS esm2_layer (planned, not run; exact, no tolerance)\n") != std::string::npos);
+  CHECK(shardlab::testing::verdicts_without_power(esm2.out).empty());
 }
 
 TEST_CASE("shardlab run: a byte budget too small fails naming the measured and allowed bytes") {

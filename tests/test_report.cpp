@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/check/report.hpp"
+#include "harness/check/verdict_details.hpp"
 
 using namespace shardlab;
 
@@ -146,8 +147,10 @@ TEST_CASE("verdict_line") {
   auto l = hand_ledger();
   l[0].bytes_sent = 100;
   r.add_ledger(l);
-  CHECK(verdict_line(r) == "FAIL ag: max_abs_err=0.25 (tol 0.5); weakest catches 0.00075 x RMS; all_gather of A moved "
-                          "100 bytes/device, predicted 96");
+  // Too wide with the power beside it: the failure's name, cut at 100 columns, its detail above.
+  CHECK(verdict_line(r) == "FAIL ag: max_abs_err=0.25 (tol 0.5); weakest catches 0.00075 x RMS; 1 failed: all_gather of A "
+                          "mov...");
+  CHECK(verdict_details(r) == "failed:\n  all_gather of A moved 100 bytes/device, predicted 96\n");
   Report none;
   none.case_name = "empty";
   CHECK(verdict_line(none) == "FAIL empty: max_abs_err=0 (exact, no tolerance); nothing was checked");
@@ -325,8 +328,7 @@ TEST_CASE("power line and verdict: the weakest check's power, and WEAK beside th
                          "could pass them)");
   // One rule everywhere (docs/verification.md): a WEAK check fails the run, named in the verdict.
   CHECK_FALSE(r.pass());
-  CHECK(verdict_line(r) == "FAIL c: max_abs_err=0 (tol 0.5); weakest catches 0.5 x RMS; 1/2 WEAK (WEAK fails: a wrong "
-                          "answer that small could pass)");
+  CHECK(verdict_line(r) == "FAIL c: max_abs_err=0 (tol 0.5); weakest catches 0.5 x RMS; 1/2 WEAK (WEAK fails the run)");
   r.weak_fails = false;  // a case file's allow_weak = "why"
   CHECK(r.pass());
   CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); weakest catches 0.5 x RMS; 1/2 WEAK");

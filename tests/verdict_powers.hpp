@@ -2,8 +2,9 @@
 // every verdict line does). A verdict line holds PASS, FAIL or WEAK as a word; the lines wrapped
 // under it (indented deeper, with no verdict of their own) are read with it. Its power is one of
 // "exact" (as a word: "exact, no tolerance", "exact by replay", a table's "exact"), "catches ...",
-// "<number> x RMS" (a table's cell, a WEAK line) or "structural: ...". Any line saying "0 x RMS"
-// is listed too: a power of 0 is exact.
+// "<number> x RMS" (a table's cell, a WEAK line), "structural: ..." or, for values out of the
+// type's range, "no tolerance can judge them". Any line saying "0 x RMS" is listed too: a power of
+// 0 is exact.
 #pragma once
 #include <regex>
 #include <sstream>
@@ -14,7 +15,7 @@ namespace shardlab::testing {
 
 inline std::vector<std::string> verdicts_without_power(const std::string& out) {
   static const std::regex verdict(R"((^|\s)(PASS|FAIL|WEAK)([\s:;,]|$))");
-  static const std::regex power(R"(\bexact\b|catches |[0-9] x RMS|structural: )");
+  static const std::regex power(R"(\bexact\b|no tolerance|catches |[0-9] x RMS|structural: )");
   static const std::regex zero(R"((^|[^0-9.e+-])0 x RMS)");
   std::vector<std::string> lines;
   std::istringstream in(out);
