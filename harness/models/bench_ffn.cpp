@@ -222,11 +222,11 @@ void print_text(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, 
   powers.dtype = dtype;
   powers.checks = r.checks;
   std::cout << wrap_lines("  " + power_line(powers)) << "\n";
-  std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, "
-            << checks_power_phrase(r.checks, dtype) << ", sharded/floor "
-            << format_number(f.ratio, "%.2f") << ", total " << secs(f.total);
-  if (ps.weak > 0) std::cout << "; " << ps.weak << "/" << ps.compared << " WEAK";
-  std::cout << std::endl;
+  std::string verdict = std::string(r.pass() ? "PASS" : "FAIL") + " bench ffn: " + r.verify + " verification, " +
+                        checks_power_phrase(r.checks, dtype) + ", sharded/floor " + format_number(f.ratio, "%.2f") +
+                        ", total " + secs(f.total);
+  if (ps.weak > 0) verdict += "; " + std::to_string(ps.weak) + "/" + std::to_string(ps.compared) + " WEAK";
+  std::cout << wrap_lines(verdict) << std::endl;  // within 100 columns, the power included
 }
 
 }  // namespace
