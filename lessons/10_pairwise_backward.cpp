@@ -138,12 +138,13 @@ void section_communication(std::ostream& out, const std::vector<FfnResult>& resu
 void section_verdict(std::ostream& out, const std::vector<Verdict>& checks) {
   out << "5. Verdict: sharded gradients stitched together vs the unsharded analytic ones (the\n"
          "   central-difference checks of section 2 count too):\n";
-  Table verdicts({"check", "result", "max_abs_err", "worst err/tol"});
+  Table verdicts({"check", "result", "max_abs_err", "worst err/tol", "catches"});
   for (const auto& v : checks)
     if (v.name.rfind("unsharded: ", 0) != 0)
       verdicts.add({v.name, v.pass ? "PASS" : "FAIL", format_number(v.max_abs_error, "%.3g"),
-                    v.worst_ratio >= 0 ? format_number(v.worst_ratio, "%.3g") : v.tolerance == 0 ? "exact" : "-"});
-  out << verdicts.text() << "   err/tol: the error over the tolerance its own element allows (1 = at the limit).\n";
+                    v.worst_ratio >= 0 ? format_number(v.worst_ratio, "%.3g") : "-", power_cell(v)});
+  out << verdicts.text() << "   err/tol: the error over the tolerance its own element allows (1 = at the limit);\n"
+      << "   catches: the smallest wrong element the check is sure to catch (exact: any).\n";
   for (const auto& v : checks)
     if (!v.pass) out << "   " << v.name << ": " << v.line() << "\n";
 }

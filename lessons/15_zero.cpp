@@ -215,7 +215,8 @@ void section_stages(const Lesson& L) {
 // and a table row for each stage.
 Table stage_verdicts(const Lesson& L, const ZeroReference& ref) {
   const Mesh& mesh = L.mesh;
-  Table verdicts({"stage", "step-1 gradients: error (tol)", "weights after " + std::to_string(L.model.steps) + " steps", ""});
+  Table verdicts({"stage", "step-1 gradients: error (tol)", "weights after " + std::to_string(L.model.steps) + " steps", "",
+                   "catches"});
   for (std::size_t s = 0; s < 4; ++s) {
     const bool split = kModes[s] != ZeroMode::dp;  // every stage but plain DP keeps its own rows
     const Spec rows_spec = Spec::parse(mesh.names()[0] + ",_"), whole_spec = Spec::parse("_,_");
@@ -234,7 +235,9 @@ Table stage_verdicts(const Lesson& L, const ZeroReference& ref) {
     auto cell = [](const Verdict& v) {
       return format_number(v.max_abs_error, "%.2g") + " (" + format_number(v.tolerance, "%.2g") + ")";
     };
-    verdicts.add({zero_mode_name(kModes[s]), cell(grads), cell(weights), grads.pass && weights.pass ? "PASS" : "FAIL"});
+    const Verdict& weaker = weights.power > grads.power ? weights : grads;
+    verdicts.add({zero_mode_name(kModes[s]), cell(grads), cell(weights), grads.pass && weights.pass ? "PASS" : "FAIL",
+                  power_cell(weaker)});
     L.report.checks.push_back(grads);
     L.report.checks.push_back(weights);
   }

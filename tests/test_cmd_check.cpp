@@ -14,6 +14,7 @@
 #include "core/text.hpp"
 #include "harness/check/junit.hpp"
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::count_lines;
 using shardlab::testing::run_binary;
@@ -58,6 +59,7 @@ TEST_CASE("shardlab check: the shipped cases pass, one line each and a count") {
   CHECK(r.out.find("PASS esm2_layer: 14 collectives, 660799488 B/device, 1 checks (planned, not run)") !=
         std::string::npos);
   CHECK(r.out.find("PASS attention_12_heads: 2 collectives, 1792 B/device") != std::string::npos);  // uneven heads
+  CHECK(shardlab::testing::verdicts_without_power(r.out).empty());  // each line with its weakest check's power
   CHECK(r.out.find("PASS nested_4x4_embedding_softmax: 7 collectives, 2304 B/device") != std::string::npos);
   CHECK(r.out.find("PASS softmax_padded_sequence: 3 collectives, 204 B/device") != std::string::npos);  // pad
   // s = sum over m of relu(x[b_X, m_Y]): one AllReduce over Y of s's 4-float block, as DTensor.

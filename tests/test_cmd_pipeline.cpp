@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::count_lines;
 using shardlab::testing::run_binary;
@@ -29,6 +30,7 @@ TEST_SUITE("cmd pipeline") {
     auto r = run_binary("shardlab pipeline --schedule interleaved --stages 4 --virtual-stages 2 --chunks 8");
     REQUIRE(r.status == 0);
     CHECK(r.out.find("PASS pipeline") != std::string::npos);
+    CHECK(shardlab::testing::verdicts_without_power(r.out).empty());  // every verdict line states its power
     auto i = run_binary("shardlab pipeline --schedule interleaved --stages 4 --virtual-stages 2 --chunks 8 --json");
     auto f = run_binary("shardlab pipeline --schedule 1f1b --stages 4 --chunks 8 --json");
     REQUIRE(i.status == 0);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::count_lines;
 using shardlab::testing::run_binary;
@@ -30,6 +31,14 @@ TEST_SUITE("cmd_ring_attention") {
     auto c = run_binary("shardlab ring-attention --devices 8 --order contiguous --json");
     REQUIRE(c.status == 0);
     CHECK(nlohmann::json::parse(c.out)["flops_spread"].get<double>() == 28 * 4096.0);
+  }
+
+  TEST_CASE("shardlab ring-attention: every verdict line states its power") {
+    const auto r = run_binary("shardlab ring-attention");
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("bytes per device equal the formula: PASS (exact, no tolerance)") != std::string::npos);
+    CHECK(r.out.find("dV: PASS max_abs_err=6.88e-08 (catches ") != std::string::npos);
+    CHECK(shardlab::testing::verdicts_without_power(r.out).empty());
   }
 
   TEST_CASE("shardlab ring-attention: planted faults FAIL; bad input is one sentence and exit 2") {

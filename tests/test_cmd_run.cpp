@@ -13,6 +13,7 @@
 
 #include "core/text.hpp"
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::count_lines;
 using shardlab::testing::run_binary;
@@ -47,6 +48,7 @@ TEST_CASE("shardlab run: the GSPMD FFN case annotates 3 tensors and makes the ar
   for (const char* s : {"Specs (3 of 6 tensors annotated", "y       bsm   y[B_X, S, M_Y]   like x (same dims bsm)",
                         "expect.collectives: PASS", "PASS gspmd_ffn"})
     CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  CHECK(shardlab::testing::verdicts_without_power(r.out).empty());  // every verdict line states its power
   const auto j = nlohmann::json::parse(run_binary("shardlab run " + kCase + " --json").out);
   CHECK(j["pass"] == true);
   REQUIRE(j["collectives"].size() == 4);
@@ -57,6 +59,10 @@ TEST_CASE("shardlab run: the GSPMD FFN case annotates 3 tensors and makes the ar
   const auto plan = run_binary("shardlab run " + kCase + " --plan-only --explain");
   CHECK(plan.status == 0);
   CHECK(plan.out.find("op 3 (y = einsum bsh,hm->bsm") != std::string::npos);
+  // A plan_only case: its expectations held to the plan, exactly.
+  const auto esm2 = run_binary("shardlab run harness/cases/esm2_layer.toml");
+  CHECK(esm2.out.find("\nPASS esm2_layer (planned, not run; exact, no tolerance)\n") != std::string::npos);
+  CHECK(shardlab::testing::verdicts_without_power(esm2.out).empty());
 }
 
 TEST_CASE("shardlab run: a byte budget too small fails naming the measured and allowed bytes") {
@@ -78,6 +84,9 @@ TEST_CASE("shardlab run --dtype: the case in another element type; the byte budg
   const auto bf16 = run_binary("shardlab run --dtype bfloat16 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2560"));
   CHECK(bf16.status == 0);
   CHECK(bf16.out.find("element type: bfloat16") != std::string::npos);
+  // Replayed, so exact by replay (never "0 x RMS"); the rounding check states its claim.
+  CHECK(bf16.out.find("exact by replay") != std::string::npos);
+  CHECK(shardlab::testing::verdicts_without_power(bf16.out).empty());
   // 2559 bytes hold 639 float32 elements: 1278 bytes of bfloat16, under the 1280 sent.
   const auto tight = run_binary("shardlab run --dtype bfloat16 " + variant("max_bytes_per_device = 8192", "max_bytes_per_device = 2559"));
   CHECK(tight.status == 1);

@@ -1,4 +1,5 @@
-// lessons/*.cpp: every lesson's output fits 100 columns, and every command a lesson prints (its Next: and Exercise: lines, and any line that
+// lessons/*.cpp: every lesson's output fits 100 columns, every verdict line in it states its power
+// (tests/verdict_powers.hpp), and every command a lesson prints (its Next: and Exercise: lines, and any line that
 // starts with build/bin/, with lines ending in a backslash continued) runs as printed from the
 // repository's top folder: pasted into a shell it exits 0 (an exercise given no answer: 0 or 1,
 // never 2). Commands are run with the binaries under test ($SHARDLAB_BIN).
@@ -11,11 +12,13 @@
 #include <vector>
 
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::bin_dir;
 using shardlab::testing::run_binary;
 using shardlab::testing::shell_status;
 using shardlab::testing::trim;
+using shardlab::testing::verdicts_without_power;
 
 namespace {
 
@@ -121,7 +124,8 @@ void check_tensor_names(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("lessons: output at most 100 columns wide, sections in order, no tensor named like a mesh axis") {
+TEST_CASE("lessons: output at most 100 columns wide, sections in order, no tensor named like a mesh axis, "
+          "every verdict line with its power") {
   // Tables are built to fit; prose and verdict lines are wrapped by Session's output (core/wrap.hpp).
   for (const char* lesson : {"01_mesh_and_layout", "02_reduction_allreduce", "03_dot_product_and_matmul",
                              "04_inner_axes_match", "05_inner_axes_mismatch", "06_outer_axes", "07_full_sharding",
@@ -140,5 +144,7 @@ TEST_CASE("lessons: output at most 100 columns wide, sections in order, no tenso
     }
     check_sections(r.out);
     check_tensor_names(r.out);
+    // "exact", "catches 3.7e-06 x RMS" or what it compares, never "0 x RMS".
+    for (const std::string& line : verdicts_without_power(r.out)) CHECK_MESSAGE(false, "no power stated: " << line);
   }
 }

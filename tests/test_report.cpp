@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/check/report.hpp"
+#include "harness/check/verdict_details.hpp"
 
 using namespace shardlab;
 
@@ -55,6 +56,7 @@ Verdict verdict(const std::string& name, bool pass, double err, double tol) {
   v.pass = pass;
   v.max_abs_error = err;
   v.tolerance = tol;
+  v.power = (err + tol) / 1000;  // values of RMS 1000: within float32's floor
   if (!pass) v.detail = "first bad index [0]: got 1, want 2";
   return v;
 }
@@ -139,27 +141,30 @@ TEST_CASE("verdict_line") {
   r.case_name = "ag";
   r.add_ledger(hand_ledger());
   r.checks.push_back(verdict("A", true, 0.0, 0.0));
-  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0 (exact)");
+  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0 (exact, no tolerance)");
   r.checks.push_back(verdict("C", true, 0.25, 0.5));
-  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0.25 (tol 0.5)");
+  CHECK(verdict_line(r) == "PASS ag: max_abs_err=0.25 (tol 0.5); weakest catches 0.00075 x RMS");
   auto l = hand_ledger();
   l[0].bytes_sent = 100;
   r.add_ledger(l);
-  CHECK(verdict_line(r) == "FAIL ag: max_abs_err=0.25 (tol 0.5); all_gather of A moved 100 bytes/device, predicted 96");
+  // Too wide with the power beside it: the failure's name, cut at 100 columns, its detail above.
+  CHECK(verdict_line(r) == "FAIL ag: max_abs_err=0.25 (tol 0.5); weakest catches 0.00075 x RMS; 1 failed: all_gather of A "
+                          "mov...");
+  CHECK(verdict_details(r) == "failed:\n  all_gather of A moved 100 bytes/device, predicted 96\n");
   Report none;
   none.case_name = "empty";
-  CHECK(verdict_line(none) == "FAIL empty: max_abs_err=0 (exact); nothing was checked");
+  CHECK(verdict_line(none) == "FAIL empty: max_abs_err=0 (exact, no tolerance); nothing was checked");
   Report bad;
   bad.case_name = "x";
   bad.checks.push_back(verdict("C", false, 1.0, 0.0));
-  CHECK(verdict_line(bad) == "FAIL x: max_abs_err=1 (exact); C: first bad index [0]: got 1, want 2");
+  CHECK(verdict_line(bad) == "FAIL x: max_abs_err=1 (exact, no tolerance); C: first bad index [0]: got 1, want 2");
   // Several checks erred: the largest error is named, with its own check's tolerance (once
   // lesson 10's line showed a finite-difference error beside another check's tolerance).
   Report several;
   several.case_name = "fd";
   several.checks.push_back(verdict("y vs unsharded", true, 1e-9, 1e-3));
   several.checks.push_back(verdict("dW_in vs central differences", true, 3e-7, 1e-5));
-  CHECK(verdict_line(several) == "PASS fd: max_abs_err=3e-07 (tol 1e-05) in dW_in");
+  CHECK(verdict_line(several) == "PASS fd: max_abs_err=3e-07 (tol 1e-05) in dW_in; weakest catches 1e-06 x RMS");
   // Values beyond the type's range: their own verdict, not an error of 0 against a tolerance of inf.
   Report over;
   over.case_name = "big";
@@ -316,17 +321,17 @@ TEST_CASE("power line and verdict: the weakest check's power, and WEAK beside th
   r.checks.push_back(compare("y vs unsharded", want, want, 1e-4));
   CHECK(power_line(r) == "power: the weakest check (y) is sure to catch one wrong element off by 0.0001 x RMS; "
                          "floor for float32: 1e-03, every check within it");
-  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.0001)");
+  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.0001); weakest catches 0.0001 x RMS");
   r.checks.push_back(compare("dx against the unsharded gradient", want, want, 0.5));
   CHECK(power_line(r) == "power: the weakest check (dx) is sure to catch one wrong element off by 0.5 x RMS; "
                          "floor for float32: 1e-03; 1 of 2 checks are above it (WEAK: a wrong answer that small "
                          "could pass them)");
   // One rule everywhere (docs/verification.md): a WEAK check fails the run, named in the verdict.
   CHECK_FALSE(r.pass());
-  CHECK(verdict_line(r) == "FAIL c: max_abs_err=0 (tol 0.5); 1/2 WEAK (WEAK fails: a wrong answer that small could pass)");
+  CHECK(verdict_line(r) == "FAIL c: max_abs_err=0 (tol 0.5); weakest catches 0.5 x RMS; 1/2 WEAK (WEAK fails the run)");
   r.weak_fails = false;  // a case file's allow_weak = "why"
   CHECK(r.pass());
-  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); 1/2 WEAK");
+  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); weakest catches 0.5 x RMS; 1/2 WEAK");
   Report none;  // no comparison of values: no power to speak of
   none.case_name = "n";
   CHECK(power_line(none).empty());
@@ -340,4 +345,26 @@ TEST_CASE("power line: checks with no tolerance say exact, not 'off by 0 x RMS'"
   r.checks.push_back(compare("y vs unsharded", want, want, 0.0));
   CHECK(power_line(r) == "power: every check is exact: one wrong element of any size fails it (floor for float32: 1e-03)");
   CHECK(power_line(r).find("0 x RMS") == std::string::npos);
+  // Replayed (bfloat16): power 0 by the replay, so exact by replay, not "off by 0 x RMS" either.
+  r.dtype = DType::bfloat16;
+  r.checks = {compare("y vs unsharded", want, want, 0.5)};
+  cover_by_replays(r.checks, {ReplayRecord{true, 2, 4, ""}});
+  CHECK(power_line(r).rfind("power: every check is exact by replay: each run equals its replay bit for bit", 0) == 0);
+  CHECK(power_line(r).find("0 x RMS") == std::string::npos);
+  CHECK(verdict_line(r) == "PASS c: max_abs_err=0 (tol 0.5); exact by replay");
+}
+
+TEST_CASE("verdict line: the power fits beside the check the error is in, or alone within 100 columns") {
+  Report r;
+  r.case_name = "15_zero";
+  r.dtype = DType::float32;
+  const Tensor want = Tensor{{1.0, -1.0}}, got = Tensor{{1.0, -1.0 + 1e-8}};
+  r.checks.push_back(compare("y", want, want, 1e-7));
+  r.checks.push_back(compare("A, B, C after 3 Adam steps, ZeRO-1, with a long name", got, want, 2e-7));
+  // Two checks erred? Only one did: no "in"; make the first err too.
+  r.checks[0] = compare("y", got, want, 1e-7);
+  const std::string line = verdict_line(r);
+  CHECK(line.size() <= 100);
+  CHECK(line.find("weakest catches 2.1e-07 x RMS") != std::string::npos);
+  CHECK(line.find(" in A, B, C") == std::string::npos);  // left out to fit; the power stays
 }

@@ -32,7 +32,7 @@ TEST_CASE("compare: exact pass") {
   CHECK(v.max_abs_error == 0.0);
   CHECK(v.tolerance == 0.0);
   CHECK(v.detail.empty());
-  CHECK(v.line() == "PASS max_abs_err=0 (exact)");
+  CHECK(v.line() == "PASS (exact, no tolerance)");
 }
 
 TEST_CASE("compare: fail reports the first bad index and the largest error") {
@@ -44,7 +44,7 @@ TEST_CASE("compare: fail reports the first bad index and the largest error") {
   CHECK_FALSE(v.pass);
   CHECK(v.max_abs_error == 5.0);
   CHECK(v.detail == "first bad index [1, 2]: got 8, want 6");
-  CHECK(v.line() == "FAIL C: max_abs_err=5 (exact); first bad index [1, 2]: got 8, want 6");
+  CHECK(v.line() == "FAIL max_abs_err=5 (exact, no tolerance); first bad index [1, 2]: got 8, want 6");
   // rank 3 index
   Tensor w3 = iota({2, 3, 4});
   Tensor g3 = w3;
@@ -58,7 +58,8 @@ TEST_CASE("compare: tolerance") {
   Verdict ok = compare("s", got, want, 0.5);
   CHECK(ok.pass);
   CHECK(ok.max_abs_error == 0.5);  // at the tolerance still passes
-  CHECK(ok.line() == "PASS max_abs_err=0.5 (tol 0.5)");
+  // Power: (0.5 + 0.5) over the RMS sqrt(14/3) of want.
+  CHECK(ok.line() == "PASS max_abs_err=0.5 (catches 0.46 x RMS; tol 0.5)");
   Verdict bad = compare("s", got, want, 0.25);
   CHECK_FALSE(bad.pass);
   CHECK(bad.detail == "first bad index [2]: got 3.5, want 3");
@@ -75,7 +76,8 @@ TEST_CASE("compare: a tolerance per element") {
   // Ratios 0.25/0.5, 0 (exact where the tolerance is 0), 0.25/0.25 at the limit, 1.5/2.
   CHECK(ok.worst_ratio == 1.0);
   CHECK(ok.detail.empty());
-  CHECK(ok.line() == "PASS max_abs_err=1.5 (worst err/tol 1, tol per element up to 2)");
+  // Power: (2 + 1.5) over the RMS sqrt(30/4) of want.
+  CHECK(ok.line() == "PASS max_abs_err=1.5 (catches 1.3 x RMS; worst err/tol 1, tol per element up to 2)");
   // 0.5 off where the tolerance is 0.25 fails, though 0.5 is below the largest tolerance.
   Verdict bad = compare("s", Tensor{1.0, 2.0, 3.5, 4.0}, want, tol);
   CHECK_FALSE(bad.pass);
@@ -93,7 +95,34 @@ TEST_CASE("compare: a tolerance per element") {
   CHECK_THROWS_AS(compare("s", want, want, Tensor{1.0}), Error);
   // A scalar tolerance keeps the old line.
   CHECK(compare("s", want, want, 0.5).worst_ratio < 0);
-  CHECK(compare("s", want, want, 0.5).line() == "PASS max_abs_err=0 (tol 0.5)");
+  CHECK(compare("s", want, want, 0.5).line() == "PASS max_abs_err=0 (catches 0.18 x RMS; tol 0.5)");
+}
+
+TEST_CASE("every check's line states its power: exact, exact by replay, catches N x RMS, or its claim") {
+  Verdict counted;  // a yes/no check of a count: any difference fails it
+  CHECK(counted.line() == "PASS (exact, no tolerance)");
+  counted.pass = false;
+  counted.detail = "ran 3 all_reduces";
+  CHECK(counted.line() == "FAIL (exact, no tolerance); ran 3 all_reduces");
+  Verdict gates;  // a tolerance and no power of its own: its claim says what it catches
+  gates.tolerance = 1e-8;
+  gates.claim = "catches a gate off by more than u|g|";
+  CHECK(gates.line() == "PASS max_abs_err=0 (catches a gate off by more than u|g|; tol 1e-08)");
+  CHECK(power_cell(gates) == "catches a gate off by more than u|g|");
+  Verdict forgot = gates;  // a tolerance, no power and no claim: said, so a test can find it
+  forgot.claim.clear();
+  CHECK(power_phrase(forgot) == "power not measured");
+  const Tensor want = Tensor{1.0, 2.0, 3.0, 4.0};
+  Verdict replayed = compare("y", want, want, 0.5);
+  std::vector<Verdict> checks = {replayed};
+  cover_by_replays(checks, {ReplayRecord{true, 2, 8, ""}});
+  REQUIRE(checks[0].replayed);
+  CHECK(checks[0].line() == "PASS max_abs_err=0 (exact by replay; tol 0.5)");
+  CHECK(power_cell(checks[0]) == "exact by replay");
+  CHECK(checks[1].line() == "PASS (exact, no tolerance); 1 run, 2 blocks, 8 elements bit for bit");
+  // Power 0 is exact, never "0 x RMS"; a table's cell is short.
+  CHECK(power_cell(compare("y", want, want)) == "exact");
+  CHECK(power_cell(compare("y", want, want, 0.5)) == "0.18 x RMS");
 }
 
 TEST_CASE("gemm_rounding: the gammas written out") {
@@ -265,7 +294,7 @@ TEST_CASE("compare: inf or NaN on either side is an overflow, failed with its ow
   CHECK_FALSE(same.pass);
   CHECK(same.overflow);
   CHECK(same.power < 0);
-  CHECK(same.line() == "FAIL t: overflow: the reference holds inf at [1] (run inf); the values left the element "
+  CHECK(same.line() == "FAIL overflow: the reference holds inf at [1] (run inf); the values left the element "
                        "type's range, so no tolerance can judge them");
   const Verdict per_element = compare("t", Tensor({inf, 1.0}), Tensor({inf, 1.0}), Tensor({inf, 0.0}));
   CHECK_FALSE(per_element.pass);

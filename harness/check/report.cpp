@@ -143,9 +143,14 @@ std::string power_line(const Report& report) {
   if (!ps.weakest) return "";
   bool replays = false;
   for (const auto& c : report.checks) replays = replays || c.replayed;
+  const std::string floor = "(floor for " + dtype_name(report.dtype) + ": " +
+                            format_number(power_floor(report.dtype), "%.0e") + ")";
   if (ps.weakest->power == 0 && ps.weak == 0 && !replays)
-    return "power: every check is exact: one wrong element of any size fails it (floor for " +
-           dtype_name(report.dtype) + ": " + format_number(power_floor(report.dtype), "%.0e") + ")";
+    return "power: every check is exact: one wrong element of any size fails it " + floor;
+  if (ps.weakest->power == 0 && ps.weak == 0)  // never "off by 0 x RMS": replayed checks are exact
+    return "power: every check is exact by replay: each run equals its replay bit for bit (collectives "
+           "computed from their definitions, summed in the ring's order), so one wrong element of any "
+           "size fails it, and the unsharded reference bounds only " + dtype_name(report.dtype) + " rounding " + floor;
   std::string out = "power: the weakest check (" + check_subject(ps.weakest->name) + ") is sure to catch one wrong element off by " +
                     format_number(ps.weakest->power, "%.2g") + " x RMS; floor " +
                     (ps.weakest->floor >= 0 ? "for finite differences" : "for " + dtype_name(report.dtype)) + ": " +
@@ -159,6 +164,23 @@ std::string power_line(const Report& report) {
   if (ps.weak == 0) return out + ", every check within it";
   return out + "; " + std::to_string(ps.weak) + " of " + std::to_string(ps.compared) +
          " checks are above it (WEAK: a wrong answer that small could pass them)";
+}
+
+std::string checks_power_phrase(const std::vector<Verdict>& checks, DType t) {
+  // A failed check caught something: its power (its error counted in) is moot, so the weakest of
+  // the comparisons of values that passed, when one did.
+  std::vector<Verdict> passed;
+  for (const auto& c : checks)
+    if (c.pass && c.power >= 0) passed.push_back(c);
+  const std::vector<Verdict>& judged = passed.empty() ? checks : passed;
+  const PowerSummary ps = power_summary(judged, t);
+  if (!ps.weakest) {  // no comparison of values: a claim, a tolerance with no power, or exact
+    for (const auto& c : judged)
+      if (!c.claim.empty() || c.tolerance > 0) return power_phrase(c);
+    return "exact, no tolerance";
+  }
+  if (ps.weakest->power == 0) return ps.weakest->replayed ? "exact by replay" : "exact, no tolerance";
+  return "weakest " + power_phrase(*ps.weakest);
 }
 
 std::string verdict_line(const Report& report) {
@@ -177,13 +199,19 @@ std::string verdict_line(const Report& report) {
     if (!worst || c.max_abs_error > worst->max_abs_error) worst = &c;
   }
   out << (pass ? "PASS " : "FAIL ") << report.case_name << ": max_abs_err=" << format_number(report.max_abs_error(), "%.3g");
-  if (report.tolerance() == 0) out << " (exact)";
+  // Every verdict line states its power: an exact run says so in place of a tolerance; else the
+  // weakest check's, after the check the error is in when both fit.
+  const std::string power = checks_power_phrase(report.checks, report.dtype);
+  const bool exact = report.tolerance() == 0;
+  if (exact) out << " (exact, no tolerance)";
   else if (worst && worst->max_abs_error > 0) out << " (tol " << format_number(worst->tolerance, "%.3g") << ")";
   else out << " (tol " << format_number(report.tolerance(), "%.3g") << ")";
-  if (erred > 1) out << " in " << check_subject(worst->name);
+  const std::string in = erred > 1 ? " in " + check_subject(worst->name) : "";
+  if (!exact && out.str().size() + in.size() + power.size() + 2 > kVerdictWidth) out << "; " << power;
+  else out << in << (exact ? "" : "; " + power);
   const PowerSummary ps = power_summary(report);
   if (ps.weak > 0) out << "; " << ps.weak << "/" << ps.compared << " WEAK";  // the power line says more
-  if (ps.weak > 0 && report.weak_fails) out << " (WEAK fails: a wrong answer that small could pass)";
+  if (ps.weak > 0 && report.weak_fails) out << " (WEAK fails the run)";  // the power line says why
   const std::vector<std::string> failures = verdict_failures(report);
   std::string all;
   for (const auto& f : failures) all += "; " + f;

@@ -65,7 +65,9 @@ std::string collectives_notes(const std::vector<CollectiveSummary>& rows);
 // A row's measured bytes ("96", "96*" when modeled) and its match cell ("yes", "NO", "modeled").
 std::string measured_cell(const CollectiveSummary& r);
 std::string match_cell(const CollectiveSummary& r);
-std::string verdict_line(const Report& report);  // "PASS case: max_abs_err=0 (exact)" one line
+// "PASS case: max_abs_err=0 (exact, no tolerance)", "PASS case: max_abs_err=6e-07 (tol 3e-06) in y;
+// weakest catches 3.7e-06 x RMS": one line, with the power of the run's checks.
+std::string verdict_line(const Report& report);
 // Power over a report's comparisons (verify.hpp): how many, how many above the element type's
 // floor (weak), and the weakest (null when no check compared values).
 struct PowerSummary {
@@ -78,6 +80,11 @@ PowerSummary power_summary(const Report& report);  // over report.checks, in rep
 // "power: the weakest check (dx) is sure to catch one wrong element off by 1.7e+03 x RMS; ..."
 // for the line before the verdict; empty when no check compared values.
 std::string power_line(const Report& report);
+// The power of a run's checks in one phrase, for a line that sums them up (power_phrase in
+// verify.hpp): "weakest catches 3.7e-06 x RMS", "exact by replay" or "exact, no tolerance" when
+// every comparison is exact. Over the comparisons that passed, when one did: a failed check's
+// power (its error counted in) is moot.
+std::string checks_power_phrase(const std::vector<Verdict>& checks, DType t);
 std::string report_json(const Report& report);   // one JSON object (docs/schemas.md lists the fields)
 
 }  // namespace shardlab

@@ -58,6 +58,7 @@ Verdict rounding_check(const TensorProgram& p, const ProgramReference& ref, DTyp
   }
   if (f.elements == 0) return v;
   v.name = kRoundingCheck;
+  v.claim = "catches an element off by more than one rounding";
   v.pass = f.outside == 0;
   v.detail = v.pass ? std::to_string(f.elements) + " elements within one rounding to nearest (worst " +
                           format_number(f.worst, "%.2g") + " x the bound)"

@@ -130,6 +130,7 @@ int Session::finish() {
       v.name = "--inject " + fault_text(fault);
       v.pass = false;
       v.detail = "found no place in this run, so nothing was tested";
+      v.claim = "structural: a planted fault must change the run";
       report_.checks.push_back(v);
     }
     status = report_.pass() ? 0 : 1;

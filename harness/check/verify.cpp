@@ -10,21 +10,39 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "core/text.hpp"
 #include "harness/check/sketch.hpp"
 
 namespace shardlab {
+
+std::string power_phrase(const Verdict& v) {
+  if (v.replayed) return "exact by replay";
+  if (v.tolerance == 0 && v.claim.empty()) return "exact, no tolerance";
+  if (v.power == 0) return "exact, no tolerance";
+  if (v.power > 0) return "catches " + format_number(v.power, "%.2g") + " x RMS";
+  if (!v.claim.empty()) return v.claim;
+  return "power not measured";  // a tolerance and no power: a check that forgot to say (tests look for this)
+}
+
+std::string power_cell(const Verdict& v) {
+  const std::string phrase = power_phrase(v);
+  if (phrase == "exact, no tolerance") return "exact";
+  return phrase.rfind("catches ", 0) == 0 && v.claim.empty() ? phrase.substr(8) : phrase;
+}
 
 std::string Verdict::line() const {
   std::ostringstream out;
   out << std::setprecision(3);  // three digits say how close; a lesson's line stays under 100 columns
   out << (pass ? "PASS " : "FAIL ");
-  if (!pass && !name.empty()) out << name << ": ";
   if (overflow) return out.str() + "overflow: " + detail;
-  out << "max_abs_err=" << max_abs_error;
+  // A check with nothing to show but its verdict (a count, a list, an exact match): its power alone.
+  if (max_abs_error == 0 && tolerance == 0 && worst_ratio < 0)
+    return out.str() + "(" + power_phrase(*this) + ")" + (detail.empty() ? "" : "; " + detail);
+  out << "max_abs_err=" << max_abs_error << " (" << power_phrase(*this);
   if (worst_ratio >= 0)
-    out << " (worst err/tol " << worst_ratio << ", tol per element up to " << tolerance << ")";
-  else if (tolerance == 0) out << " (exact)";
-  else out << " (tol " << tolerance << ")";
+    out << "; worst err/tol " << worst_ratio << ", tol per element up to " << tolerance;
+  else if (tolerance != 0) out << "; tol " << tolerance;
+  out << ")";
   if (!detail.empty()) out << "; " << detail;
   return out.str();
 }

@@ -42,10 +42,28 @@ struct Verdict {
   // The values left the element type's range: the reference or the run holds inf or NaN. No
   // tolerance judges such a comparison, so it fails with its own verdict (detail says where).
   bool overflow = false;
-  // "PASS max_abs_err=0 (exact)" / "FAIL C: ... at [2, 3] got 5 want 4"; with a tolerance per
-  // element "PASS max_abs_err=0.01 (worst err/tol 0.25, tol per element up to 0.2)".
+  // What a check that does not measure a power (power < 0) compares, when it is not exact
+  // equality: "catches a gate off by more than u|g|". Empty: any difference fails it (a count, a
+  // byte total, a list of collectives), and its lines say "exact, no tolerance".
+  std::string claim;
+  // The one line of a check, after "name: ", always with its power (power_phrase):
+  // "PASS (exact, no tolerance)", "FAIL (exact, no tolerance); ran all_gather ...",
+  // "FAIL max_abs_err=5 (exact, no tolerance); first bad index [1, 2]: got 8, want 6",
+  // "PASS max_abs_err=0.5 (catches 2.1 x RMS; tol 0.5)", and with a tolerance per element
+  // "PASS max_abs_err=0.01 (catches 0.3 x RMS; worst err/tol 0.25, tol per element up to 0.2)".
   std::string line() const;
 };
+
+// A check's power in the words every verdict line uses (docs/verification.md):
+//   "exact, no tolerance"    no tolerance: one element or count off by any amount fails it
+//   "exact by replay"        replayed (cover_by_replays): any element the sharded path changed fails
+//   "catches 3.7e-06 x RMS"  a tolerance: one element off by more than power x RMS fails it
+//   its claim                a check with a tolerance and no power of its own says what it catches
+// Never "0 x RMS": a power of 0 is exact.
+std::string power_phrase(const Verdict& v);
+// The same for a table's column headed "catches": "exact", "exact by replay", "3.7e-06 x RMS" or
+// the claim.
+std::string power_cell(const Verdict& v);
 
 // The weakest power a check of element type t may have and still be trusted: float64 1e-9,
 // float32 1e-3, bfloat16 3e-2 (times the RMS of the checked values).

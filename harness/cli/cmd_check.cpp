@@ -12,6 +12,7 @@
 #include "collectives/runtime.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "core/wrap.hpp"
 #include "harness/check/case_file.hpp"
 #include "harness/check/junit.hpp"
 #include "harness/check/trace.hpp"
@@ -128,7 +129,8 @@ int run(const CheckOptions& o) {
       line = std::string(pass ? "PASS " : "FAIL ") + c.program.name +
              (pass && stem == c.program.name ? "" : " (" + path + ")") + ": " + std::to_string(r.collectives.size()) +
              (r.collectives.size() == 1 ? " collective, " : " collectives, ") + std::to_string(r.bytes_per_device) + " B/device, " + std::to_string(all.size()) +
-             " checks" + (c.plan_only ? " (planned, not run)" : "") + (weak ? ", " + std::to_string(weak) + " WEAK" + (c.allow_weak.empty() ? "" : " (allowed)") : "") +
+             " checks" + (c.plan_only ? " (planned, not run)" : "") + ", " + checks_power_phrase(all, session.dtype()) +
+             (weak ? ", " + std::to_string(weak) + " WEAK" + (c.allow_weak.empty() ? "" : " (allowed)") : "") +
              (pass ? "" : "; " + first);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::fault) throw;  // a runtime fault (a collective timeout) ends the check: exit 3
@@ -144,7 +146,7 @@ int run(const CheckOptions& o) {
     suite.seconds = since(t0);
     if (!suite.cases.empty()) suite.cases.back().seconds = suite.seconds;
     progress::clear();  // the case's line starts on a clean line of the terminal
-    if (root) std::cout << line << std::endl;
+    if (root) std::cout << wrap_lines(line) << std::endl;  // a long name or failure continues indented
     suites.push_back(std::move(suite));
   }
   if (root) {

@@ -128,7 +128,8 @@ int run_plan_only_case(const CaseFile& c, const ProgramPlan& plan, const CommonO
               << case_plan_text(c, plan) << (hw ? model_text(c, plan, *hw) : "") << "\nChecks (against the plan):\n";
     for (const auto& v : r.checks) std::cout << "  " << v.name << ": " << check_text(v) << "\n";
   }
-  std::cout << (pass ? "PASS " : "FAIL ") << c.program.name << " (planned, not run)\n";
+  std::cout << (pass ? "PASS " : "FAIL ") << c.program.name << " (planned, not run; "
+            << checks_power_phrase(r.checks, parse_dtype(c.dtype)) << ")\n";
   return pass ? 0 : 1;
 }
 

@@ -265,14 +265,23 @@ Growth memory_growth(const Tally& t) {
 void print_soak(const SoakOptions& o, const Tally& t, const Growth& g, bool pass, double seconds) {
   // Each element type's cases, seconds and weakest check (its power, verify.hpp: the smallest
   // error in one element it is sure to catch, x RMS), against the type's floor.
-  Table types_table({"type", "cases", "passed", "seconds", "weakest power (x RMS)", "floor"});
-  for (const auto& [dtype, tt] : t.types)
+  Table types_table({"type", "cases", "passed", "seconds", "weakest catches", "floor (x RMS)"});
+  std::string weakest = "exact, no tolerance";  // the weakest check over its type's floor, in words
+  double weakest_over_floor = 0;
+  for (const auto& [dtype, tt] : t.types) {
+    Verdict w;  // the type's weakest power, as a check's (power_cell: "exact", "3.6e-06 x RMS")
+    w.power = tt.weakest;
+    w.tolerance = tt.weakest;
     types_table.add({dtype_name(dtype), std::to_string(tt.run), std::to_string(tt.passed),
-                     format_number(tt.seconds, "%.1f"), format_number(tt.weakest, "%.2g"),
-                     format_number(power_floor(dtype), "%.0e")});
+                     format_number(tt.seconds, "%.1f"), power_cell(w), format_number(power_floor(dtype), "%.0e")});
+    if (tt.weakest / power_floor(dtype) > weakest_over_floor) {
+      weakest_over_floor = tt.weakest / power_floor(dtype);
+      weakest = "weakest " + power_phrase(w) + " (" + dtype_name(dtype) + ")";
+    }
+  }
   const std::string verdict =
       std::string(pass ? "PASS" : "FAIL") + " soak: " + std::to_string(t.passed) + " of " + std::to_string(t.run) +
-      " cases verified" + (t.weak > 0 ? ", " + std::to_string(t.weak) + " checks WEAK," : std::string()) + " in " +
+      " cases verified, " + weakest + (t.weak > 0 ? ", " + std::to_string(t.weak) + " checks WEAK," : std::string()) + " in " +
       format_number(seconds, "%.1f") + " s (" + o.backend + "), resident memory " +
       format_number(t.rss_warm, "%.1f") + " -> " + format_number(t.rss_end, "%.1f") + " MiB after warm-up (" +
       (g.judged      ? format_number(100 * g.ratio, "%+.1f") + "%, limit +5%)"
@@ -303,7 +312,7 @@ void print_soak(const SoakOptions& o, const Tally& t, const Growth& g, bool pass
                "  smallest error in one element it is sure to catch); "
             << t.weak << " checks above their floor (WEAK)\n"
             << types_table.text();
-  std::cout << verdict << "\n";
+  std::cout << wrap_lines(verdict) << "\n";
 }
 
 int soak(const SoakOptions& o) {

@@ -8,6 +8,7 @@
 #include "core/text.hpp"
 #include "core/wrap.hpp"
 #include "core/error.hpp"
+#include "harness/check/report.hpp"
 #include "harness/check/session.hpp"
 #include "harness/models/three_d.hpp"
 
@@ -145,7 +146,7 @@ std::string miniature_text(const Miniature& m, bool per_device) {
       << "): one MLP block a stage, width " << m.model.hidden << ", FFN " << m.model.ffn << ", "
       << micro_batches(m.model, r) << " micro-batches of " << r.micro_batch << ", ZeRO-" << r.zero << ".\n";
   for (const auto& n : m.notes) out << "  " << n << "\n";
-  for (const auto& v : m.verdicts) out << "  " << v.name << ": " << (v.pass ? "PASS" : "FAIL") << "\n";
+  for (const auto& v : m.verdicts) out << "  " << v.name << ": " << v.line() << "\n";
   if (per_device) {
     Table t({"device", "D P T", "term", "plan's bytes", "ledger's bytes", ""});
     for (const auto& x : m.terms)
@@ -158,8 +159,9 @@ std::string miniature_text(const Miniature& m, bool per_device) {
         out << "  device " << x.device << " " << x.part << ": the plan has " << format_number(x.model, "%.0f")
             << " bytes, the ledger " << format_number(x.ledger, "%.0f") << "\n";
   }
-  out << "Miniature run: " << (m.pass() ? "PASS" : "FAIL") << "; the plan's byte model matched the run's ledger in "
-      << m.matched() << " of " << m.terms.size() << " terms.\n";
+  out << "Miniature run: " << (m.pass() ? "PASS" : "FAIL") << " (" << checks_power_phrase(m.verdicts, parse_dtype(m.dtype))
+      << "); the plan's byte model matched the run's ledger byte for byte in " << m.matched() << " of "
+      << m.terms.size() << " terms.\n";
   return wrap_lines(out.str());
 }
 

@@ -32,13 +32,13 @@ namespace shardlab {
 namespace {
 
 // One row a check: what it compares, its verdict (WEAK: passed with power above the floor), the
-// largest error and tolerance, and its power (x RMS; "-" where it compares no values).
+// largest error and tolerance, and its power ("exact" or "3.7e-06 x RMS", verify.hpp's power_cell).
 std::string checks_table(const std::vector<Verdict>& checks, DType t) {
-  Table table({"check", "verdict", "max err", "tol", "power x RMS"});
+  Table table({"check", "verdict", "max err", "tol", "catches"});
   auto g = [](double x) { return format_number(x, "%.3g"); };
   for (const auto& c : checks)
     table.add({c.name, !c.pass ? "FAIL" : is_weak(c, t) ? "WEAK" : "PASS", g(c.max_abs_error), g(c.tolerance),
-               c.power < 0 ? "-" : g(c.power)});
+               power_cell(c)});
   return table.text();
 }
 
@@ -222,10 +222,11 @@ void print_text(const FfnPlan& plan, const FfnConfig& config, const Mesh& mesh, 
   powers.dtype = dtype;
   powers.checks = r.checks;
   std::cout << wrap_lines("  " + power_line(powers)) << "\n";
-  std::cout << (r.pass() ? "PASS" : "FAIL") << " bench ffn: " << r.verify << " verification, sharded/floor "
-            << format_number(f.ratio, "%.2f") << ", total " << secs(f.total);
-  if (ps.weak > 0) std::cout << "; " << ps.weak << "/" << ps.compared << " WEAK";
-  std::cout << std::endl;
+  std::string verdict = std::string(r.pass() ? "PASS" : "FAIL") + " bench ffn: " + r.verify + " verification, " +
+                        checks_power_phrase(r.checks, dtype) + ", sharded/floor " + format_number(f.ratio, "%.2f") +
+                        ", total " + secs(f.total);
+  if (ps.weak > 0) verdict += "; " + std::to_string(ps.weak) + "/" + std::to_string(ps.compared) + " WEAK";
+  std::cout << wrap_lines(verdict) << std::endl;  // within 100 columns, the power included
 }
 
 }  // namespace

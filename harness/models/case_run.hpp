@@ -58,8 +58,7 @@ CaseFile with_dtype(CaseFile c, const std::string& dtype);
 // empty. Error(parse) for any other word.
 CaseFile with_uneven(CaseFile c, const std::string& uneven);
 
-// One check for people: "PASS (exact, no tolerance)", "FAIL <why>", or for an output the verdict
-// line with its error and tolerance.
+// One check for people, with its power: v.line() (verify.hpp), the name the lessons print it by.
 std::string check_text(const Verdict& v);
 // Every check passed, none is WEAK (unless c.allow_weak says why) and every collective moved the
 // bytes predicted for it.

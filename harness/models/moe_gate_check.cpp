@@ -52,6 +52,7 @@ Verdict gates_against_plain(const MoeInputs& in, const MoeShape& s, DType t) {
   Verdict v = compare("gates against a plain softmax-top-k", got, want, tol);
   // A yes/no check of the shared definition, not of the sharded path: no power of its own.
   v.power = -1;
+  v.claim = "catches a gate off by more than u|g|";
   if (!wrong_expert.empty()) v.pass = false, v.detail = wrong_expert;
   if (v.pass)
     v.detail = std::to_string(T) + " tokens: the same experts, each gate within u|g| (worst " +

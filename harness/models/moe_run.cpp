@@ -94,11 +94,11 @@ std::string moe_check_lines(const std::vector<Verdict>& checks, const std::strin
   std::string out;
   for (const auto& v : checks) {
     if (v.power < 0) {
-      out += indent + v.name + ": " + (v.pass ? "PASS" : "FAIL " + v.detail) + "\n";
+      out += indent + v.name + ": " + v.line() + "\n";
       continue;
     }
     const std::string pad(v.name.size() < 10 ? 10 - v.name.size() : 1, ' ');
-    out += indent + v.name + pad + v.line() + ", power " + format_number(v.power, "%.2g") + " x RMS\n";
+    out += indent + v.name + pad + v.line() + "\n";
   }
   return out;
 }

@@ -36,7 +36,8 @@ constexpr double kMoeLimitBytes = 1024.0 * 1024 * 1024;  // a lesson-sized run: 
 // dropped, assignments, capacity, all_to_all_bytes_per_device and busiest_device_share into its
 // numbers. `save`: also keep the run's outputs and routing for --save in `saved` (root only).
 MoeRun run_moe(Session& session, const MoeShape& s, const MoeInputs& in, bool save = false);
-// "  out       PASS max_abs_err=0 (exact), power 0 x RMS" for each comparison, "  name: PASS" else.
+// "  out       PASS (exact, no tolerance)" for each comparison, "  name: PASS (...)" else: each
+// check's line() (verify.hpp), which states its power.
 std::string moe_check_lines(const std::vector<Verdict>& checks, const std::string& indent);
 
 }  // namespace shardlab
