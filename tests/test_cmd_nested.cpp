@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/run_binary.hpp"
+#include "tests/verdict_powers.hpp"
 
 using shardlab::testing::count_lines;
 using shardlab::testing::run_binary;
@@ -27,6 +28,7 @@ TEST_CASE("shardlab nested: the verdict, bytes per part in --json, the picture, 
 
   auto text = run_binary("shardlab nested");
   REQUIRE(text.status == 0);
+  CHECK(shardlab::testing::verdicts_without_power(text.out).empty());  // every verdict line states its power
   for (const char* line : {"X=0  | L0 e0-1 | L0 e2-3 | L0 e4-5 | L0 e6-7 |",
                            "  encoder stages   pipeline stages           -                   sends over X",
                            "  encoded: PASS (exact, no tolerance)", "\nPASS nested"})

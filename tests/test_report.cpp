@@ -368,3 +368,17 @@ TEST_CASE("verdict line: the power fits beside the check the error is in, or alo
   CHECK(line.find("weakest catches 2.1e-07 x RMS") != std::string::npos);
   CHECK(line.find(" in A, B, C") == std::string::npos);  // left out to fit; the power stays
 }
+
+TEST_CASE("verdict line: when the error shown is a claimed check's, its claim is the power beside it") {
+  Report r;
+  r.case_name = "moe";
+  r.add_ledger(hand_ledger());
+  r.checks.push_back(verdict("out", true, 0.0, 0.0));  // exact
+  Verdict gates = verdict("gates", true, 2e-8, 6e-8);
+  gates.power = -1;  // no comparison of values: the check states what it catches instead
+  gates.claim = "catches a gate off by more than u|g|";
+  r.checks.push_back(gates);
+  const std::string line = verdict_line(r);
+  CHECK(line == "PASS moe: max_abs_err=2e-08 (tol 6e-08); catches a gate off by more than u|g|");
+  CHECK(line.find("exact") == std::string::npos);  // the error beside it is not exact
+}

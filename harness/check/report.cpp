@@ -201,7 +201,10 @@ std::string verdict_line(const Report& report) {
   out << (pass ? "PASS " : "FAIL ") << report.case_name << ": max_abs_err=" << format_number(report.max_abs_error(), "%.3g");
   // Every verdict line states its power: an exact run says so in place of a tolerance; else the
   // weakest check's, after the check the error is in when both fit.
-  const std::string power = checks_power_phrase(report.checks, report.dtype);
+  // The error shown is the worst check's: when that check states a claim of its own (the MoE
+  // gates' u|g|), the claim is the power beside it, not the exactness of the others.
+  const bool claimed = worst && worst->max_abs_error > 0 && !worst->claim.empty();
+  const std::string power = claimed ? power_phrase(*worst) : checks_power_phrase(report.checks, report.dtype);
   const bool exact = report.tolerance() == 0;
   if (exact) out << " (exact, no tolerance)";
   else if (worst && worst->max_abs_error > 0) out << " (tol " << format_number(worst->tolerance, "%.3g") << ")";

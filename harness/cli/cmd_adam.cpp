@@ -12,6 +12,7 @@
 #include "core/wrap.hpp"
 #include "core/write_file.hpp"
 #include "harness/check/npz.hpp"
+#include "harness/check/report.hpp"
 #include "harness/models/adam_step.hpp"
 
 namespace shardlab {
@@ -88,7 +89,8 @@ int run(const AdamOptions& o) {
     std::cout << (saved_text.empty() ? "" : "\n" + saved_text);
   }
   std::cout << (pass ? "PASS" : "FAIL") << " adam: step " << o.step << " on " << state.size()
-            << (state.size() == 1 ? " parameter" : " parameters") << "\n";
+            << (state.size() == 1 ? " parameter" : " parameters") << " ("
+            << checks_power_phrase(checks, DType::float64) << ")\n";
   return std::max(saved, pass ? 0 : 1);
 }
 
