@@ -19,6 +19,7 @@
 #include "core/gemm.hpp"
 #include "core/memory.hpp"
 #include "core/text.hpp"
+#include "core/trace.hpp"
 #include "core/wrap.hpp"
 #include "harness/check/checks_json.hpp"
 #include "harness/check/report.hpp"
@@ -47,12 +48,6 @@ std::string checks_table(const std::vector<Verdict>& checks, DType t) {
 struct GemmRates {
   double wall = 0, cpu = 0;
 };
-
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
 
 template <class T>
 GemmRates gemm_rates(std::size_t n) {
