@@ -13,7 +13,7 @@ CXX ?= g++
 SAN ?=
 PACKAGES := g++ make pkg-config xtensor-dev libxtensor-blas-dev libopenblas-dev libopenblas-pthread-dev mpich libmpich-dev \
             doctest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libtomlplusplus-dev libpugixml-dev \
-            libzip-dev robin-map-dev
+            libzip-dev robin-map-dev libxxhash-dev
 
 # Sanitizer builds use -g1 (line tables: every report still names file and line), a third faster to
 # compile than -g with no loss in what the sanitizers catch.

@@ -79,7 +79,7 @@ TEST_CASE("shardlab moe --inputs --save: the arrays' shape runs; a bad array or 
   shardlab::save_npz(dir + "/bad.npz", bad);
   bad.pop_back();
   shardlab::save_npz(dir + "/short.npz", bad);
-  for (const std::string line : {"--inputs " + dir + "/bad.npz --save " + out,    // W_out's m is 5
+  for (const std::string& line : {"--inputs " + dir + "/bad.npz --save " + out,    // W_out's m is 5
                                  "--inputs " + dir + "/short.npz --save " + out,  // no W_out
                                  "--inputs " + dir + "/in.npz --experts 4 --save " + out,
                                  "--inputs " + dir + "/in.npz --save " + dir + "/in.npz",

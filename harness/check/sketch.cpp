@@ -11,6 +11,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/gemm.hpp"
 #include "core/text.hpp"
+#include "harness/check/sketch_memo.hpp"
 
 // Shapes: op(A) [M, K], op(B) [K, N], C [M, N]; V [N, k] of +-1; E = C - op(A) op(B), exactly.
 // The check computes in double (u = 2^-53, gamma_n = n u / (1 - n u)), one read of each matrix:
@@ -342,8 +344,10 @@ RowCheck check_sampled(MatRef<T> c, std::size_t inner, double gamma, double resu
   return out;
 }
 
+// The calibration's reference side: W_i for every row and the largest sum_j E_ij^2 / W_i of the
+// sampled rows recomputed in float32 as the plan sums them (C is not read).
 template <class T>
-Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& rows) {
+Calibration calibrate_reference(MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& rows) {
   static_assert(std::is_same_v<T, float>, "calibration recomputes rows in float32");
   const std::size_t inner = op_cols(a), n = op_cols(b), r = rows.picked.size();
   const std::vector<std::size_t>& picked = rows.picked;
@@ -375,20 +379,39 @@ Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t
     for (std::size_t e = 0; e < r * n; ++e) sum[e] = k0 == 0 ? part[e] : sum[e] + part[e];
   }
   for (std::size_t i = 0; i < r; ++i) {
-    double ref = 0, own = 0;
+    double ref = 0;
     for (std::size_t j = 0; j < n; ++j) {
-      const double x = exact[j * r + i], dr = static_cast<double>(sum[i * n + j]) - x, dc = at(c, picked[i], j) - x;
+      const double dr = static_cast<double>(sum[i * n + j]) - exact[j * r + i];
       ref += dr * dr;
-      own += dc * dc;
     }
     const double w = weight[picked[i]];
     if (w > 0) out.ratio = std::max(out.ratio, ref / w);
-    out.c_ratio = std::max(out.c_ratio, w > 0 ? own / w : own > 0 ? INFINITY : 0.0);
-    if (std::isnan(own)) out.c_ratio = INFINITY;
   }
   out.picked = picked;
   out.weight = weight;
   return out;
+}
+
+// `reference` with C's side added: the largest sum_j E_ij^2 / W_i of C's own sampled rows.
+template <class T>
+Calibration calibrate_result(MatRef<T> c, Calibration reference, const SampledRows& rows) {
+  const std::size_t n = op_cols(c), r = reference.picked.size();
+  for (std::size_t i = 0; i < r; ++i) {
+    double own = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double dc = at(c, reference.picked[i], j) - rows.exact[j * r + i];
+      own += dc * dc;
+    }
+    const double w = reference.weight[reference.picked[i]];
+    reference.c_ratio = std::max(reference.c_ratio, w > 0 ? own / w : own > 0 ? INFINITY : 0.0);
+    if (std::isnan(own)) reference.c_ratio = INFINITY;
+  }
+  return reference;
+}
+
+template <class T>
+Calibration calibrate_sampled(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& rows) {
+  return calibrate_result(c, calibrate_reference(a, b, group, rows), rows);
 }
 
 void fit(std::size_t m, std::size_t inner, std::size_t n, std::size_t b_rows, std::size_t c_rows, std::size_t c_cols,
@@ -430,26 +453,75 @@ std::string false_pass_line(std::size_t vectors, double largest_tolerance, doubl
 
 namespace {
 
-// The three projections of the sketch and the row figures the bounds need, for k vectors V.
-struct Projections {
-  std::vector<double> y, z;  // [M, k]: A (B V) and C V
-  std::vector<double> sp;    // [M, 2]: s_i = sum_j P_ij and pm_i >= max_j P_ij
-  std::vector<double> r, cm;  // [M]: row sums of |C| and row max of |C|
-  double squares = 0;         // sum of C_ij^2
+// What a check computes from op(A), op(B) and its options alone, C unread: the part a SketchReuse
+// keeps for a later check of the same operands (sketch_memo.hpp).
+struct Reference {
+  std::vector<double> y, sp;  // [M, k]: A (B V); [M, 2]: s_i = sum_j P_ij and pm_i >= max_j P_ij
+  SampledRows sampled;        // the rows recomputed in double (none when neither part asks)
+  Calibration cal;            // calibrate_reference's, with a group (float32 only)
+  std::size_t bytes() const {
+    return (y.size() + sp.size() + sampled.exact.size() + sampled.p.size() + cal.weight.size()) * sizeof(double) +
+           (sampled.picked.size() + cal.picked.size()) * sizeof(std::size_t);
+  }
 };
 
 template <class T>
-Projections project(MatRef<T> c, MatRef<T> a, MatRef<T> b, const std::vector<double>& rv, std::size_t k) {
+Reference reference_side(MatRef<T> a, MatRef<T> b, const std::vector<double>& rv, std::size_t k, std::size_t rows,
+                         std::uint64_t seed, std::size_t group) {
   const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b);
-  Projections p;
-  p.y.resize(m * k), p.z.resize(m * k), p.sp.resize(m * 2), p.r.resize(m), p.cm.resize(m);
+  Reference ref;
+  ref.y.resize(m * k), ref.sp.resize(m * 2);
   std::vector<double> buf, w(inner * k), w_abs(inner), ones(n, 1.0);
   apply(b, rv.data(), k, ones.data(), w.data(), w_abs.data(), buf);
   // |op(A)| [w_abs, colmax |op(B)|] = [s, pm]: each row's sum_j P_ij and a bound on its max_j P_ij.
   std::vector<double> colmax(inner), abs_in(inner * 2);
   row_max_abs(b, colmax.data());
   for (std::size_t l = 0; l < inner; ++l) abs_in[2 * l] = w_abs[l], abs_in[2 * l + 1] = colmax[l];
-  apply(a, w.data(), k, abs_in.data(), p.y.data(), p.sp.data(), buf, 2);
+  apply(a, w.data(), k, abs_in.data(), ref.y.data(), ref.sp.data(), buf, 2);
+  // Rows recomputed in double once, for the row check and the calibration.
+  if (rows > 0) ref.sampled = sampled_rows(a, b, rows, seed);
+  if constexpr (std::is_same_v<T, float>)
+    if (group > 0) ref.cal = calibrate_reference(a, b, group, ref.sampled);
+  return ref;
+}
+
+// reference_side, or the one a live SketchReuse kept for the same operands and options.
+template <class T>
+std::shared_ptr<const Reference> reference_of(MatRef<T> a, MatRef<T> b, const std::vector<double>& rv, std::size_t k,
+                                              std::uint64_t vector_seed, std::size_t rows, std::uint64_t seed,
+                                              std::size_t group) {
+  std::string key;
+  if (sketch_memo::active()) {
+    const auto side = [](MatRef<T> x) {
+      return std::to_string(x.rows) + "x" + std::to_string(x.cols) + (x.transposed ? "T " : " ") +
+             fingerprint(x.data, x.rows * x.cols * sizeof(T));
+    };
+    key = std::string(std::is_same_v<T, float> ? "float32" : "float64") + " A " + side(a) + " B " + side(b) +
+          " vectors " + std::to_string(k) + " seed " + std::to_string(vector_seed) + " rows " + std::to_string(rows) +
+          " seed " + std::to_string(seed) + " group " + std::to_string(group);
+    if (auto kept = sketch_memo::find(key)) return std::static_pointer_cast<const Reference>(kept);
+  }
+  auto ref = std::make_shared<const Reference>(reference_side(a, b, rv, k, rows, seed, group));
+  if (!key.empty()) sketch_memo::keep(key, ref, ref->bytes());
+  return ref;
+}
+
+// The three projections of the sketch and the row figures the bounds need, for k vectors V: the
+// reference's A (B V) and row sums beside C's own.
+struct Projections {
+  std::vector<double> z;      // [M, k]: C V
+  const std::vector<double>& y;   // [M, k]: A (B V)
+  const std::vector<double>& sp;  // [M, 2]: s_i and pm_i
+  std::vector<double> r, cm;  // [M]: row sums of |C| and row max of |C|
+  double squares = 0;         // sum of C_ij^2
+};
+
+template <class T>
+Projections project(MatRef<T> c, const Reference& ref, const std::vector<double>& rv, std::size_t k) {
+  const std::size_t m = op_rows(c), n = op_cols(c);
+  Projections p{{}, ref.y, ref.sp, {}, {}, 0};
+  p.z.resize(m * k), p.r.resize(m), p.cm.resize(m);
+  std::vector<double> buf, ones(n, 1.0);
   apply(c, rv.data(), k, ones.data(), p.z.data(), p.r.data(), buf);
   p.squares = row_max_abs(c, p.cm.data());
   return p;
@@ -464,11 +536,10 @@ struct Calibrated {
 };
 
 template <class T>
-Calibrated calibrate(MatRef<T> c, MatRef<T> a, MatRef<T> b, std::size_t group, const SampledRows& sampled,
-                     const Projections& p) {
+Calibrated calibrate(MatRef<T> c, const Reference& ref, bool calibrating, const Projections& p) {
   Calibrated out;
   if constexpr (std::is_same_v<T, float>)
-    if (group > 0) out.cal = calibrate_sampled(c, a, b, group, sampled);
+    if (calibrating) out.cal = calibrate_result(c, ref.cal, ref.sampled);
   out.on = !out.cal.weight.empty() && !out.cal.picked.empty() && out.cal.ratio > 0;
   for (std::size_t i : out.cal.picked)
     if (p.sp[2 * i] > 0) {
@@ -551,12 +622,14 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   Verdict v;
   if (!c_fits(name, c, a, b, o, v)) return v;
   const std::size_t m = op_rows(a), inner = op_cols(a), n = op_cols(b), k = o.vectors;
-  const Projections p = project(c, a, b, rademacher(n, k, o.seed), k);
+  const std::vector<double> rv = rademacher(n, k, o.seed);
   // Rows recomputed in double once, for the row check and the calibration (64 if only it asks).
   const bool calibrating = std::is_same_v<T, float> && o.calibrate_group > 0;
-  const SampledRows sampled =
-      o.rows > 0 || calibrating ? sampled_rows(a, b, o.rows > 0 ? o.rows : 64, rows_seed(o.seed)) : SampledRows{};
-  const Calibrated cal = calibrate(c, a, b, calibrating ? o.calibrate_group : 0, sampled, p);
+  const std::size_t rows = o.rows > 0 ? o.rows : calibrating ? 64 : 0;
+  const std::shared_ptr<const Reference> ref =
+      reference_of(a, b, rv, k, o.seed, rows, rows_seed(o.seed), calibrating ? o.calibrate_group : 0);
+  const Projections p = project(c, *ref, rv, k);
+  const Calibrated cal = calibrate(c, *ref, calibrating, p);
 
   const double u = double_unit_roundoff, delta = sum_gamma(n + inner, u);
   const BoundTerms terms{o.gamma, o.result_gamma, u, delta, 1 + 32 * u,
@@ -603,7 +676,7 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   v.detail = first + false_pass_line(k, v.tolerance, largest_own) + model;
   if (o.rows == 0) return v;
   // The headline figures stay the projections'; the sampled rows' are named in their own clause.
-  const RowCheck rc = check_sampled(c, inner, o.gamma, o.result_gamma, sampled);
+  const RowCheck rc = check_sampled(c, inner, o.gamma, o.result_gamma, ref->sampled);
   if (!rc.pass) v.pass = false;
   v.detail = first + rc.first + false_pass_line(k, v.tolerance, largest_own) + "; " +
              rows_line(rc.sampled, rc.rows, o.one_in) + " (sampled elements: largest |C_ij - (A B)_ij| " +
