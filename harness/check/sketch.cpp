@@ -485,11 +485,11 @@ Reference reference_side(MatRef<T> a, MatRef<T> b, const std::vector<double>& rv
   return ref;
 }
 
-// reference_side, or the one a live SketchReuse kept for the same operands and options.
+// reference_side, or the one a live SketchReuse kept for the same operands and options: V drawn
+// from `seed` (rv), the rows from rows_seed(seed).
 template <class T>
 std::shared_ptr<const Reference> reference_of(MatRef<T> a, MatRef<T> b, const std::vector<double>& rv, std::size_t k,
-                                              std::uint64_t vector_seed, std::size_t rows, std::uint64_t seed,
-                                              std::size_t group) {
+                                              std::uint64_t seed, std::size_t rows, std::size_t group) {
   std::string key;
   if (sketch_memo::active()) {
     const auto side = [](MatRef<T> x) {
@@ -497,11 +497,11 @@ std::shared_ptr<const Reference> reference_of(MatRef<T> a, MatRef<T> b, const st
              fingerprint(x.data, x.rows * x.cols * sizeof(T));
     };
     key = std::string(std::is_same_v<T, float> ? "float32" : "float64") + " A " + side(a) + " B " + side(b) +
-          " vectors " + std::to_string(k) + " seed " + std::to_string(vector_seed) + " rows " + std::to_string(rows) +
-          " seed " + std::to_string(seed) + " group " + std::to_string(group);
+          " vectors " + std::to_string(k) + " seed " + std::to_string(seed) + " rows " + std::to_string(rows) +
+          " group " + std::to_string(group);
     if (auto kept = sketch_memo::find(key)) return std::static_pointer_cast<const Reference>(kept);
   }
-  auto ref = std::make_shared<const Reference>(reference_side(a, b, rv, k, rows, seed, group));
+  auto ref = std::make_shared<const Reference>(reference_side(a, b, rv, k, rows, rows_seed(seed), group));
   if (!key.empty()) sketch_memo::keep(key, ref, ref->bytes());
   return ref;
 }
@@ -538,8 +538,7 @@ struct Calibrated {
 template <class T>
 Calibrated calibrate(MatRef<T> c, const Reference& ref, bool calibrating, const Projections& p) {
   Calibrated out;
-  if constexpr (std::is_same_v<T, float>)
-    if (calibrating) out.cal = calibrate_result(c, ref.cal, ref.sampled);
+  if (calibrating) out.cal = calibrate_result(c, ref.cal, ref.sampled);
   out.on = !out.cal.weight.empty() && !out.cal.picked.empty() && out.cal.ratio > 0;
   for (std::size_t i : out.cal.picked)
     if (p.sp[2 * i] > 0) {
@@ -627,7 +626,7 @@ Verdict sketch_product(const std::string& name, MatRef<T> c, MatRef<T> a, MatRef
   const bool calibrating = std::is_same_v<T, float> && o.calibrate_group > 0;
   const std::size_t rows = o.rows > 0 ? o.rows : calibrating ? 64 : 0;
   const std::shared_ptr<const Reference> ref =
-      reference_of(a, b, rv, k, o.seed, rows, rows_seed(o.seed), calibrating ? o.calibrate_group : 0);
+      reference_of(a, b, rv, k, o.seed, rows, calibrating ? o.calibrate_group : 0);
   const Projections p = project(c, *ref, rv, k);
   const Calibrated cal = calibrate(c, *ref, calibrating, p);
 
